@@ -1,0 +1,74 @@
+// swift-tools-version: 6.2
+import PackageDescription
+
+// Layers (DESIGN.md §2): Crypto <- Keychain <- Tokens <- {PKCS11, KeySharing} <- CLI.
+// Nothing below imports anything above. Crypto, Keychain, Tokens and PKCS11 are
+// linked into libkeyshare-pkcs11.so and must stay free of Foundation.
+
+let strict: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .treatAllWarnings(as: .error),
+]
+
+let moduleLinkFlags: [LinkerSetting] = [
+    // Only C_GetFunctionList, C_GetInterfaceList and C_GetInterface are exported.
+    .unsafeFlags([
+        "-Xlinker", "--version-script=\(Context.packageDirectory)/pkcs11/keyshare-pkcs11.map",
+        // Hosts (pkcs11-tool) dlclose the module; Swift runtime threads must not be unmapped.
+        "-Xlinker", "-z", "-Xlinker", "nodelete",
+        "-Xlinker", "-z", "-Xlinker", "defs",
+    ]),
+]
+
+let package = Package(
+    name: "keyshare",
+    products: [
+        .executable(name: "keyshare", targets: ["keyshare"]),
+        .library(name: "keyshare-pkcs11", type: .dynamic, targets: ["PKCS11Module"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.20"),
+    ],
+    targets: [
+        // System libraries: thin module maps over the Debian packages.
+        .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CPKCS11", path: "pkcs11/types"),
+
+        // Layers.
+        .target(name: "KeyshareCrypto", dependencies: ["COpenSSL"], swiftSettings: strict),
+        .target(name: "Keychain", dependencies: ["KeyshareCrypto", "CSQLite"], swiftSettings: strict),
+        .target(name: "Tokens", dependencies: ["Keychain", "KeyshareCrypto"], swiftSettings: strict),
+        .target(name: "PKCS11", dependencies: ["Tokens", "Keychain", "KeyshareCrypto", "CPKCS11"], swiftSettings: strict),
+        .target(
+            name: "KeySharing",
+            dependencies: ["Tokens", "Keychain", "KeyshareCrypto", .product(name: "ZIPFoundation", package: "ZIPFoundation")],
+            swiftSettings: strict),
+
+        // The C ABI layer: function tables as static data, only the three C_Get* exported.
+        .target(
+            name: "CPKCS11ABI",
+            dependencies: ["CPKCS11"],
+            path: "pkcs11/abi"),
+        .target(
+            name: "PKCS11Module",
+            dependencies: ["PKCS11", "CPKCS11ABI", "CPKCS11"],
+            swiftSettings: strict,
+            linkerSettings: moduleLinkFlags),
+
+        .executableTarget(
+            name: "keyshare",
+            dependencies: [
+                "KeySharing", "Tokens", "Keychain", "KeyshareCrypto",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict),
+
+        .testTarget(name: "KeyshareCryptoTests", dependencies: ["KeyshareCrypto"], swiftSettings: strict),
+        .testTarget(name: "KeychainTests", dependencies: ["Keychain", "KeyshareCrypto"], swiftSettings: strict),
+        .testTarget(name: "TokensTests", dependencies: ["Tokens", "Keychain", "KeyshareCrypto"], swiftSettings: strict),
+        .testTarget(name: "KeySharingTests", dependencies: ["KeySharing", "Tokens", "KeyshareCrypto"], swiftSettings: strict),
+        .testTarget(name: "PKCS11Tests", dependencies: ["PKCS11", "Tokens", "CPKCS11"], swiftSettings: strict),
+    ]
+)

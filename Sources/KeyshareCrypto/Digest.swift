@@ -1,0 +1,80 @@
+import COpenSSL
+
+/// The SHA family used for signatures, labels (SHA-256 of a certificate),
+/// localKeyID (SHA-1) and PKCS #11 digest mechanisms.
+public enum DigestAlgorithm: Sendable, CaseIterable, Equatable, Hashable {
+    case sha1, sha224, sha256, sha384, sha512
+
+    public var outputSize: Int {
+        switch self {
+        case .sha1: 20
+        case .sha224: 28
+        case .sha256: 32
+        case .sha384: 48
+        case .sha512: 64
+        }
+    }
+
+    var md: OpaquePointer {
+        switch self {
+        case .sha1: EVP_sha1()
+        case .sha224: EVP_sha224()
+        case .sha256: EVP_sha256()
+        case .sha384: EVP_sha384()
+        case .sha512: EVP_sha512()
+        }
+    }
+
+    public var name: String {
+        switch self {
+        case .sha1: "SHA-1"
+        case .sha224: "SHA-224"
+        case .sha256: "SHA-256"
+        case .sha384: "SHA-384"
+        case .sha512: "SHA-512"
+        }
+    }
+
+    /// One-shot digest.
+    public func hash(_ data: [UInt8]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var len: UInt32 = 0
+        let ok = data.withUnsafeBufferPointer { d in
+            out.withUnsafeMutableBufferPointer { o in
+                EVP_Digest(d.baseAddress, d.count, o.baseAddress, &len, md, nil)
+            }
+        }
+        precondition(ok == 1, "EVP_Digest cannot fail for a built-in digest")
+        return Array(out[0..<Int(len)])
+    }
+}
+
+/// Multi-part digest (C_DigestUpdate); a class because it owns an EVP_MD_CTX.
+public final class DigestContext: @unchecked Sendable {
+    private let ctx: OpaquePointer
+    public let algorithm: DigestAlgorithm
+
+    public init(_ algorithm: DigestAlgorithm) throws {
+        guard let c = EVP_MD_CTX_new() else { throw CryptoError.openssl("digest init") }
+        guard EVP_DigestInit_ex(c, algorithm.md, nil) == 1 else {
+            EVP_MD_CTX_free(c)
+            throw CryptoError.openssl("digest init")
+        }
+        ctx = c
+        self.algorithm = algorithm
+    }
+
+    deinit { EVP_MD_CTX_free(ctx) }
+
+    public func update(_ data: [UInt8]) throws {
+        let ok = data.withUnsafeBufferPointer { EVP_DigestUpdate(ctx, $0.baseAddress, $0.count) }
+        guard ok == 1 else { throw CryptoError.openssl("digest update") }
+    }
+
+    public func finish() throws -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var len: UInt32 = 0
+        guard EVP_DigestFinal_ex(ctx, &out, &len) == 1 else { throw CryptoError.openssl("digest final") }
+        return Array(out[0..<Int(len)])
+    }
+}

@@ -1,0 +1,1 @@
+#include "keyshare_abi.h"
