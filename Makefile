@@ -1,0 +1,60 @@
+# keyshare: `make demo` runs the main job, `make test` runs every test.
+# Both work on a fresh Debian 12 machine as root: `make deps` installs what is missing.
+
+PREFIX        ?= /usr/local
+SWIFT         ?= swift
+BUILD_FLAGS   := -c release -Xswiftc -static-stdlib --disable-local-rpath
+BIN_DIR       := $(shell pwd)/.build/release
+MODULE        := $(BIN_DIR)/libkeyshare-pkcs11.so
+KEYSHARE      := $(BIN_DIR)/keyshare
+DEB_PACKAGES  := libssl-dev libsqlite3-dev libp11-kit-dev p11-kit opensc softhsm2 gnutls-bin \
+                 libengine-pkcs11-openssl openssh-client libnss3-tools zip unzip
+P11_MODULE_DIR  = $(shell pkg-config --variable=p11_module_path p11-kit-1 2>/dev/null || echo /usr/lib/x86_64-linux-gnu/pkcs11)
+P11_CONFIG_DIR  = $(shell pkg-config --variable=p11_module_configs p11-kit-1 2>/dev/null || echo /usr/share/p11-kit/modules)
+
+.PHONY: all deps build test unit-test integration-test demo install uninstall clean
+
+all: build
+
+## deps: install the Debian packages keyshare builds and tests with (only those missing).
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+## build: release binaries with the Swift runtime linked in (the module must be self-contained).
+build: deps
+	$(SWIFT) build $(BUILD_FLAGS) --product keyshare
+	$(SWIFT) build $(BUILD_FLAGS) --product keyshare-pkcs11
+	@echo "built $(KEYSHARE)"
+	@echo "built $(MODULE)"
+
+unit-test: deps
+	$(SWIFT) test
+
+integration-test: build
+	@bash Tests/integration/run-all.sh "$(KEYSHARE)" "$(MODULE)"
+
+## test: every test: unit tests, then the integration scripts against the real consumers.
+test: unit-test integration-test
+
+## demo: the main job on a throwaway store under ./demo (or $$KEYSHARE_HOME).
+demo: build
+	@bash scripts/demo.sh "$(KEYSHARE)" "$(MODULE)"
+
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(P11_MODULE_DIR) $(DESTDIR)$(P11_CONFIG_DIR)
+	install -m 0755 $(KEYSHARE) $(DESTDIR)$(PREFIX)/bin/keyshare
+	install -m 0644 $(MODULE) $(DESTDIR)$(P11_MODULE_DIR)/libkeyshare-pkcs11.so
+	install -m 0644 pkcs11/keyshare.module $(DESTDIR)$(P11_CONFIG_DIR)/keyshare.module
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/keyshare $(DESTDIR)$(P11_MODULE_DIR)/libkeyshare-pkcs11.so $(DESTDIR)$(P11_CONFIG_DIR)/keyshare.module
+
+clean:
+	rm -rf .build demo
