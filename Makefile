@@ -45,7 +45,7 @@ test: unit-test integration-test
 
 ## demo: the main job on a throwaway store under ./demo (or $$KEYSHARE_HOME).
 demo: build
-	@bash scripts/demo.sh "$(KEYSHARE)" "$(MODULE)"
+	@bash Tests/integration/demo.sh "$(KEYSHARE)" "$(MODULE)"
 
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(P11_MODULE_DIR) $(DESTDIR)$(P11_CONFIG_DIR)

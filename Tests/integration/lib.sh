@@ -1,0 +1,49 @@
+# Shared helpers for the integration scripts: each check prints one line, and the
+# script ends with "N passed, M failed" (the line CI reads).
+PASS=0
+FAIL=0
+FAILED_NAMES=()
+
+ok()   { PASS=$((PASS + 1)); echo "ok   - $1"; }
+bad()  { FAIL=$((FAIL + 1)); FAILED_NAMES+=("$1"); echo "FAIL - $1"; [ -n "${2:-}" ] && echo "$2" | sed 's/^/       /' | head -20; return 0; }
+
+# check NAME CMD...: passes when CMD exits 0.
+check() {
+  local name=$1; shift
+  local out
+  if out=$("$@" 2>&1); then ok "$name"; else bad "$name" "$out"; fi
+}
+
+# check_out NAME REGEX CMD...: passes when CMD exits 0 and its output matches REGEX.
+check_out() {
+  local name=$1 re=$2; shift 2
+  local out
+  if out=$("$@" 2>&1) && grep -Eq -- "$re" <<<"$out"; then ok "$name"; else bad "$name" "$out"; fi
+}
+
+# check_fail NAME REGEX CMD...: passes when CMD exits non-zero, prints exactly one
+# line on stderr, and that line matches REGEX.
+check_fail() {
+  local name=$1 re=$2; shift 2
+  local err rc
+  err=$("$@" 2>&1 >/dev/null) && rc=0 || rc=$?
+  local lines
+  lines=$(printf '%s' "$err" | grep -c . || true)
+  if [ "$rc" -ne 0 ] && [ "$lines" -eq 1 ] && grep -Eq -- "$re" <<<"$err"; then ok "$name"; else bad "$name" "exit $rc, stderr: $err"; fi
+}
+
+finish() {
+  echo "$PASS passed, $FAIL failed"
+  [ "$FAIL" -eq 0 ]
+}
+
+# A private store and a low KDF cost for speed (a documented setting, recorded
+# with each wrap); real users get the default cost.
+new_home() {
+  export KEYSHARE_HOME
+  KEYSHARE_HOME=$(mktemp -d /tmp/keyshare-it.XXXXXX)
+  export KEYSHARE_KDF_LOG2N=10
+}
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+FIXTURES=$(cd "$HERE/../Fixtures/testdata" && pwd)

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs every integration script against the built CLI and module; prints the
+# per-script results and one total line.
+set -u
+KEYSHARE=${1:?keyshare binary}
+MODULE=${2:?module path}
+HERE=$(cd "$(dirname "$0")" && pwd)
+total_pass=0
+total_fail=0
+failed=()
+for script in "$HERE"/[0-9]*.sh; do
+  name=$(basename "$script" .sh)
+  echo "=== $name"
+  log=$(mktemp)
+  bash "$script" "$KEYSHARE" "$MODULE" 2>&1 | tee "$log"
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
+  if [ -z "$line" ]; then
+    total_fail=$((total_fail + 1)); failed+=("$name (no result line)")
+  else
+    p=$(awk '{print $1}' <<<"$line"); f=$(awk '{print $3}' <<<"$line")
+    total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
+    [ "$f" -eq 0 ] || failed+=("$name")
+  fi
+  rm -f "$log"
+done
+echo "=== integration: ${#failed[@]} script(s) with failures${failed:+: ${failed[*]}}"
+echo "integration: $total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]
