@@ -21,6 +21,9 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 #include <openssl/x509_vfy.h>
+#include <openssl/provider.h>
+#include <openssl/pkcs7.h>
+#include <openssl/asn1.h>
 
 static inline long ks_BIO_get_mem_data(BIO *b, char **pp) { return BIO_get_mem_data(b, pp); }
 static inline void ks_OPENSSL_free(void *p) { OPENSSL_free(p); }
@@ -33,5 +36,25 @@ static inline void ks_sk_X509_free(STACK_OF(X509) *s) { sk_X509_free(s); }
 static inline int ks_sk_GENERAL_NAME_num(const GENERAL_NAMES *s) { return sk_GENERAL_NAME_num(s); }
 static inline GENERAL_NAME *ks_sk_GENERAL_NAME_value(const GENERAL_NAMES *s, int i) { return sk_GENERAL_NAME_value(s, i); }
 static inline void ks_GENERAL_NAMES_free(GENERAL_NAMES *s) { GENERAL_NAMES_free(s); }
+
+// PKCS #12 safes and bags (STACK_OF macros).
+static inline void ks_sk_PKCS12_SAFEBAG_pop_free(STACK_OF(PKCS12_SAFEBAG) *s) { sk_PKCS12_SAFEBAG_pop_free(s, PKCS12_SAFEBAG_free); }
+static inline void ks_sk_PKCS7_pop_free(STACK_OF(PKCS7) *s) { sk_PKCS7_pop_free(s, PKCS7_free); }
+
+// Name printing: RFC 2253 order and escaping, but UTF-8 kept readable.
+static inline int ks_X509_NAME_print_rfc2253(BIO *out, const X509_NAME *name) {
+    return X509_NAME_print_ex(out, name, 0, XN_FLAG_RFC2253 & ~ASN1_STRFLGS_ESC_MSB);
+}
+
+static inline void *ks_OPENSSL_memdup(const void *p, size_t n) { return OPENSSL_memdup(p, n); }
+static inline void ks_OPENSSL_cleanse_free(void *p, size_t n) { OPENSSL_clear_free(p, n); }
+static inline int ks_EVP_CIPHER_CTX_allow_wrap(EVP_CIPHER_CTX *ctx) {
+    EVP_CIPHER_CTX_set_flags(ctx, EVP_CIPHER_CTX_FLAG_WRAP_ALLOW);
+    return 1;
+}
+static inline int ks_ERR_GET_REASON(unsigned long e) { return ERR_GET_REASON(e); }
+static inline int ks_ERR_GET_LIB(unsigned long e) { return ERR_GET_LIB(e); }
+static inline int ks_EVP_PKEY_KEYPAIR(void) { return EVP_PKEY_KEYPAIR; }
+static inline int ks_EVP_PKEY_PUBLIC_KEY(void) { return EVP_PKEY_PUBLIC_KEY; }
 
 #endif

@@ -1,0 +1,59 @@
+import COpenSSL
+
+/// AES key wrap: RFC 3394 (padded: false; input a multiple of 8 bytes, at
+/// least 16) and RFC 5649 (padded: true; any non-empty length).
+public enum AESKeyWrap {
+    public static func wrap(kek: [UInt8], key: [UInt8], padded: Bool) throws -> [UInt8] {
+        if padded {
+            guard !key.isEmpty else { throw CryptoError(.invalidInput, "AES key wrap", reason: "nothing to wrap") }
+        } else {
+            guard key.count >= 16, key.count % 8 == 0 else {
+                throw CryptoError(.invalidInput, "AES key wrap", reason: "RFC 3394 needs a multiple of 8 bytes, at least 16")
+            }
+        }
+        return try run(kek: kek, input: key, padded: padded, encrypt: true)
+    }
+
+    /// An integrity failure (wrong KEK, altered data) throws .authenticationFailed.
+    public static func unwrap(kek: [UInt8], wrapped: [UInt8], padded: Bool) throws -> [UInt8] {
+        guard wrapped.count >= 16, wrapped.count % 8 == 0 else {
+            throw CryptoError(.invalidInput, "AES key unwrap", reason: "wrapped data must be a multiple of 8 bytes, at least 16")
+        }
+        return try run(kek: kek, input: wrapped, padded: padded, encrypt: false)
+    }
+
+    private static func run(kek: [UInt8], input: [UInt8], padded: Bool, encrypt: Bool) throws -> [UInt8] {
+        let op = encrypt ? "AES key wrap" : "AES key unwrap"
+        let cipher: OpaquePointer?
+        switch (kek.count, padded) {
+        case (16, false): cipher = EVP_aes_128_wrap()
+        case (24, false): cipher = EVP_aes_192_wrap()
+        case (32, false): cipher = EVP_aes_256_wrap()
+        case (16, true): cipher = EVP_aes_128_wrap_pad()
+        case (24, true): cipher = EVP_aes_192_wrap_pad()
+        case (32, true): cipher = EVP_aes_256_wrap_pad()
+        default: cipher = nil
+        }
+        guard let cipher else { throw CryptoError(.invalidInput, op, reason: "KEK must be 16, 24 or 32 bytes") }
+        CryptoError.clearQueue()
+        guard let ctx = EVP_CIPHER_CTX_new() else { throw CryptoError.openssl(op) }
+        defer { EVP_CIPHER_CTX_free(ctx) }
+        _ = ks_EVP_CIPHER_CTX_allow_wrap(ctx)
+        guard EVP_CipherInit_ex(ctx, cipher, nil, kek, nil, encrypt ? 1 : 0) == 1 else {
+            throw CryptoError.openssl(op)
+        }
+        var out = [UInt8](repeating: 0, count: input.count + 16)
+        var len: Int32 = 0
+        guard EVP_CipherUpdate(ctx, &out, &len, input, Int32(input.count)) == 1 else {
+            if encrypt { throw CryptoError.openssl(op) }
+            CryptoError.clearQueue()
+            throw CryptoError(.authenticationFailed, op, reason: "integrity check failed (wrong key or altered data)")
+        }
+        var total = Int(len)
+        var fin: Int32 = 0
+        let ok = out.withUnsafeMutableBufferPointer { EVP_CipherFinal_ex(ctx, $0.baseAddress! + total, &fin) }
+        guard ok == 1 else { throw CryptoError.openssl(op) }
+        total += Int(fin)
+        return Array(out[0..<total])
+    }
+}

@@ -1,0 +1,114 @@
+import COpenSSL
+
+extension PrivateKey {
+    /// RSA from 1024 to 8192 bits (PKCS #11 callers ask for 2048-4096; the
+    /// wider range keeps C_GenerateKeyPair honest about what it refuses).
+    public static func generateRSA(bits: Int, publicExponent: [UInt8] = [1, 0, 1]) throws -> PrivateKey {
+        guard (1024...8192).contains(bits), bits % 8 == 0 else {
+            throw CryptoError(.invalidInput, "RSA key generation", reason: "modulus size must be 1024-8192 bits, a multiple of 8")
+        }
+        let e = try OSSL.bignum(publicExponent)
+        defer { BN_free(e) }
+        guard BN_is_odd(e) == 1, BN_num_bits(e) >= 2 else {
+            throw CryptoError(.invalidInput, "RSA key generation", reason: "public exponent must be odd and at least 3")
+        }
+        return try generate("RSA", "RSA key generation") { ctx in
+            EVP_PKEY_CTX_set_rsa_keygen_bits(ctx, Int32(bits)) == 1
+                && EVP_PKEY_CTX_set1_rsa_keygen_pubexp(ctx, e) == 1
+        }
+    }
+
+    public static func generateEC(_ curve: ECCurve) throws -> PrivateKey {
+        try generate("EC", "EC key generation") { ctx in
+            EVP_PKEY_CTX_set_group_name(ctx, curve.rawValue) == 1
+        }
+    }
+
+    public static func generateEd25519() throws -> PrivateKey {
+        try generate("ED25519", "Ed25519 key generation") { _ in true }
+    }
+
+    private static func generate(_ type: String, _ op: String, _ configure: (OpaquePointer) -> Bool) throws -> PrivateKey {
+        CryptoError.clearQueue()
+        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, type, nil) else { throw CryptoError.openssl(op) }
+        defer { EVP_PKEY_CTX_free(ctx) }
+        var key: OpaquePointer? = nil
+        guard EVP_PKEY_keygen_init(ctx) == 1, configure(ctx),
+              EVP_PKEY_generate(ctx, &key) == 1, let key else {
+            throw CryptoError.openssl(op)
+        }
+        return try PrivateKey(owning: key)
+    }
+
+    /// From raw CKA_VALUE-style material (C_CreateObject of a private key).
+    public static func fromEC(curve: ECCurve, privateScalar: [UInt8]) throws -> PrivateKey {
+        let d = try OSSL.bignum(privateScalar)
+        defer { BN_clear_free(d) }
+        // OpenSSL needs the public point too; derive it from the scalar.
+        guard let group = EC_GROUP_new_by_curve_name(curve.nid) else { throw CryptoError.openssl("EC private key") }
+        defer { EC_GROUP_free(group) }
+        guard let point = EC_POINT_new(group) else { throw CryptoError.openssl("EC private key") }
+        defer { EC_POINT_free(point) }
+        guard EC_POINT_mul(group, point, d, nil, nil, nil) == 1 else {
+            throw CryptoError.openssl("EC private key", kind: .invalidInput)
+        }
+        var pub = [UInt8](repeating: 0, count: 1 + 2 * curve.byteSize)
+        guard EC_POINT_point2oct(group, point, POINT_CONVERSION_UNCOMPRESSED, &pub, pub.count, nil) == pub.count else {
+            throw CryptoError.openssl("EC private key")
+        }
+        return try fromData("EC", "EC private key") { bld in
+            OSSL_PARAM_BLD_push_utf8_string(bld, "group", curve.rawValue, 0) == 1
+                && OSSL_PARAM_BLD_push_BN(bld, "priv", d) == 1
+                && pub.withUnsafeBufferPointer { OSSL_PARAM_BLD_push_octet_string(bld, "pub", $0.baseAddress, $0.count) } == 1
+        }
+    }
+
+    public static func fromEd25519(privateRaw: [UInt8]) throws -> PrivateKey {
+        guard privateRaw.count == 32 else {
+            throw CryptoError(.invalidInput, "Ed25519 private key", reason: "must be 32 bytes")
+        }
+        guard let key = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nil, privateRaw, 32) else {
+            throw CryptoError.openssl("Ed25519 private key", kind: .invalidInput)
+        }
+        return try PrivateKey(owning: key)
+    }
+
+    /// From the CRT components (C_CreateObject of an RSA private key).
+    public static func fromRSA(_ c: RSAPrivateComponents) throws -> PrivateKey {
+        var bns: [OpaquePointer] = []
+        defer { bns.forEach { BN_clear_free($0) } }
+        let names = ["n", "e", "d", "rsa-factor1", "rsa-factor2", "rsa-exponent1", "rsa-exponent2", "rsa-coefficient1"]
+        for v in [c.modulus, c.publicExponent, c.d, c.p, c.q, c.dp, c.dq, c.qinv] {
+            bns.append(try OSSL.bignum(v))
+        }
+        return try fromData("RSA", "RSA private key") { bld in
+            zip(names, bns).allSatisfy { OSSL_PARAM_BLD_push_BN(bld, $0.0, $0.1) == 1 }
+        }
+    }
+
+    private static func fromData(_ type: String, _ op: String, _ push: (OpaquePointer) -> Bool) throws -> PrivateKey {
+        CryptoError.clearQueue()
+        guard let bld = OSSL_PARAM_BLD_new() else { throw CryptoError.openssl(op) }
+        defer { OSSL_PARAM_BLD_free(bld) }
+        guard push(bld), let params = OSSL_PARAM_BLD_to_param(bld) else { throw CryptoError.openssl(op) }
+        defer { OSSL_PARAM_free(params) }
+        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, type, nil) else { throw CryptoError.openssl(op) }
+        defer { EVP_PKEY_CTX_free(ctx) }
+        var key: OpaquePointer? = nil
+        guard EVP_PKEY_fromdata_init(ctx) == 1,
+              EVP_PKEY_fromdata(ctx, &key, ks_EVP_PKEY_KEYPAIR(), params) == 1, let key else {
+            throw CryptoError.openssl(op, kind: .invalidInput)
+        }
+        return try PrivateKey(owning: key)
+    }
+}
+
+extension ECCurve {
+    var nid: Int32 {
+        switch self {
+        case .p256: NID_X9_62_prime256v1
+        case .p384: NID_secp384r1
+        case .p521: NID_secp521r1
+        }
+    }
+}

@@ -1,0 +1,72 @@
+import COpenSSL
+
+/// Read-only facts about an EVP_PKEY, shared by PrivateKey and PublicKey.
+enum PKeyInfo {
+    static func keyType(_ pkey: OpaquePointer) throws -> KeyType {
+        switch EVP_PKEY_get_base_id(pkey) {
+        case EVP_PKEY_RSA: return .rsa
+        case EVP_PKEY_EC: return .ec
+        case EVP_PKEY_ED25519: return .ed25519
+        default:
+            if EVP_PKEY_is_a(pkey, "RSA") == 1 { return .rsa }
+            if EVP_PKEY_is_a(pkey, "EC") == 1 { return .ec }
+            if EVP_PKEY_is_a(pkey, "ED25519") == 1 { return .ed25519 }
+            throw CryptoError(.unsupported, "key", reason: "unsupported key type (only RSA, EC P-256/384/521 and Ed25519)")
+        }
+    }
+
+    static func curve(_ pkey: OpaquePointer) -> ECCurve? {
+        var buf = [CChar](repeating: 0, count: 64)
+        var len = 0
+        guard EVP_PKEY_get_utf8_string_param(pkey, "group", &buf, buf.count, &len) == 1 else {
+            CryptoError.clearQueue()
+            return nil
+        }
+        return ECCurve(groupName: OSSL.string(buf))
+    }
+
+    static func bits(_ pkey: OpaquePointer, type: KeyType) -> Int {
+        type == .ed25519 ? 256 : Int(EVP_PKEY_get_bits(pkey))
+    }
+
+    static func bnParam(_ pkey: OpaquePointer, _ name: String, padTo width: Int = 0) -> [UInt8]? {
+        var bn: OpaquePointer? = nil
+        guard EVP_PKEY_get_bn_param(pkey, name, &bn) == 1, let bn else {
+            CryptoError.clearQueue()
+            return nil
+        }
+        defer { BN_clear_free(bn) }
+        return OSSL.bytes(of: bn, padTo: width)
+    }
+
+    static func octetParam(_ pkey: OpaquePointer, _ name: String) -> [UInt8]? {
+        var len = 0
+        guard EVP_PKEY_get_octet_string_param(pkey, name, nil, 0, &len) == 1, len > 0 else {
+            CryptoError.clearQueue()
+            return nil
+        }
+        var out = [UInt8](repeating: 0, count: len)
+        guard EVP_PKEY_get_octet_string_param(pkey, name, &out, len, &len) == 1 else {
+            CryptoError.clearQueue()
+            return nil
+        }
+        return Array(out[0..<len])
+    }
+
+    static func spkiDER(_ pkey: OpaquePointer) throws -> [UInt8] {
+        try OSSL.i2d("public key encode") { i2d_PUBKEY(pkey, $0) }
+    }
+
+    /// Rejects curves and types the rest of keyshare cannot represent, so a
+    /// key object never exists in a state its getters cannot describe.
+    static func validate(_ pkey: OpaquePointer) throws -> (KeyType, ECCurve?) {
+        let t = try keyType(pkey)
+        if t == .ec {
+            guard let c = curve(pkey) else {
+                throw CryptoError(.unsupported, "key", reason: "unsupported EC curve (only P-256, P-384, P-521)")
+            }
+            return (t, c)
+        }
+        return (t, nil)
+    }
+}

@@ -1,0 +1,163 @@
+import COpenSSL
+
+/// A public key held as an OpenSSL EVP_PKEY; see PrivateKey for why a class.
+public final class PublicKey: @unchecked Sendable {
+    let pkey: OpaquePointer
+    public let keyType: KeyType
+    public let curve: ECCurve?
+
+    init(owning pkey: OpaquePointer) throws {
+        do {
+            (keyType, curve) = try PKeyInfo.validate(pkey)
+        } catch {
+            EVP_PKEY_free(pkey)
+            throw error
+        }
+        self.pkey = pkey
+    }
+
+    deinit { EVP_PKEY_free(pkey) }
+
+    /// X.509 SubjectPublicKeyInfo DER (CKA_PUBLIC_KEY_INFO).
+    public convenience init(spkiDER: [UInt8]) throws {
+        CryptoError.clearQueue()
+        guard let (key, used) = OSSL.d2i(spkiDER, { p, n in d2i_PUBKEY(nil, p, n) }) else {
+            throw CryptoError.openssl("public key decode", kind: .invalidInput)
+        }
+        guard used == spkiDER.count else {
+            EVP_PKEY_free(key)
+            throw CryptoError(.invalidInput, "public key decode", reason: "trailing data after SubjectPublicKeyInfo")
+        }
+        try self.init(owning: key)
+    }
+
+    public convenience init(pem: String) throws {
+        CryptoError.clearQueue()
+        let key = try OSSL.withReadBIO(Array(pem.utf8), "public key PEM") { bio in
+            PEM_read_bio_PUBKEY(bio, nil, noPassphraseCallback, nil)
+        }
+        guard let key else { throw CryptoError.openssl("public key PEM decode", kind: .invalidInput) }
+        try self.init(owning: key)
+    }
+
+    /// From CKA_MODULUS / CKA_PUBLIC_EXPONENT (C_CreateObject).
+    public convenience init(rsaModulus: [UInt8], exponent: [UInt8]) throws {
+        guard !rsaModulus.isEmpty, !exponent.isEmpty else {
+            throw CryptoError(.invalidInput, "RSA public key", reason: "empty modulus or exponent")
+        }
+        let n = try OSSL.bignum(rsaModulus)
+        defer { BN_free(n) }
+        let e = try OSSL.bignum(exponent)
+        defer { BN_free(e) }
+        let key = try Self.fromData("RSA", "RSA public key") { bld in
+            OSSL_PARAM_BLD_push_BN(bld, "n", n) == 1 && OSSL_PARAM_BLD_push_BN(bld, "e", e) == 1
+        }
+        try self.init(owning: key)
+    }
+
+    /// From CKA_EC_PARAMS and CKA_EC_POINT; the point may be raw or DER-wrapped.
+    /// The point is checked to be on the curve, so a bad one fails here and
+    /// not later inside a signature check or ECDH.
+    public convenience init(ecParams: [UInt8], point: [UInt8]) throws {
+        guard let curve = ECCurve(paramsDER: ecParams) else {
+            throw CryptoError(.unsupported, "EC public key", reason: "unsupported curve parameters (only named P-256, P-384, P-521)")
+        }
+        let raw = try curve.rawPoint(point)
+        let key = try Self.fromData("EC", "EC public key") { bld in
+            OSSL_PARAM_BLD_push_utf8_string(bld, "group", curve.rawValue, 0) == 1
+                && raw.withUnsafeBufferPointer { OSSL_PARAM_BLD_push_octet_string(bld, "pub", $0.baseAddress, $0.count) } == 1
+        }
+        try self.init(owning: key)
+        try checkPublic()
+    }
+
+    public convenience init(ed25519Raw: [UInt8]) throws {
+        guard ed25519Raw.count == 32 else {
+            throw CryptoError(.invalidInput, "Ed25519 public key", reason: "must be 32 bytes")
+        }
+        guard let key = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nil, ed25519Raw, 32) else {
+            throw CryptoError.openssl("Ed25519 public key", kind: .invalidInput)
+        }
+        try self.init(owning: key)
+    }
+
+    private static func fromData(_ type: String, _ op: String, _ push: (OpaquePointer) -> Bool) throws -> OpaquePointer {
+        CryptoError.clearQueue()
+        guard let bld = OSSL_PARAM_BLD_new() else { throw CryptoError.openssl(op) }
+        defer { OSSL_PARAM_BLD_free(bld) }
+        guard push(bld), let params = OSSL_PARAM_BLD_to_param(bld) else { throw CryptoError.openssl(op) }
+        defer { OSSL_PARAM_free(params) }
+        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, type, nil) else { throw CryptoError.openssl(op) }
+        defer { EVP_PKEY_CTX_free(ctx) }
+        var key: OpaquePointer? = nil
+        guard EVP_PKEY_fromdata_init(ctx) == 1,
+              EVP_PKEY_fromdata(ctx, &key, ks_EVP_PKEY_PUBLIC_KEY(), params) == 1, let key else {
+            throw CryptoError.openssl(op, kind: .invalidInput)
+        }
+        return key
+    }
+
+    private func checkPublic() throws {
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl("public key check") }
+        defer { EVP_PKEY_CTX_free(ctx) }
+        guard EVP_PKEY_public_check(ctx) == 1 else {
+            throw CryptoError.openssl("public key check", kind: .invalidInput)
+        }
+    }
+
+    public func spkiDER() throws -> [UInt8] { try PKeyInfo.spkiDER(pkey) }
+
+    public func pem() throws -> String {
+        let bytes = try OSSL.collectBIO("public key PEM encode") { PEM_write_bio_PUBKEY($0, pkey) == 1 }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    public var bits: Int { PKeyInfo.bits(pkey, type: keyType) }
+    public var rsaModulus: [UInt8]? { keyType == .rsa ? PKeyInfo.bnParam(pkey, "n") : nil }
+    public var rsaPublicExponent: [UInt8]? { keyType == .rsa ? PKeyInfo.bnParam(pkey, "e") : nil }
+
+    /// Raw uncompressed 04||X||Y, whatever form the key was created from.
+    public var ecPoint: [UInt8]? {
+        guard keyType == .ec, let curve else { return nil }
+        guard let enc = PKeyInfo.octetParam(pkey, "encoded-pub-key") else { return nil }
+        if enc.first == 0x04 { return enc }
+        // A compressed input point: expand through the coordinates.
+        guard let x = PKeyInfo.bnParam(pkey, "qx", padTo: curve.byteSize),
+              let y = PKeyInfo.bnParam(pkey, "qy", padTo: curve.byteSize) else { return nil }
+        return [0x04] + x + y
+    }
+
+    /// CKA_EC_POINT form: the raw point wrapped in a DER OCTET STRING.
+    public var ecPointDER: [UInt8]? {
+        guard let p = ecPoint else { return nil }
+        return p.count < 0x80 ? [0x04, UInt8(p.count)] + p : [0x04, 0x81, UInt8(p.count)] + p
+    }
+
+    public var ed25519Raw: [UInt8]? {
+        guard keyType == .ed25519 else { return nil }
+        var len = 32
+        var out = [UInt8](repeating: 0, count: 32)
+        guard EVP_PKEY_get_raw_public_key(pkey, &out, &len) == 1 else {
+            CryptoError.clearQueue()
+            return nil
+        }
+        return Array(out[0..<len])
+    }
+
+    /// SHA-1 of the subjectPublicKey BIT STRING contents (RFC 5280 §4.2.1.2
+    /// method 1): the CKA_ID keyshare gives an identity's objects.
+    public func keyIdentifier() throws -> [UInt8] {
+        var der = try spkiDER()
+        defer { OSSL.cleanse(&der) }
+        guard let (pub, _) = OSSL.d2i(der, { p, n in d2i_X509_PUBKEY(nil, p, n) }) else {
+            throw CryptoError.openssl("public key decode")
+        }
+        defer { X509_PUBKEY_free(pub) }
+        var data: UnsafePointer<UInt8>? = nil
+        var len: Int32 = 0
+        guard X509_PUBKEY_get0_param(nil, &data, &len, nil, pub) == 1, let data else {
+            throw CryptoError.openssl("public key bits")
+        }
+        return DigestAlgorithm.sha1.hash(Array(UnsafeBufferPointer(start: data, count: Int(len))))
+    }
+}
