@@ -1,0 +1,119 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CSQLite
+
+/// The keychain: one SQLite file shared by every process (the CLI and every
+/// host that loaded the PKCS #11 module). One connection per instance,
+/// serialised by a pthread lock; SQLite's own locking (WAL + busy_timeout)
+/// serialises processes. Every write is a transaction that is durable when
+/// the call returns.
+public final class KeychainStore: @unchecked Sendable {
+    public let home: String
+    public let path: String
+    /// scrypt log2(N) for new PIN wraps; nil → PINKDFParameters' configured default.
+    public let kdfLog2N: Int?
+
+    let lock = Lock(recursive: true)
+    let db: SQLiteConnection
+    /// Transaction nesting on the owning thread; guarded by `lock`.
+    private var depth = 0
+    /// Commits made through this connection: PRAGMA data_version ignores them.
+    private var ownCommits: UInt64 = 0
+
+    public static func defaultHome() -> String { StoreLocation.defaultHome() }
+
+    public init(home: String? = nil, kdfLog2N: Int? = nil) throws {
+        let dir = home ?? StoreLocation.defaultHome()
+        self.home = dir
+        self.path = dir + "/keychain.db"
+        self.kdfLog2N = kdfLog2N
+        try StoreLocation.prepareDirectory(dir)
+        try StoreLocation.prepareFile(path)
+        db = try SQLiteConnection(path: path)
+        // Many processes share the file: wait for a writer instead of failing.
+        sqlite3_busy_timeout(db.db, 15_000)
+        _ = try db.query("PRAGMA journal_mode=WAL") { $0.text(0) }
+        try db.exec("""
+            PRAGMA synchronous=FULL;
+            PRAGMA foreign_keys=ON;
+            PRAGMA secure_delete=ON;
+            PRAGMA temp_store=MEMORY;
+            """)
+        try Schema.migrate(db)
+        StoreLocation.tighten(path + "-wal")
+        StoreLocation.tighten(path + "-shm")
+    }
+
+    /// Runs `body` atomically (BEGIN IMMEDIATE, or a savepoint when nested).
+    /// Store calls made inside join it. PIN operations may not run inside,
+    /// because their failure counting must commit on its own.
+    public func transaction<T>(_ body: () throws -> T) throws -> T {
+        try write(body)
+    }
+
+    func write<T>(_ body: () throws -> T) throws -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        let level = depth
+        if level == 0 {
+            try db.exec("BEGIN IMMEDIATE")
+        } else {
+            try db.exec("SAVEPOINT ks\(level)")
+        }
+        depth += 1
+        let result: T
+        do {
+            result = try body()
+        } catch {
+            depth -= 1
+            if level == 0 {
+                try? db.exec("ROLLBACK")
+            } else {
+                try? db.exec("ROLLBACK TO ks\(level); RELEASE ks\(level)")
+            }
+            throw error
+        }
+        depth -= 1
+        if level == 0 {
+            do {
+                try db.exec("COMMIT")
+            } catch {
+                try? db.exec("ROLLBACK")
+                throw error
+            }
+            ownCommits &+= 1
+        } else {
+            try db.exec("RELEASE ks\(level)")
+        }
+        return result
+    }
+
+    /// A consistent snapshot across the several SELECTs of one call.
+    func read<T>(_ body: () throws -> T) throws -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        if depth > 0 { return try body() }
+        try db.exec("BEGIN")
+        depth += 1
+        defer {
+            depth -= 1
+            try? db.exec("COMMIT")
+        }
+        return try body()
+    }
+
+    var inTransaction: Bool { lock.withLock { depth > 0 } }
+
+    /// Changes whenever any process commits to the store. Costs one PRAGMA (no
+    /// I/O when nothing changed), so callers can cache item lists and decrypted
+    /// keys and refresh only when this moves.
+    public func changeCounter() throws -> UInt64 {
+        try lock.withLock {
+            let dv = try db.query("PRAGMA data_version") { UInt64(bitPattern: $0.int(0)) }.first ?? 0
+            return dv &<< 32 &+ ownCommits
+        }
+    }
+
+    static func now() -> Int64 { Int64(time(nil)) }
+}

@@ -1,0 +1,96 @@
+/// PKCS #11 numbers the store and its callers agree on. Keychain and Tokens do
+/// not import the C header (they must build without it), and namespacing them
+/// avoids clashing with the C macros in the module target that imports both.
+public enum CKA {
+    public static let `class`: AttributeType = 0x0000
+    public static let token: AttributeType = 0x0001
+    public static let `private`: AttributeType = 0x0002
+    public static let label: AttributeType = 0x0003
+    public static let uniqueID: AttributeType = 0x0004
+    public static let application: AttributeType = 0x0010
+    public static let value: AttributeType = 0x0011
+    public static let objectID: AttributeType = 0x0012
+    public static let certificateType: AttributeType = 0x0080
+    public static let issuer: AttributeType = 0x0081
+    public static let serialNumber: AttributeType = 0x0082
+    public static let trusted: AttributeType = 0x0086
+    public static let certificateCategory: AttributeType = 0x0087
+    public static let checkValue: AttributeType = 0x0090
+    public static let keyType: AttributeType = 0x0100
+    public static let subject: AttributeType = 0x0101
+    public static let id: AttributeType = 0x0102
+    public static let sensitive: AttributeType = 0x0103
+    public static let encrypt: AttributeType = 0x0104
+    public static let decrypt: AttributeType = 0x0105
+    public static let wrap: AttributeType = 0x0106
+    public static let unwrap: AttributeType = 0x0107
+    public static let sign: AttributeType = 0x0108
+    public static let signRecover: AttributeType = 0x0109
+    public static let verify: AttributeType = 0x010A
+    public static let verifyRecover: AttributeType = 0x010B
+    public static let derive: AttributeType = 0x010C
+    public static let startDate: AttributeType = 0x0110
+    public static let endDate: AttributeType = 0x0111
+    public static let modulus: AttributeType = 0x0120
+    public static let modulusBits: AttributeType = 0x0121
+    public static let publicExponent: AttributeType = 0x0122
+    public static let privateExponent: AttributeType = 0x0123
+    public static let prime1: AttributeType = 0x0124
+    public static let prime2: AttributeType = 0x0125
+    public static let exponent1: AttributeType = 0x0126
+    public static let exponent2: AttributeType = 0x0127
+    public static let coefficient: AttributeType = 0x0128
+    public static let publicKeyInfo: AttributeType = 0x0129
+    public static let valueLen: AttributeType = 0x0161
+    public static let extractable: AttributeType = 0x0162
+    public static let local: AttributeType = 0x0163
+    public static let neverExtractable: AttributeType = 0x0164
+    public static let alwaysSensitive: AttributeType = 0x0165
+    public static let keyGenMechanism: AttributeType = 0x0166
+    public static let modifiable: AttributeType = 0x0170
+    public static let copyable: AttributeType = 0x0171
+    public static let destroyable: AttributeType = 0x0172
+    public static let ecParams: AttributeType = 0x0180
+    public static let ecPoint: AttributeType = 0x0181
+    public static let alwaysAuthenticate: AttributeType = 0x0202
+    public static let wrapWithTrusted: AttributeType = 0x0210
+    public static let allowedMechanisms: AttributeType = 0x4000_0600
+    public static let vendorDefined: AttributeType = 0x8000_0000
+    /// The private key's PKCS #8 DER ('KS'), always encrypted at rest.
+    public static let keysharePKCS8: AttributeType = 0x8000_4B53
+}
+
+public enum CKO {
+    public static let data: UInt = 0
+    public static let certificate: UInt = 1
+    public static let publicKey: UInt = 2
+    public static let privateKey: UInt = 3
+    public static let secretKey: UInt = 4
+    public static let vendorDefined: UInt = 0x8000_0000
+}
+
+public enum CKK {
+    public static let rsa: UInt = 0
+    public static let ec: UInt = 3
+    public static let genericSecret: UInt = 0x10
+    public static let aes: UInt = 0x1F
+    public static let ecEdwards: UInt = 0x40
+}
+
+public enum CKC {
+    public static let x509: UInt = 0
+}
+
+/// CKA_CERTIFICATE_CATEGORY values.
+public enum CertificateCategory {
+    public static let unspecified: UInt = 0
+    public static let tokenUser: UInt = 1
+    public static let authority: UInt = 2
+    public static let otherEntity: UInt = 3
+}
+
+public enum CKM {
+    public static let rsaPKCSKeyPairGen: UInt = 0x0000
+    public static let ecKeyPairGen: UInt = 0x1040
+    public static let ecEdwardsKeyPairGen: UInt = 0x1055
+}

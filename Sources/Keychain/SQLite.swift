@@ -1,0 +1,143 @@
+import CSQLite
+
+/// A thin, non-thread-safe wrapper over one sqlite3 connection; the store
+/// serialises access with its own lock, so this stays simple.
+final class SQLiteConnection {
+    let db: OpaquePointer
+    private var cache: [String: OpaquePointer] = [:]
+
+    init(path: String) throws {
+        var handle: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let rc = sqlite3_open_v2(path, &handle, flags, nil)
+        guard rc == SQLITE_OK, let h = handle else {
+            let msg = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            if let h = handle { sqlite3_close_v2(h) }
+            throw KeychainError.storage("cannot open \(path): \(msg)")
+        }
+        db = h
+        sqlite3_extended_result_codes(db, 1)
+    }
+
+    deinit {
+        for (_, s) in cache { sqlite3_finalize(s) }
+        sqlite3_close_v2(db)
+    }
+
+    var errorMessage: String { String(cString: sqlite3_errmsg(db)) }
+
+    func exec(_ sql: String) throws {
+        var err: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(db, sql, nil, nil, &err)
+        if rc != SQLITE_OK {
+            let msg = err.map { String(cString: $0) } ?? errorMessage
+            sqlite3_free(err)
+            throw KeychainError.storage(msg)
+        }
+    }
+
+    /// Prepared statements are cached by SQL text: the same few statements run
+    /// on every call, and preparing is a measurable part of a lookup.
+    func statement(_ sql: String) throws -> Statement {
+        if let s = cache[sql] {
+            sqlite3_reset(s)
+            sqlite3_clear_bindings(s)
+            return Statement(s, connection: self)
+        }
+        var stmt: OpaquePointer?
+        guard sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &stmt, nil) == SQLITE_OK, let s = stmt else {
+            throw KeychainError.storage("\(errorMessage) in \(sql)")
+        }
+        cache[sql] = s
+        return Statement(s, connection: self)
+    }
+
+    /// Runs a statement to completion, discarding rows.
+    func run(_ sql: String, _ values: [SQLValue] = []) throws {
+        let s = try statement(sql)
+        try s.bind(values)
+        while try s.step() {}
+    }
+
+    func query<T>(_ sql: String, _ values: [SQLValue] = [], _ row: (Statement) throws -> T) throws -> [T] {
+        let s = try statement(sql)
+        defer { sqlite3_reset(s.handle) }
+        try s.bind(values)
+        var out: [T] = []
+        while try s.step() { out.append(try row(s)) }
+        return out
+    }
+
+    var changes: Int { Int(sqlite3_changes(db)) }
+    var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(db) }
+}
+
+enum SQLValue {
+    case int(Int64)
+    case text(String)
+    case blob([UInt8])
+    case null
+}
+
+struct Statement {
+    let handle: OpaquePointer
+    unowned let connection: SQLiteConnection
+
+    init(_ handle: OpaquePointer, connection: SQLiteConnection) {
+        self.handle = handle
+        self.connection = connection
+    }
+
+    func bind(_ values: [SQLValue]) throws {
+        for (i, v) in values.enumerated() {
+            let idx = Int32(i + 1)
+            let rc: Int32
+            switch v {
+            case .int(let n): rc = sqlite3_bind_int64(handle, idx, n)
+            case .text(let t): rc = sqlite3_bind_text(handle, idx, t, -1, ks_sqlite_transient())
+            case .blob(let b):
+                // A zero-length blob must still bind as a blob, not NULL.
+                rc = b.withUnsafeBytes { p in
+                    sqlite3_bind_blob(handle, idx, p.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(b.count), ks_sqlite_transient())
+                }
+            case .null: rc = sqlite3_bind_null(handle, idx)
+            }
+            guard rc == SQLITE_OK else { throw KeychainError.storage(connection.errorMessage) }
+        }
+    }
+
+    /// True while a row is available. Resets on completion or error so the
+    /// cached statement releases its read snapshot promptly.
+    func step() throws -> Bool {
+        let rc = sqlite3_step(handle)
+        switch rc {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE:
+            sqlite3_reset(handle)
+            return false
+        default:
+            let msg = connection.errorMessage
+            sqlite3_reset(handle)
+            if rc & 0xFF == SQLITE_CONSTRAINT { throw SQLiteConstraint(message: msg) }
+            throw KeychainError.storage(msg)
+        }
+    }
+
+    func int(_ col: Int32) -> Int64 { sqlite3_column_int64(handle, col) }
+    func isNull(_ col: Int32) -> Bool { sqlite3_column_type(handle, col) == SQLITE_NULL }
+
+    func text(_ col: Int32) -> String {
+        guard let p = sqlite3_column_text(handle, col) else { return "" }
+        return String(cString: p)
+    }
+
+    func blob(_ col: Int32) -> [UInt8] {
+        let n = Int(sqlite3_column_bytes(handle, col))
+        guard n > 0, let p = sqlite3_column_blob(handle, col) else { return [] }
+        return Array(UnsafeRawBufferPointer(start: p, count: n))
+    }
+}
+
+struct SQLiteConstraint: Error {
+    let message: String
+}

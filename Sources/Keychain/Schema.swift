@@ -1,0 +1,87 @@
+/// The store's schema, versioned by PRAGMA user_version. Each migration runs
+/// in the transaction that bumps the version, so a crash mid-upgrade leaves
+/// the old schema intact; never edit a shipped migration, append a new one.
+enum Schema {
+    static let migrations: [String] = [
+        // 1: tokens, items, attributes, lookup index, slot and reference retirement.
+        """
+        CREATE TABLE tokens (
+            token_id TEXT PRIMARY KEY NOT NULL,
+            label TEXT NOT NULL,
+            serial TEXT NOT NULL,
+            slot_id INTEGER NOT NULL UNIQUE,
+            present INTEGER NOT NULL DEFAULT 1,
+            created INTEGER NOT NULL,
+            user_salt BLOB, user_kdf TEXT, user_wrapped BLOB,
+            so_salt BLOB, so_kdf TEXT, so_wrapped BLOB,
+            user_pin_initialized INTEGER NOT NULL DEFAULT 0,
+            user_failures INTEGER NOT NULL DEFAULT 0,
+            so_failures INTEGER NOT NULL DEFAULT 0,
+            user_locked INTEGER NOT NULL DEFAULT 0,
+            so_locked INTEGER NOT NULL DEFAULT 0,
+            max_attempts INTEGER NOT NULL DEFAULT 10
+        );
+        CREATE TABLE used_slot_ids (
+            slot_id INTEGER PRIMARY KEY NOT NULL,
+            token_id TEXT NOT NULL
+        );
+        CREATE INDEX used_slot_ids_token ON used_slot_ids(token_id);
+        CREATE TABLE items (
+            id INTEGER PRIMARY KEY,
+            pref BLOB NOT NULL UNIQUE,
+            token_id TEXT NOT NULL REFERENCES tokens(token_id) ON DELETE CASCADE,
+            class INTEGER NOT NULL,
+            is_private INTEGER NOT NULL,
+            created INTEGER NOT NULL,
+            modified INTEGER NOT NULL
+        );
+        CREATE INDEX items_token_class ON items(token_id, class);
+        CREATE TABLE attributes (
+            item INTEGER NOT NULL REFERENCES items(id) ON DELETE CASCADE,
+            type INTEGER NOT NULL,
+            value BLOB NOT NULL,
+            encrypted INTEGER NOT NULL,
+            PRIMARY KEY (item, type)
+        ) WITHOUT ROWID;
+        CREATE TABLE attr_index (
+            item INTEGER NOT NULL REFERENCES items(id) ON DELETE CASCADE,
+            type INTEGER NOT NULL,
+            digest BLOB NOT NULL,
+            PRIMARY KEY (item, type)
+        ) WITHOUT ROWID;
+        CREATE INDEX attr_index_lookup ON attr_index(type, digest);
+        CREATE TABLE retired_refs (
+            pref BLOB PRIMARY KEY NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE meta (
+            key TEXT PRIMARY KEY NOT NULL,
+            value BLOB
+        ) WITHOUT ROWID;
+        """,
+    ]
+
+    static var currentVersion: Int { migrations.count }
+
+    static func migrate(_ db: SQLiteConnection) throws {
+        let version = try db.query("PRAGMA user_version") { Int($0.int(0)) }.first ?? 0
+        guard version < currentVersion else {
+            if version > currentVersion {
+                throw KeychainError.storage("keychain.db has schema version \(version), newer than this keyshare (\(currentVersion))")
+            }
+            return
+        }
+        try db.exec("BEGIN IMMEDIATE")
+        do {
+            // Re-read under the write lock: another process may have migrated meanwhile.
+            let v = try db.query("PRAGMA user_version") { Int($0.int(0)) }.first ?? 0
+            if v < currentVersion {
+                for m in migrations[v...] { try db.exec(m) }
+                try db.exec("PRAGMA user_version = \(currentVersion)")
+            }
+            try db.exec("COMMIT")
+        } catch {
+            try? db.exec("ROLLBACK")
+            throw error
+        }
+    }
+}
