@@ -1,0 +1,66 @@
+import CPKCS11
+import KeyshareCrypto
+
+/// An active digest. Other digest-like mechanisms can conform too.
+public protocol DigestOperation: Operation {
+    var digestLength: Int { get }
+    func update(_ part: [UInt8]) throws
+    func finish() throws -> [UInt8]
+}
+
+final class HashOperation: DigestOperation {
+    let context: DigestContext
+    let digestLength: Int
+    init(_ d: DigestAlgorithm) throws {
+        context = try DigestContext(d)
+        digestLength = d.outputSize
+    }
+    func update(_ part: [UInt8]) throws { try context.update(part) }
+    func finish() throws -> [UInt8] { try context.finish() }
+}
+
+extension Runtime {
+    public func digestInit(session h: CK_SESSION_HANDLE, mechanism: Mechanism) throws {
+        let s = try session(h)
+        guard !s.isActive(.digest) else { throw PKCS11Error.operationActive }
+        guard case .digest(let d) = mechanism else { throw PKCS11Error.mechanismInvalid }
+        try s.begin(.digest, try HashOperation(d))
+    }
+
+    public func digest(session h: CK_SESSION_HANDLE, data: [UInt8]?, capacity: Int?) throws -> OutputResult {
+        try session(h).step(.digest, as: DigestOperation.self) { op, keep in
+            guard let data else { throw PKCS11Error.argumentsBad }
+            if let r = OutputResult.decide(needed: op.digestLength, capacity: capacity) {
+                keep = true
+                return r
+            }
+            try op.update(data)
+            return .bytes(try op.finish())
+        }
+    }
+
+    public func digestUpdate(session h: CK_SESSION_HANDLE, part: [UInt8]?) throws {
+        try session(h).step(.digest, as: DigestOperation.self) { op, keep in
+            guard let part else { throw PKCS11Error.argumentsBad }
+            try op.update(part)
+            keep = true
+        }
+    }
+
+    /// Secret key values never leave the module, not even into a digest.
+    public func digestKey(session h: CK_SESSION_HANDLE, key: CK_OBJECT_HANDLE) throws {
+        try session(h).step(.digest, as: DigestOperation.self) { _, _ in
+            throw PKCS11Error(CKR_KEY_INDIGESTIBLE)
+        }
+    }
+
+    public func digestFinal(session h: CK_SESSION_HANDLE, capacity: Int?) throws -> OutputResult {
+        try session(h).step(.digest, as: DigestOperation.self) { op, keep in
+            if let r = OutputResult.decide(needed: op.digestLength, capacity: capacity) {
+                keep = true
+                return r
+            }
+            return .bytes(try op.finish())
+        }
+    }
+}

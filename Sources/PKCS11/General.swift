@@ -1,0 +1,110 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CPKCS11
+import Keychain
+
+/// C_Initialize's arguments, decoded by the C layer.
+public struct InitializeArguments: Sendable, Equatable {
+    public var flags: CK_FLAGS
+    /// How many of the four mutex callbacks were given (0 or 4 is valid).
+    public var mutexCallbackCount: Int
+    public var reservedIsNull: Bool
+    public init(flags: CK_FLAGS = 0, mutexCallbackCount: Int = 0, reservedIsNull: Bool = true) {
+        self.flags = flags
+        self.mutexCallbackCount = mutexCallbackCount
+        self.reservedIsNull = reservedIsNull
+    }
+}
+
+/// The process-wide module state: initialised or not, and by which process.
+///
+/// Locking: the module always uses its own pthread mutexes. With
+/// CKF_OS_LOCKING_OK that is what the spec asks; when an application gives
+/// only mutex callbacks the spec wants them used, but on Linux the OS
+/// primitives always exist and calling application code from inside the
+/// module's critical sections is the deadlock the notes warn about, so the
+/// callbacks are validated and never called.
+///
+/// Fork: a child inherits the parent's memory but not its threads, SQLite
+/// connection or locks. An atfork handler marks the state inherited; every
+/// call in the child then fails with CKR_CRYPTOKI_NOT_INITIALIZED until the
+/// child calls C_Initialize, which starts fresh. The inherited state is
+/// leaked on purpose: tearing it down would touch the parent's SQLite files.
+public final class Module: @unchecked Sendable {
+    public static let shared = Module()
+
+    let lock = Lock()
+    private var current: Runtime?
+    private var inherited = false
+    private var abandoned: [Runtime] = []
+    private var atforkRegistered = false
+
+    init() {}
+
+    public var isInitialized: Bool { lock.withLock { current != nil && !inherited } }
+
+    /// - Parameter home: the store directory; nil uses KeychainStore's default rule (tests pass one).
+    public func initialize(_ args: InitializeArguments?, home: String? = nil) throws {
+        if let args {
+            guard args.reservedIsNull else { throw PKCS11Error.argumentsBad }
+            guard args.mutexCallbackCount == 0 || args.mutexCallbackCount == 4 else { throw PKCS11Error.argumentsBad }
+        }
+        try lock.withLock { () throws in
+            if !atforkRegistered {
+                atforkRegistered = true
+                pthread_atfork(
+                    { Module.shared.lock.lock() },
+                    { Module.shared.lock.unlock() },
+                    { Module.shared.inherited = Module.shared.current != nil; Module.shared.lock.unlock() })
+            }
+            if current != nil {
+                guard inherited else { throw PKCS11Error(CKR_CRYPTOKI_ALREADY_INITIALIZED) }
+                if let old = current { abandoned.append(old) }
+                current = nil
+                inherited = false
+            }
+        }
+        // Opening the store does I/O: outside the lock; a racing second
+        // C_Initialize loses below and its runtime is simply dropped.
+        let runtime: Runtime
+        do {
+            runtime = try Runtime(home: home)
+        } catch {
+            Log.message("C_Initialize: cannot open the keychain store: \(error)")
+            throw PKCS11Error(CKR_DEVICE_ERROR)
+        }
+        try lock.withLock { () throws in
+            guard current == nil else { throw PKCS11Error(CKR_CRYPTOKI_ALREADY_INITIALIZED) }
+            current = runtime
+        }
+    }
+
+    /// In-flight calls keep their own reference to the runtime and finish on
+    /// it; new calls see CKR_CRYPTOKI_NOT_INITIALIZED at once.
+    public func finalize(reservedIsNull: Bool = true) throws {
+        guard reservedIsNull else { throw PKCS11Error.argumentsBad }
+        let old = try lock.withLock { () throws -> Runtime in
+            guard let rt = current, !inherited else { throw PKCS11Error.notInitialized }
+            current = nil
+            return rt
+        }
+        old.shutdown()
+    }
+
+    /// The live runtime, or CKR_CRYPTOKI_NOT_INITIALIZED (also in a forked child).
+    public func runtime() throws -> Runtime {
+        try lock.withLock { () throws -> Runtime in
+            guard let rt = current, !inherited else { throw PKCS11Error.notInitialized }
+            return rt
+        }
+    }
+}
+
+/// C_GetInfo's content, from the semantics side so tests can see it.
+public struct ModuleInfo: Sendable {
+    public static let cryptokiVersion = (major: UInt8(3), minor: UInt8(0))
+    public static let manufacturer = "keyshare"
+    public static let description = "keyshare keychain PKCS#11 module"
+    public static let libraryVersion = (major: UInt8(0), minor: UInt8(1))
+}

@@ -1,0 +1,140 @@
+import CPKCS11
+import KeyshareCrypto
+
+/// RSASSA-PSS parameters (CK_RSA_PKCS_PSS_PARAMS) in Swift terms.
+public struct PSSParameters: Sendable, Equatable {
+    public var hash: DigestAlgorithm
+    public var mgf1: DigestAlgorithm
+    public var saltLength: Int
+}
+
+/// A CK_MECHANISM decoded once, at C_*Init, into Swift values.
+///
+/// Extension point: a new mechanism gets a case here, its parameter decoding
+/// in `init(type:parameter:)`, its row in `MechanismCatalog`, and a branch in
+/// the chapter that runs it (e.g. `SignatureOperation.make`).
+public enum Mechanism: Sendable, Equatable {
+    case rsaPKCS
+    case rsaPKCSWith(DigestAlgorithm)
+    case rsaPSS(PSSParameters)
+    case rsaPSSWith(DigestAlgorithm, PSSParameters)
+    case rsaX509
+    case ecdsa
+    case ecdsaWith(DigestAlgorithm)
+    case eddsa
+    case digest(DigestAlgorithm)
+    /// A mechanism no chapter decodes yet; the raw parameter is kept for it.
+    case undecoded(CK_MECHANISM_TYPE, [UInt8])
+
+    /// - Parameter parameter: pMechanism->pParameter as bytes; valid only during the call.
+    public init(type: CK_MECHANISM_TYPE, parameter: UnsafeRawBufferPointer?) throws {
+        let p = parameter.map { Array($0) } ?? []
+        func noParameter() throws { guard p.isEmpty else { throw PKCS11Error.mechanismParamInvalid } }
+        switch type {
+        case CKM_RSA_PKCS: try noParameter(); self = .rsaPKCS
+        case CKM_RSA_X_509: try noParameter(); self = .rsaX509
+        case CKM_ECDSA: try noParameter(); self = .ecdsa
+        case CKM_EDDSA: try noParameter(); self = .eddsa
+        case CKM_RSA_PKCS_PSS: self = .rsaPSS(try Self.pss(p, required: nil))
+        default:
+            if let d = Self.digestOf[type] {
+                try noParameter()
+                self = .digest(d)
+            } else if let d = Self.rsaPKCSDigest[type] {
+                try noParameter()
+                self = .rsaPKCSWith(d)
+            } else if let d = Self.ecdsaDigest[type] {
+                try noParameter()
+                self = .ecdsaWith(d)
+            } else if let d = Self.rsaPSSDigest[type] {
+                self = .rsaPSSWith(d, try Self.pss(p, required: d))
+            } else if MechanismCatalog.info(type) != nil {
+                self = .undecoded(type, p)
+            } else {
+                throw PKCS11Error.mechanismInvalid
+            }
+        }
+    }
+
+    static let digestOf: [CK_MECHANISM_TYPE: DigestAlgorithm] = [
+        CKM_SHA_1: .sha1, CKM_SHA224: .sha224, CKM_SHA256: .sha256, CKM_SHA384: .sha384, CKM_SHA512: .sha512,
+    ]
+    static let rsaPKCSDigest: [CK_MECHANISM_TYPE: DigestAlgorithm] = [
+        CKM_SHA1_RSA_PKCS: .sha1, CKM_SHA224_RSA_PKCS: .sha224, CKM_SHA256_RSA_PKCS: .sha256,
+        CKM_SHA384_RSA_PKCS: .sha384, CKM_SHA512_RSA_PKCS: .sha512,
+    ]
+    static let rsaPSSDigest: [CK_MECHANISM_TYPE: DigestAlgorithm] = [
+        CKM_SHA1_RSA_PKCS_PSS: .sha1, CKM_SHA224_RSA_PKCS_PSS: .sha224, CKM_SHA256_RSA_PKCS_PSS: .sha256,
+        CKM_SHA384_RSA_PKCS_PSS: .sha384, CKM_SHA512_RSA_PKCS_PSS: .sha512,
+    ]
+    static let ecdsaDigest: [CK_MECHANISM_TYPE: DigestAlgorithm] = [
+        CKM_ECDSA_SHA1: .sha1, CKM_ECDSA_SHA224: .sha224, CKM_ECDSA_SHA256: .sha256,
+        CKM_ECDSA_SHA384: .sha384, CKM_ECDSA_SHA512: .sha512,
+    ]
+    static let mgf1: [CK_RSA_PKCS_MGF_TYPE: DigestAlgorithm] = [
+        CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA1): .sha1, CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA224): .sha224,
+        CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA256): .sha256, CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA384): .sha384,
+        CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA512): .sha512,
+    ]
+
+    static func pss(_ p: [UInt8], required: DigestAlgorithm?) throws -> PSSParameters {
+        guard p.count == MemoryLayout<CK_RSA_PKCS_PSS_PARAMS>.size else { throw PKCS11Error.mechanismParamInvalid }
+        let raw = p.withUnsafeBytes { $0.loadUnaligned(as: CK_RSA_PKCS_PSS_PARAMS.self) }
+        guard let hash = digestOf[raw.hashAlg], let mgf = mgf1[raw.mgf], raw.sLen <= 1 << 16 else {
+            throw PKCS11Error.mechanismParamInvalid
+        }
+        if let required, required != hash { throw PKCS11Error.mechanismParamInvalid }
+        return PSSParameters(hash: hash, mgf1: mgf, saltLength: Int(raw.sLen))
+    }
+}
+
+public struct MechanismInfo: Sendable, Equatable {
+    public var minKeySize: CK_ULONG
+    public var maxKeySize: CK_ULONG
+    public var flags: CK_FLAGS
+}
+
+/// What C_GetMechanismList and C_GetMechanismInfo report: only mechanisms
+/// some chapter actually runs, with the key sizes OpenSSL accepts for them.
+public enum MechanismCatalog {
+    static let rsaSizes = (CK_ULONG(1024), CK_ULONG(16384))
+    static let ecSizes = (CK_ULONG(256), CK_ULONG(521))
+    static let ecFlags = CKF_EC_F_P | CKF_EC_NAMEDCURVE | CKF_EC_UNCOMPRESS
+
+    public static let entries: [(CK_MECHANISM_TYPE, MechanismInfo)] = {
+        var e: [(CK_MECHANISM_TYPE, MechanismInfo)] = []
+        let sv = CKF_SIGN | CKF_VERIFY
+        e.append((CKM_RSA_PKCS, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv)))
+        e.append((CKM_RSA_PKCS_PSS, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv)))
+        for t in [CKM_SHA1_RSA_PKCS, CKM_SHA224_RSA_PKCS, CKM_SHA256_RSA_PKCS, CKM_SHA384_RSA_PKCS, CKM_SHA512_RSA_PKCS,
+                  CKM_SHA1_RSA_PKCS_PSS, CKM_SHA224_RSA_PKCS_PSS, CKM_SHA256_RSA_PKCS_PSS, CKM_SHA384_RSA_PKCS_PSS,
+                  CKM_SHA512_RSA_PKCS_PSS] {
+            e.append((t, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv)))
+        }
+        for t in [CKM_ECDSA, CKM_ECDSA_SHA1, CKM_ECDSA_SHA224, CKM_ECDSA_SHA256, CKM_ECDSA_SHA384, CKM_ECDSA_SHA512] {
+            e.append((t, MechanismInfo(minKeySize: ecSizes.0, maxKeySize: ecSizes.1, flags: sv | ecFlags)))
+        }
+        e.append((CKM_EDDSA, MechanismInfo(minKeySize: 256, maxKeySize: 256, flags: sv)))
+        for t in [CKM_SHA_1, CKM_SHA224, CKM_SHA256, CKM_SHA384, CKM_SHA512] {
+            e.append((t, MechanismInfo(minKeySize: 0, maxKeySize: 0, flags: CKF_DIGEST)))
+        }
+        return e
+    }()
+
+    public static func info(_ type: CK_MECHANISM_TYPE) -> MechanismInfo? {
+        entries.first { $0.0 == type }?.1
+    }
+}
+
+extension Runtime {
+    public func mechanismList(slot: CK_SLOT_ID) throws -> [CK_MECHANISM_TYPE] {
+        _ = try tokenRecord(slot: slot)
+        return MechanismCatalog.entries.map(\.0)
+    }
+
+    public func mechanismInfo(slot: CK_SLOT_ID, type: CK_MECHANISM_TYPE) throws -> MechanismInfo {
+        _ = try tokenRecord(slot: slot)
+        guard let info = MechanismCatalog.info(type) else { throw PKCS11Error.mechanismInvalid }
+        return info
+    }
+}

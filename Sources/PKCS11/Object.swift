@@ -1,0 +1,177 @@
+import CPKCS11
+import Keychain
+import KeyshareCrypto
+
+/// The find operation: its matches are taken at C_FindObjectsInit, so later
+/// changes do not disturb a running search.
+final class FindOperation: Operation {
+    var remaining: [CK_OBJECT_HANDLE]
+    init(_ handles: [CK_OBJECT_HANDLE]) { remaining = handles }
+}
+
+extension Runtime {
+    public func getAttributeValue(session h: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE,
+                                  types: [CK_ATTRIBUTE_TYPE]) throws -> [AttributeLookup] {
+        let view = try resolve(try session(h), object)
+        return types.map { ObjectRules.lookup(view, $0) }
+    }
+
+    /// The size is the sum of the visible attribute encodings: enough for a
+    /// caller sizing a copy, and no hint about secret parts.
+    public func objectSize(session h: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE) throws -> CK_ULONG {
+        let view = try resolve(try session(h), object)
+        var size = 0
+        for (t, v) in view.attributes where !ObjectRules.hidden.contains(t) && !ObjectRules.isSensitive(view, t) {
+            size += v.count
+        }
+        return CK_ULONG(size)
+    }
+
+    /// Token objects need a R/W session, private ones a logged-in user.
+    func checkWritable(_ s: Session, isToken: Bool, isPrivate: Bool) throws {
+        if isToken, !s.readWrite { throw PKCS11Error.sessionReadOnly }
+        if isPrivate, userKey(for: s.tokenID) == nil { throw PKCS11Error.userNotLoggedIn }
+    }
+
+    public func setAttributeValue(session h: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE, template: Template) throws {
+        let s = try session(h)
+        let view = try resolve(s, object)
+        try checkWritable(s, isToken: view.isToken, isPrivate: view.isPrivate)
+        guard view.bool(CKA_MODIFIABLE) ?? true else { throw PKCS11Error.actionProhibited }
+        let so = login(for: s.tokenID)?.role == .securityOfficer
+        for a in template { try ObjectRules.checkSet(view, a, soLoggedIn: so) }
+        let changes = try template.map()
+        switch view.entry {
+        case .token(_, let ref, let isPrivate):
+            try store.update(ref, attributes: changes, key: isPrivate ? userKey(for: s.tokenID) : nil)
+        case .session(let o):
+            lock.withLock { o.attributes.merge(changes) { _, new in new } }
+        }
+    }
+
+    public func createObject(session h: CK_SESSION_HANDLE, template: Template) throws -> CK_OBJECT_HANDLE {
+        let s = try session(h)
+        let attrs = try ObjectFactory.build(try template.map())
+        return try store(attrs, in: s)
+    }
+
+    /// Stores a complete attribute set as a token or session object.
+    func store(_ attrs: AttributeMap, in s: Session) throws -> CK_OBJECT_HANDLE {
+        guard let cls = try attrs.checkedULong(CKA_CLASS) else { throw PKCS11Error.templateIncomplete }
+        let isToken = try attrs.checkedBool(CKA_TOKEN) ?? false
+        let isPrivate = try attrs.checkedBool(CKA_PRIVATE) ?? ObjectFactory.privateByDefault(cls)
+        try checkWritable(s, isToken: isToken, isPrivate: isPrivate)
+        var a = attrs
+        a[CKA_PRIVATE] = AttributeCoding.bool(isPrivate)
+        a[CKA_UNIQUE_ID] = nil
+        if isToken {
+            guard let itemClass = ItemClass(rawValue: cls) else { throw PKCS11Error.attributeValueInvalid }
+            a[CKA_TOKEN] = AttributeCoding.bool(true)
+            let ref = try store.add(token: s.tokenID, itemClass: itemClass, attributes: a,
+                                    key: isPrivate ? userKey(for: s.tokenID) : nil)
+            return lock.withLock { objects.handle(token: s.tokenID, reference: ref, isPrivate: isPrivate) }
+        }
+        a[CKA_TOKEN] = nil
+        a[CKA_CLASS] = nil
+        return lock.withLock {
+            let o = SessionObject(tokenID: s.tokenID, owner: s.handle, objectClass: cls, isPrivate: isPrivate,
+                                  uniqueID: objects.newSessionUniqueID(), attributes: a)
+            return objects.add(o)
+        }
+    }
+
+    public func copyObject(session h: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE, template: Template) throws -> CK_OBJECT_HANDLE {
+        let s = try session(h)
+        let view = try resolve(s, object)
+        guard view.bool(CKA_COPYABLE) ?? true else { throw PKCS11Error.actionProhibited }
+        let so = login(for: s.tokenID)?.role == .securityOfficer
+        var a = view.attributes
+        a[CKA_UNIQUE_ID] = nil
+        for t in template {
+            // CKA_TOKEN and CKA_PRIVATE may change in a copy; the rest follows C_SetAttributeValue's rules.
+            if t.type != CKA_TOKEN, t.type != CKA_PRIVATE { try ObjectRules.checkSet(view, t, soLoggedIn: so) }
+        }
+        a.merge(try template.map()) { _, new in new }
+        return try store(a, in: s)
+    }
+
+    public func destroyObject(session h: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE) throws {
+        let s = try session(h)
+        let view = try resolve(s, object)
+        try checkWritable(s, isToken: view.isToken, isPrivate: view.isPrivate)
+        guard view.bool(CKA_DESTROYABLE) ?? true else { throw PKCS11Error.actionProhibited }
+        if case .token(_, let ref, _) = view.entry { try store.delete(ref) }
+        lock.withLock { objects.remove(object) }
+    }
+
+    /// Matching uses the store's indexes (class, token, exact attributes), not
+    /// a scan; private items come back only with the user's key.
+    public func findObjectsInit(session h: CK_SESSION_HANDLE, template: Template) throws {
+        let s = try session(h)
+        guard !s.isActive(.find) else { throw PKCS11Error.operationActive }
+        var want = try template.map()
+        let key = userKey(for: s.tokenID)
+        let tokenFilter = try want.checkedBool(CKA_TOKEN)
+        let classFilter = try want.checkedULong(CKA_CLASS)
+        let privateFilter = try want.checkedBool(CKA_PRIVATE)
+        if privateFilter == true, key == nil {
+            try s.begin(.find, FindOperation([]))
+            return
+        }
+        var handles: [CK_OBJECT_HANDLE] = []
+        let uniqueID = want.removeValue(forKey: CKA_UNIQUE_ID)
+
+        if tokenFilter != false, classFilter.map({ ItemClass(rawValue: $0) != nil }) ?? true {
+            var q = ItemQuery(tokenID: s.tokenID, itemClass: classFilter.flatMap { ItemClass(rawValue: $0) })
+            var storeAttrs = want
+            for t in [CKA_CLASS, CKA_TOKEN, CKA_PRIVATE] { storeAttrs[t] = nil }
+            q.attributes = storeAttrs
+            if let uniqueID {
+                guard let ref = PersistentReference(base64url: String(decoding: uniqueID, as: UTF8.self)) else {
+                    try s.begin(.find, FindOperation([]))
+                    return
+                }
+                q.reference = ref
+            }
+            let items = try store.find(q, key: key)
+            let matched = items.filter { privateFilter == nil || $0.isPrivate == privateFilter }
+            handles += lock.withLock {
+                matched.map { objects.handle(token: $0.tokenID, reference: $0.reference, isPrivate: $0.isPrivate) }
+            }
+        }
+        if tokenFilter != true {
+            let candidates = lock.withLock { () -> [(CK_OBJECT_HANDLE, SessionObject)] in
+                objects.entries.compactMap { h, e in
+                    if case .session(let o) = e, o.tokenID == s.tokenID { return (h, o) }
+                    return nil
+                }
+            }
+            for (oh, _) in candidates.sorted(by: { $0.0 < $1.0 }) {
+                guard let view = try? resolve(s, oh) else { continue }
+                var full = view.attributes
+                for (t, v) in ObjectRules.defaults(for: view.objectClass) where full[t] == nil { full[t] = v }
+                let ok = template.allSatisfy { t in
+                    !ObjectRules.isSensitive(view, t.type) && full[t.type] == t.value
+                }
+                if ok { handles.append(oh) }
+            }
+        }
+        try s.begin(.find, FindOperation(handles))
+    }
+
+    public func findObjects(session h: CK_SESSION_HANDLE, max: Int) throws -> [CK_OBJECT_HANDLE] {
+        try session(h).step(.find, as: FindOperation.self) { op, keep in
+            keep = true
+            let n = Swift.min(max, op.remaining.count)
+            let out = Array(op.remaining.prefix(n))
+            op.remaining.removeFirst(n)
+            return out
+        }
+    }
+
+    public func findObjectsFinal(session h: CK_SESSION_HANDLE) throws {
+        let s = try session(h)
+        guard s.isActive(.find) else { throw PKCS11Error.operationNotInitialized }
+        s.end(.find)
+    }
+}

@@ -1,0 +1,146 @@
+import CPKCS11
+import Keychain
+import KeyshareCrypto
+import Tokens
+
+/// C_CreateObject's templates turned into the attribute sets the CLI writes
+/// too (Tokens.ObjectTemplates), so an object looks the same whoever made it.
+/// The caller's template wins for everything it says, except the values that
+/// are derived from the key or certificate itself.
+enum ObjectFactory {
+    static func privateByDefault(_ cls: CK_OBJECT_CLASS) -> Bool {
+        cls == CKO_PRIVATE_KEY || cls == CKO_SECRET_KEY || cls == ItemClass.genericPassword.rawValue
+    }
+
+    static func build(_ t: AttributeMap) throws -> AttributeMap {
+        guard let cls = try t.checkedULong(CKA_CLASS) else { throw PKCS11Error.templateIncomplete }
+        for type in t.keys where ObjectRules.hidden.contains(type) { throw PKCS11Error.attributeTypeInvalid }
+        for type in t.keys where ObjectRules.booleans.contains(type) { _ = try t.checkedBool(type) }
+        let label = t.string(CKA_LABEL) ?? ""
+        let id = t[CKA_ID] ?? []
+        var out: AttributeMap
+        switch cls {
+        case CKO_DATA:
+            out = t
+        case CKO_CERTIFICATE:
+            let type = try t.checkedULong(CKA_CERTIFICATE_TYPE) ?? CKC_X_509
+            guard type == CKC_X_509 else { throw PKCS11Error.templateInconsistent }
+            guard let der = t[CKA_VALUE] else { throw PKCS11Error.templateIncomplete }
+            let cert: Certificate
+            do { cert = try Certificate(der: der) } catch { throw PKCS11Error.attributeValueInvalid }
+            out = ObjectTemplates.certificate(cert, label: label, id: id)
+            out.merge(t) { _, new in new }
+        case CKO_PUBLIC_KEY:
+            let key = try publicKey(t)
+            out = try ObjectTemplates.publicKey(key, label: label, id: id, local: false)
+            out.merge(t) { _, new in new }
+        case CKO_PRIVATE_KEY:
+            let key = try privateKey(t)
+            out = try ObjectTemplates.privateKey(key, label: label, id: id,
+                                                 extractable: try t.checkedBool(CKA_EXTRACTABLE) ?? false,
+                                                 local: false, sensitive: try t.checkedBool(CKA_SENSITIVE) ?? true)
+            var rest = t
+            for c in [CKA_PRIVATE_EXPONENT, CKA_PRIME_1, CKA_PRIME_2, CKA_EXPONENT_1, CKA_EXPONENT_2,
+                      CKA_COEFFICIENT, CKA_VALUE] { rest[c] = nil }
+            out.merge(rest) { _, new in new }
+        case CKO_SECRET_KEY:
+            out = try secretKey(t)
+        default:
+            throw PKCS11Error.attributeValueInvalid
+        }
+        // Storage attributes follow the caller (ObjectTemplates writes token objects).
+        out[CKA_TOKEN] = AttributeCoding.bool(try t.checkedBool(CKA_TOKEN) ?? false)
+        out[CKA_PRIVATE] = AttributeCoding.bool(try t.checkedBool(CKA_PRIVATE) ?? privateByDefault(cls))
+        return out
+    }
+
+    static func publicKey(_ t: AttributeMap) throws -> PublicKey {
+        guard let type = try t.checkedULong(CKA_KEY_TYPE) else { throw PKCS11Error.templateIncomplete }
+        do {
+            switch type {
+            case CKK_RSA:
+                guard let n = t[CKA_MODULUS], let e = t[CKA_PUBLIC_EXPONENT] else { throw PKCS11Error.templateIncomplete }
+                return try PublicKey(rsaModulus: n, exponent: e)
+            case CKK_EC:
+                guard let p = t[CKA_EC_PARAMS], let q = t[CKA_EC_POINT] else { throw PKCS11Error.templateIncomplete }
+                return try PublicKey(ecParams: p, point: q)
+            case CKK_EC_EDWARDS:
+                guard let q = t[CKA_EC_POINT] else { throw PKCS11Error.templateIncomplete }
+                return try PublicKey(ed25519Raw: q.count == 34 && q[0] == 0x04 ? Array(q.dropFirst(2)) : q)
+            default:
+                throw PKCS11Error.attributeValueInvalid
+            }
+        } catch let e as PKCS11Error {
+            throw e
+        } catch {
+            throw PKCS11Error.attributeValueInvalid
+        }
+    }
+
+    /// Key material from its PKCS #11 components, through the traditional DER
+    /// forms OpenSSL reads (RSAPrivateKey, ECPrivateKey).
+    static func privateKey(_ t: AttributeMap) throws -> PrivateKey {
+        guard let type = try t.checkedULong(CKA_KEY_TYPE) else { throw PKCS11Error.templateIncomplete }
+        let der: [UInt8]
+        switch type {
+        case CKK_RSA:
+            let parts = [CKA_MODULUS, CKA_PUBLIC_EXPONENT, CKA_PRIVATE_EXPONENT, CKA_PRIME_1, CKA_PRIME_2,
+                         CKA_EXPONENT_1, CKA_EXPONENT_2, CKA_COEFFICIENT]
+            let values = parts.compactMap { t[$0] }
+            guard values.count == parts.count else { throw PKCS11Error.templateIncomplete }
+            der = DER.sequence(DER.integer([0]) + values.flatMap(DER.integer))
+        case CKK_EC:
+            guard let params = t[CKA_EC_PARAMS], let d = t[CKA_VALUE] else { throw PKCS11Error.templateIncomplete }
+            der = DER.sequence(DER.integer([1]) + DER.tlv(0x04, d) + DER.tlv(0xA0, params))
+        default:
+            throw PKCS11Error.attributeValueInvalid
+        }
+        do { return try PrivateKey(der: der) } catch { throw PKCS11Error.attributeValueInvalid }
+    }
+
+    static func secretKey(_ t: AttributeMap) throws -> AttributeMap {
+        guard let type = try t.checkedULong(CKA_KEY_TYPE), let value = t[CKA_VALUE] else {
+            throw PKCS11Error.templateIncomplete
+        }
+        switch type {
+        case CKK_AES: guard [16, 24, 32].contains(value.count) else { throw PKCS11Error.attributeValueInvalid }
+        case CKK_GENERIC_SECRET: guard !value.isEmpty else { throw PKCS11Error.attributeValueInvalid }
+        default: throw PKCS11Error.attributeValueInvalid
+        }
+        if let len = try t.checkedULong(CKA_VALUE_LEN), len != value.count { throw PKCS11Error.templateInconsistent }
+        var out = t
+        out[CKA_VALUE_LEN] = AttributeCoding.ulong(CK_ULONG(value.count))
+        out[CKA_LOCAL] = AttributeCoding.bool(false)
+        let sensitive = try t.checkedBool(CKA_SENSITIVE) ?? true
+        let extractable = try t.checkedBool(CKA_EXTRACTABLE) ?? false
+        out[CKA_SENSITIVE] = AttributeCoding.bool(sensitive)
+        out[CKA_EXTRACTABLE] = AttributeCoding.bool(extractable)
+        out[CKA_ALWAYS_SENSITIVE] = AttributeCoding.bool(false)
+        out[CKA_NEVER_EXTRACTABLE] = AttributeCoding.bool(false)
+        out[CKA_KEY_GEN_MECHANISM] = AttributeCoding.ulong(KS_CK_UNAVAILABLE_INFORMATION)
+        return out
+    }
+}
+
+/// Just enough DER to wrap key components for OpenSSL.
+enum DER {
+    static func length(_ n: Int) -> [UInt8] {
+        if n < 0x80 { return [UInt8(n)] }
+        var bytes: [UInt8] = []
+        var v = n
+        while v > 0 { bytes.insert(UInt8(v & 0xFF), at: 0); v >>= 8 }
+        return [0x80 | UInt8(bytes.count)] + bytes
+    }
+
+    static func tlv(_ tag: UInt8, _ content: [UInt8]) -> [UInt8] { [tag] + length(content.count) + content }
+
+    static func sequence(_ content: [UInt8]) -> [UInt8] { tlv(0x30, content) }
+
+    /// A non-negative INTEGER from big-endian magnitude bytes.
+    static func integer(_ magnitude: [UInt8]) -> [UInt8] {
+        var m = Array(magnitude.drop { $0 == 0 })
+        if m.isEmpty { m = [0] }
+        if m[0] & 0x80 != 0 { m.insert(0, at: 0) }
+        return tlv(0x02, m)
+    }
+}

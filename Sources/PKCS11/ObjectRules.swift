@@ -1,0 +1,128 @@
+import CPKCS11
+import Keychain
+
+/// The attribute rules of PKCS #11 objects: which types an object of a class
+/// has (and their default values when the writer left them out), which are
+/// sensitive, which may change and how.
+enum ObjectRules {
+    /// Internal attributes that no caller ever sees or sets.
+    static let hidden: Set<CK_ATTRIBUTE_TYPE> = [CKA.keysharePKCS8]
+
+    static let booleans: Set<CK_ATTRIBUTE_TYPE> = [
+        CKA_TOKEN, CKA_PRIVATE, CKA_MODIFIABLE, CKA_COPYABLE, CKA_DESTROYABLE, CKA_TRUSTED, CKA_SENSITIVE,
+        CKA_ENCRYPT, CKA_DECRYPT, CKA_WRAP, CKA_UNWRAP, CKA_SIGN, CKA_SIGN_RECOVER, CKA_VERIFY,
+        CKA_VERIFY_RECOVER, CKA_DERIVE, CKA_EXTRACTABLE, CKA_LOCAL, CKA_NEVER_EXTRACTABLE, CKA_ALWAYS_SENSITIVE,
+        CKA_WRAP_WITH_TRUSTED, CKA_ALWAYS_AUTHENTICATE,
+    ]
+
+    /// Values reported for types an object of the class has but whose writer
+    /// did not store (the spec's defaults).
+    static func defaults(for objectClass: CK_OBJECT_CLASS) -> AttributeMap {
+        let f = AttributeCoding.bool(false), t = AttributeCoding.bool(true)
+        var a: AttributeMap = [
+            CKA_LABEL: [], CKA_MODIFIABLE: t, CKA_COPYABLE: t, CKA_DESTROYABLE: t,
+        ]
+        let key: AttributeMap = [
+            CKA_ID: [], CKA_START_DATE: [], CKA_END_DATE: [], CKA_DERIVE: f, CKA_LOCAL: f,
+            CKA_KEY_GEN_MECHANISM: AttributeCoding.ulong(KS_CK_UNAVAILABLE_INFORMATION),
+        ]
+        switch objectClass {
+        case CKO_DATA:
+            a.merge([CKA_APPLICATION: [], CKA_OBJECT_ID: [], CKA_VALUE: []]) { old, _ in old }
+        case CKO_CERTIFICATE:
+            a.merge([
+                CKA_CERTIFICATE_TYPE: AttributeCoding.ulong(CKC_X_509), CKA_TRUSTED: f,
+                CKA_CERTIFICATE_CATEGORY: AttributeCoding.ulong(0), CKA_START_DATE: [], CKA_END_DATE: [],
+                CKA_ID: [], CKA_SUBJECT: [], CKA_ISSUER: [], CKA_SERIAL_NUMBER: [], CKA_URL: [],
+                CKA_HASH_OF_SUBJECT_PUBLIC_KEY: [], CKA_HASH_OF_ISSUER_PUBLIC_KEY: [],
+                CKA_JAVA_MIDP_SECURITY_DOMAIN: AttributeCoding.ulong(0),
+            ]) { old, _ in old }
+        case CKO_PUBLIC_KEY:
+            a.merge(key) { old, _ in old }
+            a.merge([
+                CKA_SUBJECT: [], CKA_ENCRYPT: f, CKA_VERIFY: f, CKA_VERIFY_RECOVER: f, CKA_WRAP: f, CKA_TRUSTED: f,
+            ]) { old, _ in old }
+        case CKO_PRIVATE_KEY:
+            a.merge(key) { old, _ in old }
+            a.merge([
+                CKA_SUBJECT: [], CKA_SENSITIVE: t, CKA_DECRYPT: f, CKA_SIGN: f, CKA_SIGN_RECOVER: f, CKA_UNWRAP: f,
+                CKA_EXTRACTABLE: f, CKA_ALWAYS_SENSITIVE: f, CKA_NEVER_EXTRACTABLE: f, CKA_WRAP_WITH_TRUSTED: f,
+                CKA_ALWAYS_AUTHENTICATE: f,
+            ]) { old, _ in old }
+        case CKO_SECRET_KEY:
+            a.merge(key) { old, _ in old }
+            a.merge([
+                CKA_SENSITIVE: t, CKA_ENCRYPT: f, CKA_DECRYPT: f, CKA_SIGN: f, CKA_VERIFY: f, CKA_WRAP: f,
+                CKA_UNWRAP: f, CKA_EXTRACTABLE: f, CKA_ALWAYS_SENSITIVE: f, CKA_NEVER_EXTRACTABLE: f,
+                CKA_WRAP_WITH_TRUSTED: f, CKA_TRUSTED: f,
+            ]) { old, _ in old }
+        default:
+            break
+        }
+        return a
+    }
+
+    /// Secret parts: readable only from a key that is neither sensitive nor
+    /// unextractable.
+    static func isSecretPart(_ type: CK_ATTRIBUTE_TYPE, objectClass: CK_OBJECT_CLASS) -> Bool {
+        switch objectClass {
+        case CKO_PRIVATE_KEY:
+            return [CKA_PRIVATE_EXPONENT, CKA_PRIME_1, CKA_PRIME_2, CKA_EXPONENT_1, CKA_EXPONENT_2,
+                    CKA_COEFFICIENT, CKA_VALUE].contains(type)
+        case CKO_SECRET_KEY:
+            return type == CKA_VALUE
+        case ItemClass.genericPassword.rawValue:
+            return type == CKA_VALUE
+        default:
+            return false
+        }
+    }
+
+    static func isSensitive(_ view: ObjectView, _ type: CK_ATTRIBUTE_TYPE) -> Bool {
+        guard isSecretPart(type, objectClass: view.objectClass) else { return false }
+        if view.objectClass == ItemClass.genericPassword.rawValue { return true }
+        // The private parts of a key are never stored as attributes: they live
+        // in the encrypted PKCS #8, and exporting them is the key-sharing
+        // path's job, so they stay unavailable here even for extractable keys.
+        if view.objectClass == CKO_PRIVATE_KEY { return true }
+        return view.bool(CKA_SENSITIVE) ?? true || !(view.bool(CKA_EXTRACTABLE) ?? false)
+    }
+
+    /// C_GetAttributeValue's view of one type.
+    static func lookup(_ view: ObjectView, _ type: CK_ATTRIBUTE_TYPE) -> AttributeLookup {
+        if hidden.contains(type) { return .typeInvalid }
+        if isSensitive(view, type) { return .sensitive }
+        if let v = view.attributes[type] { return .value(v) }
+        if let v = defaults(for: view.objectClass)[type] { return .value(v) }
+        return .typeInvalid
+    }
+
+    /// Types fixed at creation (or computed from the key material).
+    static let readOnly: Set<CK_ATTRIBUTE_TYPE> = [
+        CKA_CLASS, CKA_TOKEN, CKA_PRIVATE, CKA_UNIQUE_ID, CKA_KEY_TYPE, CKA_LOCAL, CKA_KEY_GEN_MECHANISM,
+        CKA_ALWAYS_SENSITIVE, CKA_NEVER_EXTRACTABLE, CKA_MODULUS, CKA_MODULUS_BITS, CKA_PUBLIC_EXPONENT,
+        CKA_PRIVATE_EXPONENT, CKA_PRIME_1, CKA_PRIME_2, CKA_EXPONENT_1, CKA_EXPONENT_2, CKA_COEFFICIENT,
+        CKA_VALUE_BITS, CKA_VALUE_LEN, CKA_EC_PARAMS, CKA_EC_POINT, CKA_CERTIFICATE_TYPE, CKA_MODIFIABLE,
+        CKA_PUBLIC_KEY_INFO, CKA_CHECK_VALUE,
+    ]
+
+    /// Checks one C_SetAttributeValue entry against the object as it is now.
+    static func checkSet(_ view: ObjectView, _ a: Attribute, soLoggedIn: Bool) throws {
+        if hidden.contains(a.type) { throw PKCS11Error.attributeTypeInvalid }
+        if readOnly.contains(a.type) { throw PKCS11Error.attributeReadOnly }
+        if a.type == CKA_VALUE, view.objectClass != CKO_DATA { throw PKCS11Error.attributeReadOnly }
+        if booleans.contains(a.type) {
+            guard let new = AttributeCoding.decodeBool(a.value) else { throw PKCS11Error.attributeValueInvalid }
+            let old = view.bool(a.type)
+            switch a.type {
+            // One-way switches: a key can become more protected, never less.
+            case CKA_SENSITIVE where old == true && !new: throw PKCS11Error.attributeReadOnly
+            case CKA_EXTRACTABLE where old == false && new: throw PKCS11Error.attributeReadOnly
+            case CKA_WRAP_WITH_TRUSTED where old == true && !new: throw PKCS11Error.attributeReadOnly
+            case CKA_COPYABLE where old == false && new: throw PKCS11Error.attributeReadOnly
+            case CKA_TRUSTED where new && !soLoggedIn: throw PKCS11Error.attributeReadOnly
+            default: break
+            }
+        }
+    }
+}

@@ -1,0 +1,78 @@
+import CPKCS11
+import Keychain
+
+/// Everything one C_Initialize .. C_Finalize span owns: the store connection
+/// and the per-process tables (slots, sessions, logins, object handles).
+///
+/// `lock` guards the tables only and is held for dictionary work, never
+/// across store I/O, a KDF or a signature; each session has its own lock for
+/// its operation state.
+public final class Runtime: @unchecked Sendable {
+    public let store: KeychainStore
+    let lock = Lock()
+
+    // Guarded by `lock`.
+    var slotCache = SlotCache()
+    var sessions: [CK_SESSION_HANDLE: Session] = [:]
+    var nextSessionHandle: CK_SESSION_HANDLE = 1
+    var logins: [TokenID: LoginState] = [:]
+    var objects = ObjectTable()
+    var closed = false
+
+    init(home: String?) throws {
+        store = try KeychainStore(home: home)
+    }
+
+    /// C_Finalize: sessions end and unlocked token keys are dropped now, not
+    /// when the last in-flight call lets go of the runtime.
+    func shutdown() {
+        let dropped = lock.withLock { () -> [Session] in
+            closed = true
+            let all = Array(sessions.values)
+            sessions.removeAll()
+            logins.removeAll()
+            objects.removeAll()
+            return all
+        }
+        for s in dropped { s.endAll() }
+    }
+
+    // MARK: - lookups shared by the chapters
+
+    public func session(_ handle: CK_SESSION_HANDLE) throws -> Session {
+        try lock.withLock { () throws -> Session in
+            guard let s = sessions[handle] else { throw PKCS11Error.sessionHandleInvalid }
+            return s
+        }
+    }
+
+    func login(for token: TokenID) -> LoginState? {
+        lock.withLock { logins[token] }
+    }
+
+    /// The unlocked user key, the one that shows private objects.
+    func userKey(for token: TokenID) -> TokenKey? {
+        lock.withLock { () -> TokenKey? in
+            guard let l = logins[token], l.role == .user else { return nil }
+            return l.key
+        }
+    }
+
+    func sessionState(_ s: Session) -> CK_STATE {
+        let role = lock.withLock { logins[s.tokenID]?.role }
+        switch (role, s.readWrite) {
+        case (nil, false): return CKS_RO_PUBLIC_SESSION
+        case (nil, true): return CKS_RW_PUBLIC_SESSION
+        case (.user?, false): return CKS_RO_USER_FUNCTIONS
+        case (.user?, true): return CKS_RW_USER_FUNCTIONS
+        case (.securityOfficer?, _): return CKS_RW_SO_FUNCTIONS
+        }
+    }
+}
+
+/// The login of one token, shared by all of this process's sessions on it
+/// (PKCS #11 login is per application and token, not per session).
+struct LoginState {
+    var role: TokenKey.Role
+    var key: TokenKey
+}

@@ -1,0 +1,168 @@
+import CPKCS11
+import KeyshareCrypto
+
+/// An active signing operation. Mechanism chapters may add conforming types
+/// (HMAC, for instance); `SignatureOperation` covers the public-key schemes.
+public protocol SignOperation: Operation {
+    /// The exact signature size, answered by a length query.
+    var signatureLength: Int { get }
+    func update(_ part: [UInt8]) throws
+    func finish() throws -> [UInt8]
+}
+
+/// How a public-key scheme consumes its input: hashed by us (multi-part
+/// friendly), or taken as is (the caller hashed, or the scheme hashes).
+enum SignatureInput {
+    case hashed(DigestContext)
+    case raw([UInt8])
+}
+
+/// Sign and verify with one of the public-key mechanisms of `Mechanism`.
+final class SignatureOperation: SignOperation, VerifyOperation {
+    let algorithm: SignatureAlgorithm
+    let signatureLength: Int
+    let privateKey: PrivateKey?
+    let publicKey: PublicKey?
+    /// For schemes whose input must have an exact size (PSS on a digest).
+    let rawLength: Int?
+    var input: SignatureInput
+
+    /// Decides what the mechanism means for this key, or throws the error
+    /// C_SignInit / C_VerifyInit must return.
+    init(_ m: Mechanism, keyType: KeyType, bits: Int, privateKey: PrivateKey?, publicKey: PublicKey?) throws {
+        self.privateKey = privateKey
+        self.publicKey = publicKey
+        var digest: DigestAlgorithm?
+        var rawLength: Int?
+        let family: KeyType
+        switch m {
+        case .rsaPKCS:
+            algorithm = .rsaPKCS1(nil); family = .rsa
+        case .rsaPKCSWith(let d):
+            algorithm = .rsaPKCS1(d); family = .rsa; digest = d
+        case .rsaPSS(let p):
+            algorithm = .rsaPSS(p.hash, mgf1: p.mgf1, saltLength: p.saltLength); family = .rsa
+            rawLength = p.hash.outputSize
+        case .rsaPSSWith(let d, let p):
+            algorithm = .rsaPSS(p.hash, mgf1: p.mgf1, saltLength: p.saltLength); family = .rsa; digest = d
+        case .rsaX509:
+            algorithm = .rsaRaw; family = .rsa
+        case .ecdsa:
+            algorithm = .ecdsa(nil); family = .ec
+        case .ecdsaWith(let d):
+            algorithm = .ecdsa(d); family = .ec; digest = d
+        case .eddsa:
+            algorithm = .ed25519; family = .ed25519
+        case .digest, .undecoded:
+            throw PKCS11Error.mechanismInvalid
+        }
+        guard family == keyType else { throw PKCS11Error.keyTypeInconsistent }
+        self.rawLength = rawLength
+        let bytes = (bits + 7) / 8
+        switch keyType {
+        case .rsa: signatureLength = bytes
+        case .ec: signatureLength = 2 * bytes
+        case .ed25519: signatureLength = 64
+        }
+        input = try digest.map { .hashed(try DigestContext($0)) } ?? .raw([])
+    }
+
+    func update(_ part: [UInt8]) throws {
+        switch input {
+        case .hashed(let ctx): try ctx.update(part)
+        case .raw(let buf):
+            // Raw schemes sign one short input; cap what a caller can pile up.
+            guard buf.count + part.count <= 1 << 20 else { throw PKCS11Error.dataLenRange }
+            input = .raw(buf + part)
+        }
+    }
+
+    /// The digest or raw input, and whether it is a digest.
+    private func collected() throws -> (bytes: [UInt8], isDigest: Bool) {
+        switch input {
+        case .hashed(let ctx): return (try ctx.finish(), true)
+        case .raw(let buf):
+            if let rawLength, buf.count != rawLength { throw PKCS11Error.dataLenRange }
+            if case .ed25519 = algorithm { return (buf, false) }
+            return (buf, true)
+        }
+    }
+
+    func finish() throws -> [UInt8] {
+        guard let privateKey else { throw PKCS11Error.generalError }
+        let (bytes, isDigest) = try collected()
+        if case .rsaPKCS1(nil) = algorithm, bytes.count > signatureLength - 11 { throw PKCS11Error.dataLenRange }
+        return isDigest ? try privateKey.sign(digest: bytes, algorithm: algorithm)
+            : try privateKey.sign(message: bytes, algorithm: algorithm)
+    }
+
+    func finish(signature: [UInt8]) throws {
+        guard let publicKey else { throw PKCS11Error.generalError }
+        guard signature.count == signatureLength else { throw PKCS11Error.signatureLenRange }
+        let (bytes, isDigest) = try collected()
+        let ok: Bool
+        do {
+            ok = isDigest ? try publicKey.verify(signature: signature, digest: bytes, algorithm: algorithm)
+                : try publicKey.verify(signature: signature, message: bytes, algorithm: algorithm)
+        } catch let e as PKCS11Error {
+            throw e
+        } catch {
+            throw PKCS11Error.signatureInvalid
+        }
+        guard ok else { throw PKCS11Error.signatureInvalid }
+    }
+}
+
+extension Runtime {
+    /// A key handle as an Init call sees it: a bad handle is CKR_KEY_HANDLE_INVALID.
+    func resolveKey(_ s: Session, _ h: CK_OBJECT_HANDLE) throws -> ObjectView {
+        do {
+            return try resolve(s, h)
+        } catch let e as PKCS11Error where e == .objectHandleInvalid {
+            throw PKCS11Error.keyHandleInvalid
+        }
+    }
+
+    public func signInit(session h: CK_SESSION_HANDLE, mechanism: Mechanism, key: CK_OBJECT_HANDLE) throws {
+        let s = try session(h)
+        guard !s.isActive(.sign) else { throw PKCS11Error.operationActive }
+        let view = try resolveKey(s, key)
+        guard view.objectClass == CKO_PRIVATE_KEY else { throw PKCS11Error.keyTypeInconsistent }
+        guard view.bool(CKA_SIGN) == true else { throw PKCS11Error.keyFunctionNotPermitted }
+        let k = try privateKey(view)
+        try s.begin(.sign, try SignatureOperation(mechanism, keyType: k.keyType, bits: k.bits,
+                                                  privateKey: k, publicKey: nil))
+    }
+
+    /// Single-part C_Sign: a NULL buffer or a short one leaves the operation
+    /// active; anything else ends it.
+    public func sign(session h: CK_SESSION_HANDLE, data: [UInt8]?, capacity: Int?) throws -> OutputResult {
+        try session(h).step(.sign, as: SignOperation.self) { op, keep in
+            guard let data else { throw PKCS11Error.argumentsBad }
+            if let r = OutputResult.decide(needed: op.signatureLength, capacity: capacity) {
+                keep = true
+                return r
+            }
+            try op.update(data)
+            return .bytes(try op.finish())
+        }
+    }
+
+    public func signUpdate(session h: CK_SESSION_HANDLE, part: [UInt8]?) throws {
+        try session(h).step(.sign, as: SignOperation.self) { op, keep in
+            guard let part else { throw PKCS11Error.argumentsBad }
+            try op.update(part)
+            keep = true
+        }
+    }
+
+    public func signFinal(session h: CK_SESSION_HANDLE, capacity: Int?) throws -> OutputResult {
+        try session(h).step(.sign, as: SignOperation.self) { op, keep in
+            if let r = OutputResult.decide(needed: op.signatureLength, capacity: capacity) {
+                keep = true
+                return r
+            }
+            return .bytes(try op.finish())
+        }
+    }
+}

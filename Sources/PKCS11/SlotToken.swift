@@ -1,0 +1,160 @@
+import CPKCS11
+import Keychain
+import KeyshareCrypto
+
+/// The slot that always shows an uninitialised token: C_InitToken on it
+/// creates a new soft token, which then appears in a slot of its own. The
+/// store hands token slots IDs from 0x100 up, so 1 can never name a token.
+public let freeSlotID: CK_SLOT_ID = 1
+
+public let softTokenDriverClass = "com.keyshare.soft"
+public let minPINLength = 4
+public let maxPINLength = 255
+
+/// Slot IDs of present tokens, refreshed only when the store's change
+/// counter moves (another process may have added or removed a token).
+struct SlotCache {
+    var counter: UInt64?
+    var records: [TokenRecord] = []
+}
+
+public struct SlotInfo: Sendable, Equatable {
+    public var description: String
+    public var manufacturer: String
+    public var flags: CK_FLAGS
+}
+
+public struct TokenInfo: Sendable, Equatable {
+    public var label: String
+    public var manufacturer: String
+    public var model: String
+    public var serial: String
+    public var flags: CK_FLAGS
+    public var sessionCount: CK_ULONG
+    public var rwSessionCount: CK_ULONG
+    public var minPINLength: CK_ULONG
+    public var maxPINLength: CK_ULONG
+}
+
+extension Runtime {
+    /// Present tokens, re-read only when the store changed.
+    func presentTokens() throws -> [TokenRecord] {
+        let counter = try store.changeCounter()
+        if let cached = lock.withLock({ slotCache.counter == counter ? slotCache.records : nil }) { return cached }
+        let records = try store.tokens().filter(\.present)
+        lock.withLock { slotCache = SlotCache(counter: counter, records: records) }
+        return records
+    }
+
+    /// Every slot shows a token (a present token, or the free slot's
+    /// uninitialised one), so `tokenPresent` does not change the list.
+    public func slotList(tokenPresent: Bool) throws -> [CK_SLOT_ID] {
+        try presentTokens().map { CK_SLOT_ID($0.slotID) } + [freeSlotID]
+    }
+
+    /// The token in a slot, or CKR_SLOT_ID_INVALID; nil for the free slot.
+    func tokenRecord(slot: CK_SLOT_ID) throws -> TokenRecord? {
+        if slot == freeSlotID { return nil }
+        guard let rec = try store.token(slotID: UInt(slot)), rec.present else { throw PKCS11Error.slotIDInvalid }
+        return rec
+    }
+
+    public func slotInfo(_ slot: CK_SLOT_ID) throws -> SlotInfo {
+        guard let rec = try tokenRecord(slot: slot) else {
+            return SlotInfo(description: "keyshare free slot (C_InitToken creates a token)",
+                            manufacturer: ModuleInfo.manufacturer, flags: CKF_TOKEN_PRESENT)
+        }
+        let kind = rec.hasPINs ? "soft token" : "external token"
+        return SlotInfo(description: "keyshare \(kind) \(rec.tokenID.instance)", manufacturer: ModuleInfo.manufacturer,
+                        flags: CKF_TOKEN_PRESENT | CKF_REMOVABLE_DEVICE)
+    }
+
+    public func tokenInfo(_ slot: CK_SLOT_ID) throws -> TokenInfo {
+        guard let rec = try tokenRecord(slot: slot) else {
+            return TokenInfo(label: "", manufacturer: ModuleInfo.manufacturer, model: "keyshare soft", serial: "",
+                             flags: CKF_RNG | CKF_LOGIN_REQUIRED, sessionCount: 0, rwSessionCount: 0,
+                             minPINLength: CK_ULONG(minPINLength), maxPINLength: CK_ULONG(maxPINLength))
+        }
+        let (count, rw) = lock.withLock { () -> (Int, Int) in
+            let mine = sessions.values.filter { $0.tokenID == rec.tokenID }
+            return (mine.count, mine.filter(\.readWrite).count)
+        }
+        return TokenInfo(label: rec.label, manufacturer: ModuleInfo.manufacturer,
+                         model: rec.hasPINs ? "keyshare soft" : "keyshare ext", serial: rec.serial,
+                         flags: Self.tokenFlags(rec), sessionCount: CK_ULONG(count), rwSessionCount: CK_ULONG(rw),
+                         minPINLength: CK_ULONG(minPINLength), maxPINLength: CK_ULONG(maxPINLength))
+    }
+
+    /// The PIN flags come straight from the store's counters, which every
+    /// process shares, so they are truthful across processes.
+    static func tokenFlags(_ rec: TokenRecord) -> CK_FLAGS {
+        var f: CK_FLAGS = CKF_RNG | CKF_TOKEN_INITIALIZED
+        guard rec.hasPINs else { return f }
+        f |= CKF_LOGIN_REQUIRED
+        if rec.userPINInitialized { f |= CKF_USER_PIN_INITIALIZED }
+        if rec.userPINLocked {
+            f |= CKF_USER_PIN_LOCKED
+        } else if rec.userPINFailures > 0 {
+            f |= CKF_USER_PIN_COUNT_LOW
+            if rec.userPINRemaining == 1 { f |= CKF_USER_PIN_FINAL_TRY }
+        }
+        if rec.soPINLocked {
+            f |= CKF_SO_PIN_LOCKED
+        } else if rec.soPINFailures > 0 {
+            f |= CKF_SO_PIN_COUNT_LOW
+            if rec.soPINRemaining == 1 { f |= CKF_SO_PIN_FINAL_TRY }
+        }
+        return f
+    }
+
+    static func checkPINLength(_ pin: [UInt8]) throws {
+        guard pin.count >= minPINLength, pin.count <= maxPINLength else { throw PKCS11Error.pinLenRange }
+    }
+
+    /// On the free slot: a new soft token whose user PIN is not set yet (the
+    /// SO sets it with C_InitPIN). On a token: SO PIN check, then every object
+    /// is wiped and the user PIN is uninitialised again.
+    @discardableResult
+    public func initToken(slot: CK_SLOT_ID, soPIN: [UInt8], label: String) throws -> TokenRecord {
+        try Self.checkPINLength(soPIN)
+        guard let rec = try tokenRecord(slot: slot) else {
+            let serial = try SecureRandom.bytes(8).map { byte -> String in
+                let h = String(byte, radix: 16, uppercase: true)
+                return h.count == 1 ? "0" + h : h
+            }.joined()
+            guard let id = TokenID(driverClass: softTokenDriverClass, instance: serial) else { throw PKCS11Error.generalError }
+            return try store.createToken(id, label: label, soPIN: soPIN, userPIN: nil)
+        }
+        guard rec.hasPINs else { throw PKCS11Error.functionNotSupported }
+        let busy = lock.withLock { sessions.values.contains { $0.tokenID == rec.tokenID } }
+        if busy { throw PKCS11Error(CKR_SESSION_EXISTS) }
+        try store.reinitializeToken(rec.tokenID, soPIN: soPIN, label: label)
+        lock.withLock {
+            logins[rec.tokenID] = nil
+            objects.forget(token: rec.tokenID)
+        }
+        return try store.token(rec.tokenID) ?? rec
+    }
+
+    public func initPIN(session handle: CK_SESSION_HANDLE, pin: [UInt8]) throws {
+        let s = try session(handle)
+        guard let l = login(for: s.tokenID), l.role == .securityOfficer, s.readWrite else {
+            throw PKCS11Error.userNotLoggedIn
+        }
+        try Self.checkPINLength(pin)
+        try store.initUserPIN(s.tokenID, soKey: l.key, newPIN: pin)
+    }
+
+    /// The SO changes the SO PIN; anyone else (user or public session)
+    /// changes the user PIN, as the spec's session-state table says.
+    public func setPIN(session handle: CK_SESSION_HANDLE, old: [UInt8], new: [UInt8]) throws {
+        let s = try session(handle)
+        guard s.readWrite else { throw PKCS11Error.sessionReadOnly }
+        try Self.checkPINLength(new)
+        if login(for: s.tokenID)?.role == .securityOfficer {
+            try store.changeSOPIN(s.tokenID, old: old, new: new)
+        } else {
+            try store.changeUserPIN(s.tokenID, old: old, new: new)
+        }
+    }
+}

@@ -1,0 +1,64 @@
+import CPKCS11
+import KeyshareCrypto
+
+/// An active verification. C_Verify and C_VerifyFinal always end it.
+public protocol VerifyOperation: Operation {
+    func update(_ part: [UInt8]) throws
+    /// Throws CKR_SIGNATURE_INVALID or CKR_SIGNATURE_LEN_RANGE.
+    func finish(signature: [UInt8]) throws
+}
+
+extension Runtime {
+    /// The public half of a key object: a public key from its SPKI or
+    /// components, or a private key's own public key (after login).
+    func publicKey(_ view: ObjectView) throws -> PublicKey {
+        switch view.objectClass {
+        case CKO_PRIVATE_KEY:
+            return try privateKey(view).publicKey
+        case CKO_PUBLIC_KEY:
+            if let spki = view.attributes[CKA_PUBLIC_KEY_INFO], !spki.isEmpty, let k = try? PublicKey(spkiDER: spki) {
+                return k
+            }
+            return try ObjectFactory.publicKey(view.attributes)
+        default:
+            throw PKCS11Error.keyTypeInconsistent
+        }
+    }
+
+    public func verifyInit(session h: CK_SESSION_HANDLE, mechanism: Mechanism, key: CK_OBJECT_HANDLE) throws {
+        let s = try session(h)
+        guard !s.isActive(.verify) else { throw PKCS11Error.operationActive }
+        let view = try resolveKey(s, key)
+        let permitted = view.objectClass == CKO_PUBLIC_KEY ? view.bool(CKA_VERIFY) : view.bool(CKA_SIGN)
+        guard view.objectClass == CKO_PUBLIC_KEY || view.objectClass == CKO_PRIVATE_KEY else {
+            throw PKCS11Error.keyTypeInconsistent
+        }
+        guard permitted == true else { throw PKCS11Error.keyFunctionNotPermitted }
+        let k = try publicKey(view)
+        try s.begin(.verify, try SignatureOperation(mechanism, keyType: k.keyType, bits: k.bits,
+                                                    privateKey: nil, publicKey: k))
+    }
+
+    public func verify(session h: CK_SESSION_HANDLE, data: [UInt8]?, signature: [UInt8]?) throws {
+        try session(h).step(.verify, as: VerifyOperation.self) { op, _ in
+            guard let data, let signature else { throw PKCS11Error.argumentsBad }
+            try op.update(data)
+            try op.finish(signature: signature)
+        }
+    }
+
+    public func verifyUpdate(session h: CK_SESSION_HANDLE, part: [UInt8]?) throws {
+        try session(h).step(.verify, as: VerifyOperation.self) { op, keep in
+            guard let part else { throw PKCS11Error.argumentsBad }
+            try op.update(part)
+            keep = true
+        }
+    }
+
+    public func verifyFinal(session h: CK_SESSION_HANDLE, signature: [UInt8]?) throws {
+        try session(h).step(.verify, as: VerifyOperation.self) { op, _ in
+            guard let signature else { throw PKCS11Error.argumentsBad }
+            try op.finish(signature: signature)
+        }
+    }
+}
