@@ -56,11 +56,11 @@ extension PrivateKey {
         guard EC_POINT_point2oct(group, point, POINT_CONVERSION_UNCOMPRESSED, &pub, pub.count, nil) == pub.count else {
             throw CryptoError.openssl("EC private key")
         }
-        return try fromData("EC", "EC private key") { bld in
-            OSSL_PARAM_BLD_push_utf8_string(bld, "group", curve.rawValue, 0) == 1
-                && OSSL_PARAM_BLD_push_BN(bld, "priv", d) == 1
-                && pub.withUnsafeBufferPointer { OSSL_PARAM_BLD_push_octet_string(bld, "pub", $0.baseAddress, $0.count) } == 1
-        }
+        let b = try ParamBuilder()
+        b.utf8("group", curve.rawValue)
+        b.bn("priv", d)
+        b.octets("pub", pub)
+        return try PrivateKey(owning: b.makeKey("EC", selection: ks_EVP_PKEY_KEYPAIR(), "EC private key"))
     }
 
     public static func fromEd25519(privateRaw: [UInt8]) throws -> PrivateKey {
@@ -81,25 +81,9 @@ extension PrivateKey {
         for v in [c.modulus, c.publicExponent, c.d, c.p, c.q, c.dp, c.dq, c.qinv] {
             bns.append(try OSSL.bignum(v))
         }
-        return try fromData("RSA", "RSA private key") { bld in
-            zip(names, bns).allSatisfy { OSSL_PARAM_BLD_push_BN(bld, $0.0, $0.1) == 1 }
-        }
-    }
-
-    private static func fromData(_ type: String, _ op: String, _ push: (OpaquePointer) -> Bool) throws -> PrivateKey {
-        CryptoError.clearQueue()
-        guard let bld = OSSL_PARAM_BLD_new() else { throw CryptoError.openssl(op) }
-        defer { OSSL_PARAM_BLD_free(bld) }
-        guard push(bld), let params = OSSL_PARAM_BLD_to_param(bld) else { throw CryptoError.openssl(op) }
-        defer { OSSL_PARAM_free(params) }
-        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, type, nil) else { throw CryptoError.openssl(op) }
-        defer { EVP_PKEY_CTX_free(ctx) }
-        var key: OpaquePointer? = nil
-        guard EVP_PKEY_fromdata_init(ctx) == 1,
-              EVP_PKEY_fromdata(ctx, &key, ks_EVP_PKEY_KEYPAIR(), params) == 1, let key else {
-            throw CryptoError.openssl(op, kind: .invalidInput)
-        }
-        return try PrivateKey(owning: key)
+        let b = try ParamBuilder()
+        for (name, bn) in zip(names, bns) { b.bn(name, bn) }
+        return try PrivateKey(owning: b.makeKey("RSA", selection: ks_EVP_PKEY_KEYPAIR(), "RSA private key"))
     }
 }
 

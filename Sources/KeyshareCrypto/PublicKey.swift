@@ -49,9 +49,11 @@ public final class PublicKey: @unchecked Sendable {
         defer { BN_free(n) }
         let e = try OSSL.bignum(exponent)
         defer { BN_free(e) }
-        let key = try Self.fromData("RSA", "RSA public key") { bld in
-            OSSL_PARAM_BLD_push_BN(bld, "n", n) == 1 && OSSL_PARAM_BLD_push_BN(bld, "e", e) == 1
-        }
+        CryptoError.clearQueue()
+        let b = try ParamBuilder()
+        b.bn("n", n)
+        b.bn("e", e)
+        let key = try b.makeKey("RSA", selection: ks_EVP_PKEY_PUBLIC_KEY(), "RSA public key")
         try self.init(owning: key)
     }
 
@@ -63,10 +65,11 @@ public final class PublicKey: @unchecked Sendable {
             throw CryptoError(.unsupported, "EC public key", reason: "unsupported curve parameters (only named P-256, P-384, P-521)")
         }
         let raw = try curve.rawPoint(point)
-        let key = try Self.fromData("EC", "EC public key") { bld in
-            OSSL_PARAM_BLD_push_utf8_string(bld, "group", curve.rawValue, 0) == 1
-                && raw.withUnsafeBufferPointer { OSSL_PARAM_BLD_push_octet_string(bld, "pub", $0.baseAddress, $0.count) } == 1
-        }
+        CryptoError.clearQueue()
+        let b = try ParamBuilder()
+        b.utf8("group", curve.rawValue)
+        b.octets("pub", raw)
+        let key = try b.makeKey("EC", selection: ks_EVP_PKEY_PUBLIC_KEY(), "EC public key")
         try self.init(owning: key)
         try checkPublic()
     }
@@ -79,22 +82,6 @@ public final class PublicKey: @unchecked Sendable {
             throw CryptoError.openssl("Ed25519 public key", kind: .invalidInput)
         }
         try self.init(owning: key)
-    }
-
-    private static func fromData(_ type: String, _ op: String, _ push: (OpaquePointer) -> Bool) throws -> OpaquePointer {
-        CryptoError.clearQueue()
-        guard let bld = OSSL_PARAM_BLD_new() else { throw CryptoError.openssl(op) }
-        defer { OSSL_PARAM_BLD_free(bld) }
-        guard push(bld), let params = OSSL_PARAM_BLD_to_param(bld) else { throw CryptoError.openssl(op) }
-        defer { OSSL_PARAM_free(params) }
-        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, type, nil) else { throw CryptoError.openssl(op) }
-        defer { EVP_PKEY_CTX_free(ctx) }
-        var key: OpaquePointer? = nil
-        guard EVP_PKEY_fromdata_init(ctx) == 1,
-              EVP_PKEY_fromdata(ctx, &key, ks_EVP_PKEY_PUBLIC_KEY(), params) == 1, let key else {
-            throw CryptoError.openssl(op, kind: .invalidInput)
-        }
-        return key
     }
 
     private func checkPublic() throws {
