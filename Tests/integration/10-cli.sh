@@ -98,7 +98,7 @@ check_fail "deleted item is gone" "no item" ks show "$LABEL"
 
 # several tokens need --token
 check_out "second token" "created" ks token create --label beta --pin-source env:PIN --so-pin-source env:SOPIN
-check_fail "ambiguous token" "--token|more than one" ks import "$ID/device-ds-only.modern.p12" --pin-source env:PIN --password-source env:P12PASS
+check_fail "ambiguous token" "several tokens" ks import "$ID/device-ds-only.modern.p12" --pin-source env:PIN --password-source env:P12PASS
 check_out "import with --token" "imported" ks import "$ID/device-ds-only.modern.p12" --token beta --pin-source env:PIN --password-source env:P12PASS
 check_fail "delete token with wrong SO PIN" "PIN" ks token delete beta --so-pin-source env:WRONG
 check_out "delete token" "deleted token" ks token delete beta --so-pin-source env:SOPIN

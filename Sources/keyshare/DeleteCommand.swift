@@ -1,0 +1,25 @@
+import ArgumentParser
+import Keychain
+
+/// `keyshare delete`: removes the named items (an identity's label names its
+/// certificate and its keys). Needs the PIN: private items are only visible
+/// to an unlocked token, and deleting keys is not for a passer-by.
+struct DeleteCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "delete", abstract: "Delete an item (by persistent reference) or every item with a label.")
+
+    @Argument(help: "A persistent reference (as `list` prints it) or a label.") var item: String
+    @OptionGroup var selection: TokenSelection
+    @OptionGroup var pin: PINOptions
+
+    func run() throws {
+        let ctx = try Context.open()
+        let token = try ctx.token(selection)
+        let key = try ctx.unlock(token, pin)
+        let items = try ctx.resolveItems(item, token: token, key: key)
+        try ctx.store.transaction {
+            for i in items { try ctx.store.delete(i.reference) }
+        }
+        Console.out("deleted \(items.count) item\(items.count == 1 ? "" : "s")")
+    }
+}

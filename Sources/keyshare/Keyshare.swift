@@ -1,0 +1,52 @@
+import ArgumentParser
+import Foundation
+
+/// The `keyshare` command: the human interface to the keychain, its tokens and
+/// the key-sharing export path.
+@main
+struct Keyshare: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "keyshare",
+        abstract: "A key store for Linux that applications use without seeing private keys.",
+        discussion: """
+            The store lives in $KEYSHARE_HOME/keychain.db (default ~/.local/share/keyshare).
+            Applications use its keys through libkeyshare-pkcs11.so.
+            """,
+        version: "0.1.0",
+        subcommands: [
+            TokenCommand.self, ImportCommand.self, ListCommand.self, ShowCommand.self,
+            DeleteCommand.self, ExportCommand.self, PasswordCommand.self,
+        ])
+
+    /// ArgumentParser's own errors (usage) keep its formatting; every other error
+    /// becomes exactly one line on stderr and exit status 1.
+    static func main() {
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch let error as CLIExit {
+            Foundation.exit(error.code)
+        } catch {
+            // --help and --version arrive as errors with a success exit code.
+            if error is CleanExit || Keyshare.exitCode(for: error) == .success { exit(withError: error) }
+            if isArgumentParserError(error) {
+                let message = Keyshare.message(for: error).split(separator: "\n").first.map(String.init) ?? "invalid arguments"
+                Console.error(message.replacingOccurrences(of: "Error: ", with: "") + " (see 'keyshare --help')")
+                Foundation.exit(Keyshare.exitCode(for: error).rawValue)
+            }
+            Console.error(ErrorText.describe(error))
+            Foundation.exit(1)
+        }
+    }
+
+    private static func isArgumentParserError(_ error: Error) -> Bool {
+        if error is ValidationError || error is CleanExit || error is ExitCode { return true }
+        let typeName = String(reflecting: type(of: error))
+        return typeName.hasPrefix("ArgumentParser.")
+    }
+}
+
+/// Thrown to end the process with a status after output was already printed.
+struct CLIExit: Error {
+    var code: Int32
+}

@@ -1,0 +1,46 @@
+import ArgumentParser
+import Foundation
+import Keychain
+import KeySharing
+
+/// `keyshare password`: the shared export password. Printed only to a terminal
+/// (or with --stdout, for a pipe the user chose) so it does not end up in logs.
+struct PasswordCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "password",
+        abstract: "Show or rotate the shared export password.",
+        subcommands: [Show.self, Rotate.self],
+        defaultSubcommand: Show.self)
+
+    struct Show: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print the shared export password (made on first use).")
+        @Flag(help: "Print even when standard output is not a terminal.") var stdout = false
+        @OptionGroup var selection: TokenSelection
+        @OptionGroup var pin: PINOptions
+
+        func run() throws {
+            guard stdout || Console.stdoutIsTerminal else {
+                throw CLIError("refusing to print the password to a pipe or file; add --stdout if that is what you want")
+            }
+            let ctx = try Context.open()
+            let token = try ctx.token(selection)
+            let key = try ctx.unlock(token, pin)
+            Console.out(try SharedPassword.obtain(store: ctx.store, token: token.tokenID, key: key))
+        }
+    }
+
+    struct Rotate: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Replace the shared export password; later exports use the new one.")
+        @OptionGroup var selection: TokenSelection
+        @OptionGroup var pin: PINOptions
+
+        func run() throws {
+            let ctx = try Context.open()
+            let token = try ctx.token(selection)
+            let key = try ctx.unlock(token, pin)
+            _ = try SharedPassword.rotate(store: ctx.store, token: token.tokenID, key: key)
+            Console.out("the shared export password was replaced; files exported before need the old one")
+        }
+    }
+}

@@ -1,0 +1,143 @@
+import ArgumentParser
+import Foundation
+import Keychain
+import Tokens
+
+struct TokenCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "token",
+        abstract: "Create, list and delete soft tokens and manage their PINs.",
+        subcommands: [Create.self, List.self, Delete.self, SetPIN.self, InitPIN.self])
+
+    struct Create: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create a soft token with a user PIN and an SO PIN.")
+        @Option(help: "The token's label (at most 32 bytes).") var label: String
+        @Option(name: .customLong("so-pin-source"), help: "Where the SO PIN comes from (env:VAR or file:PATH); prompted if absent.")
+        var soPinSource: SecretSource?
+        @OptionGroup var pin: PINOptions
+        @Flag(help: "Print the new token as JSON.") var json = false
+
+        func run() throws {
+            guard !label.isEmpty, label.utf8.count <= 32 else { throw CLIError("a token label must be 1 to 32 bytes") }
+            let ctx = try Context.open()
+            let so = try Secrets.obtain(soPinSource, prompt: "New SO PIN: ", what: "SO PIN", confirm: true)
+            let user = try Secrets.obtain(pin.pinSource, prompt: "New user PIN: ", what: "user PIN", confirm: true)
+            try PINPolicy.check(so, what: "SO PIN")
+            try PINPolicy.check(user, what: "user PIN")
+            let record = try ctx.tokens.createSoftToken(label: label, soPIN: so, userPIN: user)
+            if json {
+                try Console.json(TokenRow(record, itemCount: 0))
+            } else {
+                Console.out("created token \(record.tokenID) (label \(record.label), slot \(record.slotID))")
+            }
+        }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List tokens: ID, label, serial, items and state.")
+        @Flag(help: "JSON output.") var json = false
+
+        func run() throws {
+            let ctx = try Context.open()
+            let rows = try ctx.store.tokens().map { TokenRow($0, itemCount: try ctx.store.itemCount(token: $0.tokenID)) }
+            if json { return try Console.json(rows) }
+            if rows.isEmpty { return Console.out("no tokens (create one with: keyshare token create --label NAME)") }
+            Console.table(
+                ["TOKEN ID", "LABEL", "SERIAL", "SLOT", "ITEMS", "STATE", "USER PIN"],
+                rows.map { [$0.tokenID, $0.label, $0.serial, String($0.slotID), String($0.items), $0.present ? "present" : "removed", $0.userPIN] })
+        }
+    }
+
+    struct Delete: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Delete a token and every item in it (needs the SO PIN).")
+        @Argument(help: "The token's label or token ID.") var token: String
+        @Option(name: .customLong("so-pin-source"), help: "Where the SO PIN comes from (env:VAR or file:PATH).")
+        var soPinSource: SecretSource?
+
+        func run() throws {
+            let ctx = try Context.open()
+            let record = try ctx.tokens.resolveToken(token)
+            let so = try Secrets.obtain(soPinSource, prompt: "SO PIN for \(record.label): ", what: "SO PIN")
+            _ = try ctx.store.unlockSO(record.tokenID, pin: so)
+            try ctx.store.deleteToken(record.tokenID)
+            Console.out("deleted token \(record.tokenID)")
+        }
+    }
+
+    struct SetPIN: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "set-pin", abstract: "Change the user PIN (or the SO PIN with --so).")
+        @OptionGroup var selection: TokenSelection
+        @Flag(help: "Change the SO PIN instead of the user PIN.") var so = false
+        @Option(name: .customLong("pin-source"), help: "Where the current PIN comes from.") var pinSource: SecretSource?
+        @Option(name: .customLong("new-pin-source"), help: "Where the new PIN comes from.") var newPinSource: SecretSource?
+
+        func run() throws {
+            let ctx = try Context.open()
+            let record = try ctx.token(selection)
+            let who = so ? "SO PIN" : "user PIN"
+            let old = try Secrets.obtain(pinSource, prompt: "Current \(who): ", what: who)
+            let new = try Secrets.obtain(newPinSource, prompt: "New \(who): ", what: "new " + who, confirm: true)
+            try PINPolicy.check(new, what: "new " + who)
+            if so {
+                try ctx.store.changeSOPIN(record.tokenID, old: old, new: new)
+            } else {
+                try ctx.store.changeUserPIN(record.tokenID, old: old, new: new)
+            }
+            Console.out("\(who) of \(record.label) changed")
+        }
+    }
+
+    struct InitPIN: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "init-pin", abstract: "Set a new user PIN with the SO PIN (unlocks a locked PIN; keys survive).")
+        @OptionGroup var selection: TokenSelection
+        @Option(name: .customLong("so-pin-source"), help: "Where the SO PIN comes from.") var soPinSource: SecretSource?
+        @Option(name: .customLong("new-pin-source"), help: "Where the new user PIN comes from.") var newPinSource: SecretSource?
+
+        func run() throws {
+            let ctx = try Context.open()
+            let record = try ctx.token(selection)
+            let so = try Secrets.obtain(soPinSource, prompt: "SO PIN for \(record.label): ", what: "SO PIN")
+            let soKey = try ctx.store.unlockSO(record.tokenID, pin: so)
+            let new = try Secrets.obtain(newPinSource, prompt: "New user PIN: ", what: "new user PIN", confirm: true)
+            try PINPolicy.check(new, what: "new user PIN")
+            try ctx.store.initUserPIN(record.tokenID, soKey: soKey, newPIN: new)
+            Console.out("user PIN of \(record.label) set")
+        }
+    }
+}
+
+/// PKCS #11 puts PIN length bounds in the token info; the CLI enforces the same.
+enum PINPolicy {
+    static let minLength = 4
+    static let maxLength = 64
+
+    static func check(_ pin: [UInt8], what: String) throws {
+        guard (minLength...maxLength).contains(pin.count) else {
+            throw CLIError("\(what) must be \(minLength) to \(maxLength) characters")
+        }
+    }
+}
+
+struct TokenRow: Encodable {
+    var tokenID: String
+    var label: String
+    var serial: String
+    var slotID: UInt
+    var items: Int
+    var present: Bool
+    var userPIN: String
+    var uri: String
+
+    init(_ r: TokenRecord, itemCount: Int) {
+        tokenID = r.tokenID.description
+        label = r.label
+        serial = r.serial
+        slotID = r.slotID
+        items = itemCount
+        present = r.present
+        userPIN = r.userPINLocked ? "locked" : (r.userPINInitialized ? (r.userPINFailures > 0 ? "\(r.userPINFailures) failed" : "ok") : "not set")
+        uri = PKCS11URI.token(r)
+    }
+}
