@@ -1,0 +1,113 @@
+import KeyshareCrypto
+
+/// One identity as the share tree sees it.
+public struct ShareIdentity: Sendable {
+    public var label: String
+    public var certificate: Certificate
+    public var category: CertificateCategory
+
+    public init(label: String, certificate: Certificate) {
+        self.label = label
+        self.certificate = certificate
+        self.category = CertificateCategory(certificate: certificate)
+    }
+
+    /// `<type>_<SERIAL>.p12`: the file name a consumer sees and the zip entry name.
+    public var displayName: String { category.displayFileName(for: certificate) }
+}
+
+/// The default generation rule (spec §2): newest of each type (latest notBefore,
+/// ties kept), except encryption, whose every generation stays readable.
+public enum Generations {
+    public static func offeredByDefault(_ all: [ShareIdentity]) -> [ShareIdentity] {
+        var newest: [CertificateCategory: Int64] = [:]
+        for i in all where i.category != .encryption {
+            newest[i.category] = max(newest[i.category] ?? Int64.min, i.certificate.notBefore)
+        }
+        return all.filter { i in
+            i.category == .encryption || i.certificate.notBefore == newest[i.category]
+        }
+    }
+
+    public static func select(_ all: [ShareIdentity], filter: ShareFilter) -> [ShareIdentity] {
+        let pool = filter.showsAllGenerations ? all : offeredByDefault(all)
+        return pool.filter { filter.accepts($0.category) }.sorted { $0.displayName < $1.displayName }
+    }
+}
+
+/// The provider's view (spec §3): root PKCS #12 items, seven folders (always,
+/// even empty) and seven zips.
+public struct ShareTree: Sendable {
+    public enum Kind: String, Sendable, Codable { case pkcs12, folder, zip }
+
+    public struct Entry: Sendable {
+        /// The item identifier: label, `<Folder>.<label>`, `<Folder>.zip` or the folder name.
+        public var identifier: String
+        public var fileName: String
+        public var kind: Kind
+        public var selector: String
+        /// Unix seconds: notBefore for a PKCS #12, now for a zip.
+        public var date: Int64
+        public var identities: [ShareIdentity]
+        public var children: [Entry]
+        /// False when the consumer's selectors do not accept it (shown greyed out).
+        public var selectable: Bool
+    }
+
+    public var root: [Entry]
+    public var folders: [Entry]
+    public var zips: [Entry]
+
+    /// Builds the tree; `accepting` is the consumer's selector list (empty: all).
+    public init(identities: [ShareIdentity], accepting: [ShareSelector] = [], now: Int64) {
+        func selectable(_ s: ShareSelector, _ categories: [CertificateCategory]) -> Bool {
+            guard !accepting.isEmpty else { return true }
+            if accepting.contains(s) { return true }
+            // A p12 typed for a folder is also acceptable to a consumer asking for plain PKCS #12
+            // or for that folder, when every identity inside is of an accepted type.
+            return accepting.contains { a in
+                switch (a, s) {
+                case (.pkcs12, .pkcs12), (.pkcs12, .folderItem): true
+                case (.folder(let f), .folderItem(let g)): f == g
+                case (.folder(let f), .pkcs12): categories.allSatisfy { f.accepts($0) }
+                default: false
+                }
+            }
+        }
+        let offered = Generations.offeredByDefault(identities).filter { $0.category != .unknown }
+            .sorted { $0.displayName < $1.displayName }
+        root = offered.map { i in
+            Entry(identifier: i.label, fileName: i.displayName, kind: .pkcs12, selector: ShareSelector.pkcs12.identifier,
+                  date: i.certificate.notBefore, identities: [i], children: [],
+                  selectable: selectable(.pkcs12, [i.category]))
+        }
+        folders = ShareFilter.allCases.map { f in
+            let members = Generations.select(identities, filter: f)
+            let children = members.map { i in
+                Entry(identifier: "\(f.folderName).\(i.label)", fileName: i.displayName, kind: .pkcs12,
+                      selector: ShareSelector.folderItem(f).identifier, date: i.certificate.notBefore,
+                      identities: [i], children: [], selectable: selectable(.folderItem(f), [i.category]))
+            }
+            return Entry(identifier: f.folderName, fileName: f.folderName, kind: .folder,
+                         selector: ShareSelector.folder(f).identifier, date: now, identities: members,
+                         children: children, selectable: selectable(.folder(f), members.map(\.category)))
+        }
+        zips = ShareFilter.allCases.map { f in
+            let members = Generations.select(identities, filter: f)
+            return Entry(identifier: "\(f.folderName).zip", fileName: "\(f.folderName).zip", kind: .zip,
+                         selector: ShareSelector.zip(f).identifier, date: now, identities: members,
+                         children: [], selectable: selectable(.zip(f), members.map(\.category)))
+        }
+    }
+
+    /// Finds an item by identifier (root label, `<Folder>.<label>`, `<Folder>.zip`).
+    public func entry(_ identifier: String) -> Entry? {
+        if let e = root.first(where: { $0.identifier == identifier }) { return e }
+        if let e = zips.first(where: { $0.identifier == identifier }) { return e }
+        for folder in folders {
+            if folder.identifier == identifier { return folder }
+            if let e = folder.children.first(where: { $0.identifier == identifier }) { return e }
+        }
+        return nil
+    }
+}
