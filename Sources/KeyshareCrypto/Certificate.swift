@@ -38,8 +38,8 @@ public struct Certificate: Sendable, Equatable, Hashable {
             throw CryptoError.openssl("certificate decode", kind: .invalidInput)
         }
         defer { X509_free(x) }
-        // Re-encode rather than trust the input: trailing bytes are dropped and
-        // `der` is exactly what OpenSSL parsed.
+        // Bytes after the certificate are dropped so `der` (and the
+        // fingerprints and labels made from it) is exactly what was parsed.
         try self.init(x509: x, der: used == der.count ? der : Array(der[0..<used]))
     }
 
