@@ -85,6 +85,11 @@ import KeyshareCrypto
         let r = try OpenSSLCLI.run(["pkcs12", "-info", "-noout", "-passin", "pass:keyshare-test", "-in", path])
         #expect(r.status == 0, "\(r.output)")
         let lines = r.output.split(separator: "\n").map(String.init)
+        // Line for line what the reference layout (and the fixture files) show.
+        #expect(lines == [
+            "MAC: sha1, Iteration 2048", "MAC length: 20, salt length: 8", "PKCS7 Data", "Certificate bag",
+            "PKCS7 Data", "Shrouded Keybag: pbeWithSHA1And3-KeyTripleDES-CBC, Iteration 2048",
+        ])
         #expect(lines.contains("MAC: sha1, Iteration 2048"))
         #expect(lines.contains("Shrouded Keybag: pbeWithSHA1And3-KeyTripleDES-CBC, Iteration 2048"))
         let p7 = try #require(lines.firstIndex(of: "PKCS7 Data"))
@@ -110,6 +115,11 @@ import KeyshareCrypto
         let path = try dir.write("m.p12", p12)
         let r = try OpenSSLCLI.run(["pkcs12", "-info", "-noout", "-passin", "pass:keyshare-test", "-in", path])
         #expect(r.status == 0, "\(r.output)")
+        let pbes2 = "PBES2, PBKDF2, AES-256-CBC, Iteration 2048, PRF hmacWithSHA256"
+        #expect(r.output.split(separator: "\n").map(String.init) == [
+            "MAC: sha256, Iteration 2048", "MAC length: 32, salt length: 8", "PKCS7 Encrypted data: \(pbes2)",
+            "Certificate bag", "Certificate bag", "Certificate bag", "PKCS7 Data", "Shrouded Keybag: \(pbes2)",
+        ])
         #expect(r.output.contains("MAC: sha256, Iteration 2048"))
         #expect(r.output.contains("PKCS7 Encrypted data: PBES2, PBKDF2, AES-256-CBC, Iteration 2048, PRF hmacWithSHA256"))
         #expect(r.output.contains("Shrouded Keybag: PBES2, PBKDF2, AES-256-CBC, Iteration 2048, PRF hmacWithSHA256"))
