@@ -1,0 +1,49 @@
+import CPKCS11
+import CPKCS11ABI
+import PKCS11
+
+// PKCS #11 §5.9: decryption.
+
+@c @implementation
+public func ks_C_DecryptInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
+                             _ hKey: CK_OBJECT_HANDLE) -> CK_RV {
+    entry("C_DecryptInit", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hKey=\(hKey)") {
+        let rt = try runtime()
+        try rt.decryptInit(session: hSession, mechanism: try mechanism(pMechanism), key: hKey)
+        return CKR_OK
+    }
+}
+
+@c @implementation
+public func ks_C_Decrypt(_ hSession: CK_SESSION_HANDLE, _ pEncryptedData: UnsafeMutablePointer<CK_BYTE>?,
+                         _ ulEncryptedDataLen: CK_ULONG, _ pData: UnsafeMutablePointer<CK_BYTE>?,
+                         _ pulDataLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
+    entry("C_Decrypt", "hSession=\(hSession) len=\(ulEncryptedDataLen)") {
+        let rt = try runtime()
+        let r = try rt.decrypt(session: hSession, data: try input(pEncryptedData, ulEncryptedDataLen),
+                               capacity: try capacity(pData, pulDataLen))
+        return deliver(r, pData, pulDataLen)
+    }
+}
+
+@c @implementation
+public func ks_C_DecryptUpdate(_ hSession: CK_SESSION_HANDLE, _ pEncryptedPart: UnsafeMutablePointer<CK_BYTE>?,
+                               _ ulEncryptedPartLen: CK_ULONG, _ pPart: UnsafeMutablePointer<CK_BYTE>?,
+                               _ pulPartLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
+    entry("C_DecryptUpdate", "hSession=\(hSession) len=\(ulEncryptedPartLen)") {
+        let rt = try runtime()
+        let r = try rt.decryptUpdate(session: hSession, part: try input(pEncryptedPart, ulEncryptedPartLen),
+                                     capacity: try capacity(pPart, pulPartLen))
+        return deliver(r, pPart, pulPartLen)
+    }
+}
+
+@c @implementation
+public func ks_C_DecryptFinal(_ hSession: CK_SESSION_HANDLE, _ pLastPart: UnsafeMutablePointer<CK_BYTE>?,
+                              _ pulLastPartLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
+    entry("C_DecryptFinal", "hSession=\(hSession)") {
+        let rt = try runtime()
+        let r = try rt.decryptFinal(session: hSession, capacity: try capacity(pLastPart, pulLastPartLen))
+        return deliver(r, pLastPart, pulLastPartLen)
+    }
+}

@@ -1,0 +1,67 @@
+import CPKCS11
+import CPKCS11ABI
+import PKCS11
+
+// PKCS #11 §5.11: signing and MACing.
+
+@c @implementation
+public func ks_C_SignInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
+                          _ hKey: CK_OBJECT_HANDLE) -> CK_RV {
+    entry("C_SignInit", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hKey=\(hKey)") {
+        let rt = try runtime()
+        try rt.signInit(session: hSession, mechanism: try mechanism(pMechanism), key: hKey)
+        return CKR_OK
+    }
+}
+
+@c @implementation
+public func ks_C_Sign(_ hSession: CK_SESSION_HANDLE, _ pData: UnsafeMutablePointer<CK_BYTE>?, _ ulDataLen: CK_ULONG,
+                      _ pSignature: UnsafeMutablePointer<CK_BYTE>?, _ pulSignatureLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
+    entry("C_Sign", "hSession=\(hSession) len=\(ulDataLen) out=\(pSignature == nil ? "NULL" : "buf")") {
+        let rt = try runtime()
+        let r = try rt.sign(session: hSession, data: try input(pData, ulDataLen),
+                            capacity: try capacity(pSignature, pulSignatureLen))
+        return deliver(r, pSignature, pulSignatureLen)
+    }
+}
+
+@c @implementation
+public func ks_C_SignUpdate(_ hSession: CK_SESSION_HANDLE, _ pPart: UnsafeMutablePointer<CK_BYTE>?,
+                            _ ulPartLen: CK_ULONG) -> CK_RV {
+    entry("C_SignUpdate", "hSession=\(hSession) len=\(ulPartLen)") {
+        let rt = try runtime()
+        try rt.signUpdate(session: hSession, part: try input(pPart, ulPartLen))
+        return CKR_OK
+    }
+}
+
+@c @implementation
+public func ks_C_SignFinal(_ hSession: CK_SESSION_HANDLE, _ pSignature: UnsafeMutablePointer<CK_BYTE>?,
+                           _ pulSignatureLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
+    entry("C_SignFinal", "hSession=\(hSession) out=\(pSignature == nil ? "NULL" : "buf")") {
+        let rt = try runtime()
+        let r = try rt.signFinal(session: hSession, capacity: try capacity(pSignature, pulSignatureLen))
+        return deliver(r, pSignature, pulSignatureLen)
+    }
+}
+
+/// No mechanism with message recovery is offered.
+@c @implementation
+public func ks_C_SignRecoverInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
+                                 _ hKey: CK_OBJECT_HANDLE) -> CK_RV {
+    entry("C_SignRecoverInit", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism))") {
+        _ = try runtime().session(hSession)
+        guard pMechanism != nil else { throw PKCS11Error.argumentsBad }
+        return CKR_MECHANISM_INVALID
+    }
+}
+
+@c @implementation
+public func ks_C_SignRecover(_ hSession: CK_SESSION_HANDLE, _ pData: UnsafeMutablePointer<CK_BYTE>?, _ ulDataLen: CK_ULONG,
+                             _ pSignature: UnsafeMutablePointer<CK_BYTE>?,
+                             _ pulSignatureLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
+    entry("C_SignRecover", "hSession=\(hSession)") {
+        _ = try runtime().session(hSession)
+        return CKR_OPERATION_NOT_INITIALIZED
+    }
+}

@@ -1,0 +1,66 @@
+import CPKCS11
+import CPKCS11ABI
+import PKCS11
+
+// PKCS #11 §5.12: verifying signatures and MACs.
+
+@c @implementation
+public func ks_C_VerifyInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
+                            _ hKey: CK_OBJECT_HANDLE) -> CK_RV {
+    entry("C_VerifyInit", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hKey=\(hKey)") {
+        let rt = try runtime()
+        try rt.verifyInit(session: hSession, mechanism: try mechanism(pMechanism), key: hKey)
+        return CKR_OK
+    }
+}
+
+@c @implementation
+public func ks_C_Verify(_ hSession: CK_SESSION_HANDLE, _ pData: UnsafeMutablePointer<CK_BYTE>?, _ ulDataLen: CK_ULONG,
+                        _ pSignature: UnsafeMutablePointer<CK_BYTE>?, _ ulSignatureLen: CK_ULONG) -> CK_RV {
+    entry("C_Verify", "hSession=\(hSession) len=\(ulDataLen) sigLen=\(ulSignatureLen)") {
+        let rt = try runtime()
+        try rt.verify(session: hSession, data: try input(pData, ulDataLen), signature: try input(pSignature, ulSignatureLen))
+        return CKR_OK
+    }
+}
+
+@c @implementation
+public func ks_C_VerifyUpdate(_ hSession: CK_SESSION_HANDLE, _ pPart: UnsafeMutablePointer<CK_BYTE>?,
+                              _ ulPartLen: CK_ULONG) -> CK_RV {
+    entry("C_VerifyUpdate", "hSession=\(hSession) len=\(ulPartLen)") {
+        let rt = try runtime()
+        try rt.verifyUpdate(session: hSession, part: try input(pPart, ulPartLen))
+        return CKR_OK
+    }
+}
+
+@c @implementation
+public func ks_C_VerifyFinal(_ hSession: CK_SESSION_HANDLE, _ pSignature: UnsafeMutablePointer<CK_BYTE>?,
+                             _ ulSignatureLen: CK_ULONG) -> CK_RV {
+    entry("C_VerifyFinal", "hSession=\(hSession) sigLen=\(ulSignatureLen)") {
+        let rt = try runtime()
+        try rt.verifyFinal(session: hSession, signature: try input(pSignature, ulSignatureLen))
+        return CKR_OK
+    }
+}
+
+/// No mechanism with message recovery is offered.
+@c @implementation
+public func ks_C_VerifyRecoverInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
+                                   _ hKey: CK_OBJECT_HANDLE) -> CK_RV {
+    entry("C_VerifyRecoverInit", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism))") {
+        _ = try runtime().session(hSession)
+        guard pMechanism != nil else { throw PKCS11Error.argumentsBad }
+        return CKR_MECHANISM_INVALID
+    }
+}
+
+@c @implementation
+public func ks_C_VerifyRecover(_ hSession: CK_SESSION_HANDLE, _ pSignature: UnsafeMutablePointer<CK_BYTE>?,
+                               _ ulSignatureLen: CK_ULONG, _ pData: UnsafeMutablePointer<CK_BYTE>?,
+                               _ pulDataLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
+    entry("C_VerifyRecover", "hSession=\(hSession)") {
+        _ = try runtime().session(hSession)
+        return CKR_OPERATION_NOT_INITIALIZED
+    }
+}
