@@ -53,6 +53,6 @@ enum ItemCrypto {
     /// Index digest of an encrypted value: keyed, so the index cannot be used
     /// to confirm a guessed secret (a label, an ID) without the token key.
     static func keyedDigest(_ type: AttributeType, _ value: [UInt8], key: TokenKey) throws -> [UInt8] {
-        try KeyDerivation.hmacSHA256(key: key.indexKey, data: typeBytes(type) + value)
+        try HMAC.mac(.sha256, key: key.indexKey, data: typeBytes(type) + value)
     }
 }

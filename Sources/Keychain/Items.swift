@@ -33,6 +33,11 @@ extension KeychainStore {
         }
     }
 
+    /// Whether a reference was deleted (and so can never be handed out again).
+    func isRetired(_ ref: PersistentReference) throws -> Bool {
+        try read { try !db.query("SELECT 1 FROM retired_refs WHERE pref = ?", [.blob(ref.bytes)]) { _ in true }.isEmpty }
+    }
+
     private func refUsed(_ ref: PersistentReference) throws -> Bool {
         try !db.query("SELECT 1 FROM items WHERE pref = ?1 UNION ALL SELECT 1 FROM retired_refs WHERE pref = ?1",
                       [.blob(ref.bytes)]) { _ in true }.isEmpty

@@ -23,7 +23,7 @@ public final class TokenKey: @unchecked Sendable {
         _ = storage.initialize(from: bytes)
         // A separate key for the lookup index, so index digests reveal nothing
         // about the encryption key and cannot be used as an oracle for it.
-        let ik = try KeyDerivation.hmacSHA256(key: bytes, data: Array("keyshare attribute index v1".utf8))
+        let ik = try HMAC.mac(.sha256, key: bytes, data: Array("keyshare attribute index v1".utf8))
         indexStorage = .allocate(capacity: ik.count)
         _ = indexStorage.initialize(from: ik)
     }
@@ -49,18 +49,6 @@ public final class TokenKey: @unchecked Sendable {
 func wipe(_ bytes: inout [UInt8]) {
     bytes.withUnsafeMutableBytes { b in
         if let base = b.baseAddress { explicit_bzero(base, b.count) }
-    }
-}
-
-/// HMAC-SHA-256 over DigestAlgorithm, used only for index digests and
-/// subkeys. TODO: switch to KeyshareCrypto's HMAC once it lands.
-enum KeyDerivation {
-    static func hmacSHA256(key: [UInt8], data: [UInt8]) throws -> [UInt8] {
-        let block = 64
-        var k = key.count > block ? DigestAlgorithm.sha256.hash(key) : key
-        k += [UInt8](repeating: 0, count: block - k.count)
-        let inner = DigestAlgorithm.sha256.hash(k.map { $0 ^ 0x36 } + data)
-        return DigestAlgorithm.sha256.hash(k.map { $0 ^ 0x5C } + inner)
     }
 }
 
