@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Drives libkeyshare-pkcs11.so with OpenSC's pkcs11-tool (and OpenSSL for the
+# other side of signatures). Usage: pkcs11-tool.sh MODULE  (or KEYSHARE MODULE,
+# the run-all.sh convention). Ends with "N passed, M failed".
+set -euo pipefail
+MODULE=${2:-${1:?module path}}
+MODULE=$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE")
+. "$(dirname "$0")/lib.sh"
+new_home
+WORK=$(mktemp -d /tmp/keyshare-p11.XXXXXX)
+trap 'rm -rf "$WORK" "$KEYSHARE_HOME"' EXIT
+P=(pkcs11-tool --module "$MODULE")
+U=("${P[@]}" --token-label t --login --pin 0000)
+ID=$FIXTURES/identities
+
+# Exports and loading.
+syms=$(nm -D --defined-only "$MODULE" | awk '$2 ~ /^[A-Z]$/ {print $3}' | sort | tr '\n' ' ')
+if [ "$syms" = "C_GetFunctionList C_GetInterface C_GetInterfaceList " ]; then ok "exports only the three getters"; else bad "exports only the three getters" "$syms"; fi
+if ldd "$MODULE" | grep -qi swift; then bad "no Swift runtime libraries linked" "$(ldd "$MODULE")"; else ok "no Swift runtime libraries linked"; fi
+
+check_out "-I reports Cryptoki 3.0" 'Cryptoki version 3\.0' "${P[@]}" -I
+check_out "-L shows the free slot" 'free slot.*' "${P[@]}" -L
+check_out "-T lists the free slot's token" 'uninitialized' "${P[@]}" -T
+check_out "-M lists mechanisms" 'ECDSA-SHA256' "${P[@]}" -M --slot 1
+
+# A token through C_InitToken on the free slot, then the user PIN by the SO.
+check_out "init-token on the free slot" 'successfully initialized' "${P[@]}" --init-token --label t --so-pin 1234 --slot 1
+check_out "new token has its own slot" 'token label +: t' "${P[@]}" -L
+check_out "init-pin by the SO" 'successfully initialized' "${P[@]}" --init-pin --login --login-type so --so-pin 1234 --new-pin 0000 --token-label t
+check_out "token flags show PIN initialized" 'PIN initialized' "${P[@]}" -L
+check "-O with login on an empty token" "${U[@]}" -O
+check_fail_any() { local name=$1; shift; if "$@" >/dev/null 2>&1; then bad "$name"; else ok "$name"; fi; }
+check_fail_any "wrong PIN is refused" "${P[@]}" --token-label t --login --pin 9999 -O
+check_out "a failed login sets count-low" 'user PIN count low' "${P[@]}" -L
+check "right PIN still works" "${U[@]}" -O
+
+# Objects written through C_CreateObject.
+openssl pkey -in "$ID/device-ds-ke.key.pem" -outform DER -out "$WORK/rsa.der"
+openssl pkey -in "$ID/auth-upn-new.key.pem" -outform DER -out "$WORK/ec.der"
+openssl x509 -in "$ID/device-ds-ke.cert.der" -inform DER -pubkey -noout > "$WORK/rsa.pub"
+openssl x509 -in "$ID/auth-upn-new.cert.der" -inform DER -pubkey -noout > "$WORK/ec.pub"
+openssl pkey -pubin -in "$WORK/rsa.pub" -outform DER -out "$WORK/rsa.pub.der"
+check_out "write RSA private key" 'Private Key Object; RSA' "${U[@]}" --write-object "$WORK/rsa.der" --type privkey --id 01 --label rsa
+check_out "write certificate" 'Certificate Object' "${U[@]}" --write-object "$ID/device-ds-ke.cert.der" --type cert --id 01 --label rsa
+check_out "write RSA public key" 'Public Key Object; RSA' "${U[@]}" --write-object "$WORK/rsa.pub.der" --type pubkey --id 01 --label rsa
+check_out "write EC private key" 'Private Key Object; EC' "${U[@]}" --write-object "$WORK/ec.der" --type privkey --id 02 --label ec
+check_out "-O shows unique IDs" 'Unique ID' "${U[@]}" -O
+pub_only=$("${P[@]}" --token-label t -O 2>&1 || true)
+if grep -q 'Private Key' <<<"$pub_only"; then bad "private keys invisible before login" "$pub_only"; else ok "private keys invisible before login"; fi
+
+# Signatures, checked by OpenSSL.
+echo "keyshare integration data" > "$WORK/data"
+openssl dgst -sha256 -binary "$WORK/data" > "$WORK/data.sha256"
+check "sign SHA256-RSA-PKCS" "${U[@]}" --sign --mechanism SHA256-RSA-PKCS --id 01 -i "$WORK/data" -o "$WORK/s1"
+check "openssl verifies SHA256-RSA-PKCS" openssl dgst -sha256 -verify "$WORK/rsa.pub" -signature "$WORK/s1" "$WORK/data"
+check "sign SHA256-RSA-PKCS-PSS" "${U[@]}" --sign --mechanism SHA256-RSA-PKCS-PSS --id 01 -i "$WORK/data" -o "$WORK/s2"
+check "openssl verifies PSS" openssl dgst -sha256 -sigopt rsa_padding_mode:pss -sigopt rsa_pss_saltlen:-1 -verify "$WORK/rsa.pub" -signature "$WORK/s2" "$WORK/data"
+check "sign RSA-PKCS-PSS on a digest" "${U[@]}" --sign --mechanism RSA-PKCS-PSS --hash-algorithm SHA256 --id 01 -i "$WORK/data.sha256" -o "$WORK/s3"
+check "pkcs11-tool verifies SHA256-RSA-PKCS" "${U[@]}" --verify --mechanism SHA256-RSA-PKCS --id 01 -i "$WORK/data" --signature-file "$WORK/s1"
+check "sign ECDSA-SHA256" "${U[@]}" --sign --mechanism ECDSA-SHA256 --id 02 -i "$WORK/data" -o "$WORK/s4" --signature-format openssl
+check "openssl verifies ECDSA-SHA256" openssl dgst -sha256 -verify "$WORK/ec.pub" -signature "$WORK/s4" "$WORK/data"
+check "sign ECDSA on a digest" "${U[@]}" --sign --mechanism ECDSA --id 02 -i "$WORK/data.sha256" -o "$WORK/s5" --signature-format openssl
+check "openssl verifies ECDSA" openssl pkeyutl -verify -pubin -inkey "$WORK/ec.pub" -in "$WORK/data.sha256" -sigfile "$WORK/s5"
+check_out "pkcs11-tool self test" 'No errors' "${U[@]}" --test
+
+# OpenSSL through the libp11 engine, when it is installed.
+if [ -e /usr/lib/x86_64-linux-gnu/engines-3/pkcs11.so ]; then
+  check "openssl engine signs with RSA" env PKCS11_MODULE_PATH="$MODULE" openssl dgst -sha256 -engine pkcs11 -keyform engine \
+    -sign "pkcs11:token=t;object=rsa;type=private;pin-value=0000" -out "$WORK/e1" "$WORK/data"
+  check "engine RSA signature verifies" openssl dgst -sha256 -verify "$WORK/rsa.pub" -signature "$WORK/e1" "$WORK/data"
+  check "openssl engine signs with EC" env PKCS11_MODULE_PATH="$MODULE" openssl dgst -sha256 -engine pkcs11 -keyform engine \
+    -sign "pkcs11:token=t;object=ec;type=private;pin-value=0000" -out "$WORK/e2" "$WORK/data"
+  check "engine EC signature verifies" openssl dgst -sha256 -verify "$WORK/ec.pub" -signature "$WORK/e2" "$WORK/data"
+fi
+
+# Fork: the child's C_Initialize must give a working module.
+check "--test-fork" "${U[@]}" --test-fork
+check_out "random bytes" '^.{32}$' bash -c "$(printf '%q ' "${P[@]}") --token-label t --generate-random 16 | od -An -tx1 | tr -d ' \n'"
+
+# The debug log names calls and never shows the PIN.
+KEYSHARE_DEBUG=1 KEYSHARE_LOG="$WORK/log" "${U[@]}" -O >/dev/null 2>&1 || true
+if grep -q 'C_Login(hSession=' "$WORK/log" && ! grep -q '0000' "$WORK/log"; then ok "debug log without the PIN"; else bad "debug log without the PIN" "$(head "$WORK/log")"; fi
+
+finish
