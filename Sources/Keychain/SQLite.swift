@@ -44,6 +44,11 @@ final class SQLiteConnection {
             sqlite3_clear_bindings(s)
             return Statement(s, connection: self)
         }
+        if cache.count >= 256 {
+            // find() builds SQL per template shape; keep the cache bounded.
+            for (_, s) in cache { sqlite3_finalize(s) }
+            cache.removeAll()
+        }
         var stmt: OpaquePointer?
         guard sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &stmt, nil) == SQLITE_OK, let s = stmt else {
             throw KeychainError.storage("\(errorMessage) in \(sql)")
