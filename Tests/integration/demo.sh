@@ -10,8 +10,10 @@ ROOT=$(pwd)
 if [ -z "${KEYSHARE_HOME:-}" ]; then
   export KEYSHARE_HOME="$ROOT/demo/store"
   rm -rf "$ROOT/demo"
+  WORK="$ROOT/demo/work"
+else
+  WORK=$(mktemp -d /tmp/keyshare-demo.XXXXXX)
 fi
-WORK=$(dirname "$KEYSHARE_HOME")/work
 mkdir -p "$WORK"
 # Demo secrets come from the environment (never the command line); a real user
 # would be prompted without echo.
