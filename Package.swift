@@ -25,6 +25,7 @@ let package = Package(
     products: [
         .executable(name: "keyshare", targets: ["keyshare"]),
         .library(name: "keyshare-pkcs11", type: .dynamic, targets: ["PKCS11Module"]),
+        .library(name: "KeyShare", targets: ["KeyShare"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -46,6 +47,11 @@ let package = Package(
             dependencies: ["Tokens", "Keychain", "KeyshareCrypto", .product(name: "ZIPFoundation", package: "ZIPFoundation")],
             swiftSettings: strict),
 
+        // The public Swift API (SecItem / SecKey / SecTrust counterparts), a facade over the layers.
+        .target(name: "KeyShare", dependencies: ["Tokens", "Keychain", "KeyshareCrypto"], swiftSettings: strict),
+        .executableTarget(name: "keyshare-example", dependencies: ["KeyShare"], path: "Examples/KeyShareExample",
+                          swiftSettings: strict),
+
         // The C ABI layer: function tables as static data, only the three C_Get* exported.
         .target(
             name: "CPKCS11ABI",
@@ -60,7 +66,7 @@ let package = Package(
         .executableTarget(
             name: "keyshare",
             dependencies: [
-                "KeySharing", "Tokens", "Keychain", "KeyshareCrypto",
+                "KeySharing", "KeyShare", "Tokens", "Keychain", "KeyshareCrypto",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict),
@@ -69,6 +75,7 @@ let package = Package(
         .testTarget(name: "KeychainTests", dependencies: ["Keychain", "KeyshareCrypto"], swiftSettings: strict),
         .testTarget(name: "TokensTests", dependencies: ["Tokens", "Keychain", "KeyshareCrypto"], swiftSettings: strict),
         .testTarget(name: "KeySharingTests", dependencies: ["KeySharing", "Tokens", "KeyshareCrypto"], swiftSettings: strict),
+        .testTarget(name: "KeyShareTests", dependencies: ["KeyShare"], swiftSettings: strict),
         .testTarget(name: "PKCS11Tests", dependencies: ["PKCS11", "Tokens", "CPKCS11"], swiftSettings: strict),
     ]
 )
