@@ -63,36 +63,7 @@ extension KeychainStore {
     /// items become visible.
     public func find(_ query: ItemQuery, key: TokenKey?) throws -> [Item] {
         try read {
-            var sql = "SELECT \(Self.rowColumns) FROM items i JOIN tokens t ON t.token_id = i.token_id WHERE 1"
-            var args: [SQLValue] = []
-            if !query.includeAbsentTokens { sql += " AND t.present = 1" }
-            if let tid = query.tokenID {
-                sql += " AND i.token_id = ?"
-                args.append(.text(tid.description))
-            }
-            if let cls = query.itemClass {
-                sql += " AND i.class = ?"
-                args.append(.int(Int64(cls.rawValue)))
-            }
-            if let ref = query.reference {
-                sql += " AND i.pref = ?"
-                args.append(.blob(ref.bytes))
-            }
-            if let key {
-                sql += " AND (i.is_private = 0 OR i.token_id = ?)"
-                args.append(.text(key.tokenID.description))
-            } else {
-                sql += " AND i.is_private = 0"
-            }
-            // Sorted so the generated SQL (and its cached statement) is stable.
-            for type in query.attributes.keys.sorted() {
-                let value = query.attributes[type]!
-                sql += " AND i.id IN (SELECT item FROM attr_index WHERE type = ? AND digest IN (?, ?))"
-                args.append(.int(Int64(bitPattern: UInt64(type))))
-                args.append(.blob(ItemCrypto.publicDigest(type, value)))
-                args.append(try key.map { .blob(try ItemCrypto.keyedDigest(type, value, key: $0)) } ?? .null)
-            }
-            sql += " ORDER BY i.id"
+            let (sql, args) = try findSQL(query, key: key)
             let rows = try db.query(sql, args) { Self.itemRow($0) }.compactMap { $0 }
             var out: [Item] = []
             for row in rows {
@@ -104,6 +75,42 @@ extension KeychainStore {
             }
             return out
         }
+    }
+
+    /// The candidate SELECT of `find`: each attribute condition is an index
+    /// seek on attr_index_lookup (tests check the query plan has no scan).
+    func findSQL(_ query: ItemQuery, key: TokenKey?) throws -> (String, [SQLValue]) {
+        var sql = "SELECT \(Self.rowColumns) FROM items i JOIN tokens t ON t.token_id = i.token_id WHERE 1"
+        var args: [SQLValue] = []
+        if !query.includeAbsentTokens { sql += " AND t.present = 1" }
+        if let tid = query.tokenID {
+            sql += " AND i.token_id = ?"
+            args.append(.text(tid.description))
+        }
+        if let cls = query.itemClass {
+            sql += " AND i.class = ?"
+            args.append(.int(Int64(cls.rawValue)))
+        }
+        if let ref = query.reference {
+            sql += " AND i.pref = ?"
+            args.append(.blob(ref.bytes))
+        }
+        if let key {
+            sql += " AND (i.is_private = 0 OR i.token_id = ?)"
+            args.append(.text(key.tokenID.description))
+        } else {
+            sql += " AND i.is_private = 0"
+        }
+        // Sorted so the generated SQL (and its cached statement) is stable.
+        for type in query.attributes.keys.sorted() {
+            let value = query.attributes[type]!
+            sql += " AND i.id IN (SELECT item FROM attr_index WHERE type = ? AND digest IN (?, ?))"
+            args.append(.int(Int64(bitPattern: UInt64(type))))
+            args.append(.blob(ItemCrypto.publicDigest(type, value)))
+            args.append(try key.map { .blob(try ItemCrypto.keyedDigest(type, value, key: $0)) } ?? .null)
+        }
+        sql += " ORDER BY i.id"
+        return (sql, args)
     }
 
     /// Number of items per token and class without loading any, for listings.

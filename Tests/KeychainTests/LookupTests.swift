@@ -1,0 +1,58 @@
+import Testing
+@testable import Keychain
+import KeyshareCrypto
+
+@Suite struct LookupTests {
+    /// A find by CKA_ID / CKA_LABEL on private objects is an index seek: the
+    /// plan has no full scan of items or attributes, and only the match is decrypted.
+    @Test func attributeFindIsAnIndexSeek() throws {
+        let home = TempHome()
+        let store = try home.store()
+        let token = try makeToken(store)
+        let key = try store.unlockUser(token, pin: userPIN)
+        for i in 0..<200 {
+            _ = try store.add(token: token, itemClass: .privateKey, attributes: [
+                CKA.private: AttributeCoding.bool(true), CKA.id: [UInt8(i & 0xFF), 1], CKA.label: Array("key \(i)".utf8),
+            ], key: key)
+        }
+        try store.db.exec("ANALYZE")
+        for query in [
+            ItemQuery(tokenID: token, itemClass: .privateKey, attributes: [CKA.id: [5, 1]], limit: .one),
+            ItemQuery(attributes: [CKA.label: Array("key 7".utf8)]),
+            ItemQuery(attributes: [CKA.label: Array("key 7".utf8), CKA.id: [7, 1]]),
+        ] {
+            let (sql, args) = try store.findSQL(query, key: key)
+            let plan = try store.db.query("EXPLAIN QUERY PLAN " + sql, args) { $0.text(3) }
+            // The tokens table (a handful of rows) may be scanned; items and attributes never.
+            #expect(!plan.contains { $0.hasPrefix("SCAN") && !$0.hasPrefix("SCAN t") }, "\(plan)")
+            #expect(plan.contains { $0.contains("attr_index_lookup") }, "\(plan)")
+            #expect(try store.find(query, key: key).count == 1)
+        }
+    }
+
+    /// Failed logins from different processes (connections) add up.
+    @Test func bruteForceAcrossStoresIsCounted() throws {
+        let home = TempHome()
+        let a = try home.store()
+        let token = try makeToken(a, maxAttempts: 4)
+        let b = try home.store()
+        #expect(throws: KeychainError.pinIncorrect(remaining: 3)) { _ = try a.unlockUser(token, pin: [0]) }
+        #expect(throws: KeychainError.pinIncorrect(remaining: 2)) { _ = try b.unlockUser(token, pin: [0]) }
+        #expect(throws: KeychainError.pinIncorrect(remaining: 1)) { _ = try a.unlockUser(token, pin: [0]) }
+        #expect(throws: KeychainError.pinIncorrect(remaining: 0)) { _ = try b.unlockUser(token, pin: [0]) }
+        #expect(throws: KeychainError.pinLocked) { _ = try a.unlockUser(token, pin: userPIN) }
+        #expect(try b.token(token)?.userPINLocked == true)
+    }
+
+    @Test func schemaIsVersioned() throws {
+        let home = TempHome()
+        let store = try home.store()
+        #expect(try store.db.query("PRAGMA user_version") { Int($0.int(0)) } == [Schema.currentVersion])
+        #expect(try store.db.query("PRAGMA journal_mode") { $0.text(0) } == ["wal"])
+        #expect(try store.db.query("PRAGMA synchronous") { $0.int(0) } == [2])
+        #expect(try store.db.query("PRAGMA foreign_keys") { $0.int(0) } == [1])
+        #expect(try store.db.query("PRAGMA secure_delete") { $0.int(0) } == [1])
+        try store.db.exec("PRAGMA user_version = 99")
+        #expect(throws: KeychainError.self) { _ = try home.store() }
+    }
+}
