@@ -19,6 +19,7 @@ extension KeychainStore {
         }
         return try write {
             guard let rec = try tokenLocked(token), rec.present else { throw KeychainError.tokenNotFound }
+            if needsKey, let key { try requireCurrent(key) }
             var ref = try PersistentReference.random()
             while try refUsed(ref) { ref = try PersistentReference.random() }
             let now = Self.now()
@@ -31,6 +32,12 @@ extension KeychainStore {
             }
             return ref
         }
+    }
+
+    /// A key from before a re-initialisation would seal values no current
+    /// login can open; refuse it as if logged out. One small GCM open.
+    func requireCurrent(_ key: TokenKey) throws {
+        guard try checkKey(key) else { throw KeychainError.keyRequired }
     }
 
     /// Whether a reference was deleted (and so can never be handed out again).
@@ -73,6 +80,7 @@ extension KeychainStore {
             if let key, key.tokenID != row.tokenID {
                 throw KeychainError.invalidArgument("the key belongs to token \(key.tokenID)")
             }
+            if let key { try requireCurrent(key) }
             if row.isPrivate && key == nil { throw KeychainError.itemNotFound }
             let newPrivate = attributes.bool(CKA.private) ?? row.isPrivate
             if newPrivate != row.isPrivate {

@@ -89,5 +89,8 @@ import KeyshareCrypto
         #expect(try store.token(token)?.userPINInitialized == false)
         // A key from before the re-initialisation cannot set PINs any more.
         #expect(throws: KeychainError.self) { try store.initUserPIN(token, soKey: so, newPIN: userPIN) }
+        #expect(throws: KeychainError.keyRequired) {
+            _ = try store.add(token: token, itemClass: .data, attributes: [CKA.private: AttributeCoding.bool(true)], key: key)
+        }
     }
 }
