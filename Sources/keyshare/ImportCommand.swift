@@ -32,6 +32,7 @@ struct ImportCommand: ParsableCommand {
             do {
                 let result = try importOne(path, ctx: ctx, token: token, key: key, password: &password)
                 results.append(ImportRow(file: path, result: result))
+                results[results.count - 1].trust = ImportTrust.summary(certificate: result.certificate, privateKey: result.privateKey)
             } catch {
                 Console.endProgress()
                 Console.error("\(path): \(ErrorText.describe(error))")
@@ -107,6 +108,8 @@ struct ImportRow: Encodable {
     var privateKey: String?
     var publicKey: String?
     var chain: [String]
+    /// The imported identity's trust result (reported; an untrusted chain does not fail the import).
+    var trust: String?
 
     init(file: String, result: ImportResult) {
         self.file = file
@@ -123,6 +126,6 @@ struct ImportRow: Encodable {
         var what: [String] = []
         if certificate != nil && privateKey != nil { what.append("identity") } else if certificate != nil { what.append("certificate") } else if privateKey != nil { what.append("key pair") }
         if !chain.isEmpty { what.append("\(chain.count) chain certificate\(chain.count == 1 ? "" : "s")") }
-        return "imported \(what.joined(separator: " + ")) \(label)"
+        return "imported \(what.joined(separator: " + ")) \(label)" + (trust.map { "; trust: \($0)" } ?? "")
     }
 }
