@@ -60,6 +60,12 @@ public struct TrustEvaluation: Sendable {
     public var chain: [Certificate]
     /// OpenSSL's own text for each problem, for diagnostics ("certificate has expired").
     public var details: [String]
+
+    public init(result: TrustResult, chain: [Certificate], details: [String]) {
+        self.result = result
+        self.chain = chain
+        self.details = details
+    }
 }
 
 /// SecTrustEvaluateWithError over X509_STORE / X509_verify_cert. Every error
@@ -171,7 +177,8 @@ public enum TrustEvaluator {
             case X509_V_ERR_CERT_HAS_EXPIRED: add(.expired)
             case X509_V_ERR_CERT_NOT_YET_VALID: add(.notYetValid)
             case X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH: add(.hostnameMismatch)
-            case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY, X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
+            case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY, X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT,
+                 X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
                 // The chain stops at a certificate that is not self-issued: a link is missing.
                 if let last = chain.last, last.subjectDER == last.issuerDER { add(.untrustedRoot) } else { add(.missingIntermediate) }
             case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN, X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT, X509_V_ERR_CERT_UNTRUSTED:

@@ -16,6 +16,7 @@ struct Keyshare: ParsableCommand {
         subcommands: [
             TokenCommand.self, ImportCommand.self, ListCommand.self, ShowCommand.self,
             DeleteCommand.self, ExportCommand.self, PasswordCommand.self,
+            KeyCommand.self, TrustCommand.self, WrapCommand.self, UnwrapCommand.self,
         ])
 
     /// ArgumentParser's own errors (usage) keep its formatting; every other error

@@ -1,0 +1,251 @@
+import ArgumentParser
+import Foundation
+import KeyShare
+import Tokens
+
+/// `keyshare key`: SecKeyGeneratePair, encryption and signatures from the
+/// command line, through the KeyShare API. Keys are found by application tag.
+struct KeyCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "key",
+        abstract: "Generate keys and encrypt, decrypt, sign and verify with them.",
+        subcommands: [Generate.self, Encrypt.self, Decrypt.self, Sign.self, Verify.self, Public.self, List.self])
+
+    /// Options every key subcommand shares.
+    struct Common: ParsableArguments {
+        @Option(help: "The key's application tag.") var tag: String
+        @OptionGroup var selection: TokenSelection
+        @OptionGroup var groups: AccessGroupOptions
+    }
+
+    enum Padding: String, ExpressibleByArgument, CaseIterable {
+        case pkcs1, oaepSHA256 = "oaep-sha256"
+        var rsa: RSAPadding {
+            switch self {
+            case .pkcs1: .pkcs1
+            case .oaepSHA256: .oaep(.sha256, mgf1: .sha256, label: [])
+            }
+        }
+    }
+
+    enum Algorithm: String, ExpressibleByArgument, CaseIterable {
+        case pkcs1SHA256 = "pkcs1-sha256", pssSHA256 = "pss-sha256", ecdsaSHA256 = "ecdsa-sha256"
+        case ecdsaSHA384 = "ecdsa-sha384", ed25519
+
+        var signature: SignatureAlgorithm {
+            switch self {
+            case .pkcs1SHA256: .rsaPKCS1(.sha256)
+            case .pssSHA256: .rsaPSS(.sha256, mgf1: .sha256, saltLength: 32)
+            case .ecdsaSHA256: .ecdsa(.sha256)
+            case .ecdsaSHA384: .ecdsa(.sha384)
+            case .ed25519: .ed25519
+            }
+        }
+
+        static func `default`(for type: KeyType) -> Algorithm {
+            switch type {
+            case .rsa: .pkcs1SHA256
+            case .ec: .ecdsaSHA256
+            case .ed25519: .ed25519
+            }
+        }
+    }
+
+    static func key(_ session: KeychainSession, _ c: Common, _ cls: ItemClass) throws -> KeyRef {
+        do {
+            return try session.key(tag: Array(c.tag.utf8), itemClass: cls)
+        } catch KeyShareError.itemNotFound {
+            let what = cls == .privateKey ? "private key" : "public key"
+            throw CLIError("no \(what) with tag \(c.tag)" + (cls == .privateKey ? " (or the token is locked: give --pin-source)" : ""))
+        }
+    }
+
+    struct Generate: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Generate a key pair (private and public key items, both permanent).")
+        enum Kind: String, ExpressibleByArgument, CaseIterable { case rsa, ec, ed25519 }
+        @Option(name: .customLong("type")) var type: Kind
+        @Option(help: "RSA modulus size (2048, 3072, 4096).") var bits: Int?
+        @Option(help: "EC curve: P-256, P-384 or P-521.") var curve: String?
+        @Option(help: "The label of both keys.") var label: String
+        @Option(help: "What the pair may do: comma-separated sign, encrypt, derive (default: all its type can).") var usage: String?
+        @OptionGroup var common: Common
+        @OptionGroup var pin: PINOptions
+        @Flag(help: "JSON output.") var json = false
+
+        func run() throws {
+            let spec: KeySpec
+            switch type {
+            case .rsa:
+                guard curve == nil else { throw ValidationError("--curve is for EC keys") }
+                let b = bits ?? 2048
+                guard [2048, 3072, 4096].contains(b) else { throw ValidationError("--bits must be 2048, 3072 or 4096") }
+                spec = .rsa(bits: b)
+            case .ec:
+                guard bits == nil else { throw ValidationError("--bits is for RSA keys; EC keys take --curve") }
+                guard let c = ECCurve(rawValue: curve ?? "P-256") else { throw ValidationError("--curve must be P-256, P-384 or P-521") }
+                spec = .ec(c)
+            case .ed25519:
+                guard bits == nil, curve == nil else { throw ValidationError("Ed25519 takes neither --bits nor --curve") }
+                spec = .ed25519
+            }
+            var flags: UsageFlags?
+            if let usage {
+                var f: UsageFlags = []
+                for word in usage.split(separator: ",") {
+                    switch word {
+                    case "sign", "verify": f.formUnion([.sign, .verify])
+                    case "encrypt", "decrypt": f.formUnion([.encrypt, .decrypt])
+                    case "derive": f.insert(.derive)
+                    default: throw ValidationError("unknown usage \(word): use sign, encrypt or derive")
+                    }
+                }
+                flags = f
+            }
+            let session = try SessionFactory.open(common.groups)
+            try SessionFactory.unlock(session, common.selection, pin)
+            let pair: (privateKey: KeyRef, publicKey: KeyRef)
+            do {
+                pair = try session.generateKeyPair(KeyPairParameters(
+                    spec, label: label, applicationTag: Array(common.tag.utf8), token: common.selection.token, usage: flags))
+            } catch KeyShareError.duplicateItem {
+                throw CLIError("a key with tag \(common.tag) already exists (duplicate item)")
+            }
+            let a = pair.privateKey.attributes
+            if json {
+                try Console.json(KeyRow(a))
+            } else {
+                Console.out("generated \(a.keyType.map { "\($0)" } ?? "") \(a.keySizeInBits ?? 0)-bit key pair \(label) (tag \(common.tag)): "
+                    + "private \(a.persistentReference.base64url), public \(pair.publicKey.persistentReference.base64url)")
+            }
+        }
+    }
+
+    struct Encrypt: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Encrypt a file with the public key (RSA).")
+        @OptionGroup var common: Common
+        @Option var padding: Padding = .oaepSHA256
+        @Argument var input: String
+        @Argument var output: String
+
+        func run() throws {
+            let session = try SessionFactory.open(common.groups)
+            let k = try KeyCommand.key(session, common, .publicKey)
+            try FileIO.write(try k.encrypt(FileIO.read(input), padding: padding.rsa), output)
+        }
+    }
+
+    struct Decrypt: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Decrypt a file with the private key (RSA).")
+        @OptionGroup var common: Common
+        @Option var padding: Padding = .oaepSHA256
+        @OptionGroup var pin: PINOptions
+        @Argument var input: String
+        @Argument var output: String
+
+        func run() throws {
+            let session = try SessionFactory.open(common.groups)
+            try SessionFactory.unlock(session, common.selection, pin)
+            let k = try KeyCommand.key(session, common, .privateKey)
+            try FileIO.write(try k.decrypt(FileIO.read(input), padding: padding.rsa), output)
+        }
+    }
+
+    struct Sign: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Sign a file with the private key; ECDSA signatures are written in DER, as OpenSSL reads them.")
+        @OptionGroup var common: Common
+        @Option(help: "pkcs1-sha256, pss-sha256, ecdsa-sha256, ecdsa-sha384 or ed25519 (default: by key type).")
+        var algorithm: Algorithm?
+        @OptionGroup var pin: PINOptions
+        @Argument var input: String
+        @Argument var output: String
+
+        func run() throws {
+            let session = try SessionFactory.open(common.groups)
+            try SessionFactory.unlock(session, common.selection, pin)
+            let k = try KeyCommand.key(session, common, .privateKey)
+            let alg = algorithm ?? .default(for: k.keyType)
+            var sig = try k.createSignature(FileIO.read(input), algorithm: alg.signature)
+            if k.keyType == .ec { sig = try ECDSASignatureEncoding.der(fromRaw: sig) }
+            try FileIO.write(sig, output)
+        }
+    }
+
+    struct Verify: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Verify a signature with the public key (exit 1 when invalid).")
+        @OptionGroup var common: Common
+        @Option var algorithm: Algorithm?
+        @Argument var input: String
+        @Argument var signature: String
+
+        func run() throws {
+            let session = try SessionFactory.open(common.groups)
+            let k = try KeyCommand.key(session, common, .publicKey)
+            let alg = algorithm ?? .default(for: k.keyType)
+            var sig = try FileIO.read(signature)
+            if k.keyType == .ec, let curve = k.publicKey.curve {
+                guard let raw = try? ECDSASignatureEncoding.raw(fromDER: sig, size: curve.byteSize) else {
+                    throw CLIError("signature invalid (not a DER ECDSA signature)")
+                }
+                sig = raw
+            }
+            guard try k.verifySignature(sig, message: FileIO.read(input), algorithm: alg.signature) else {
+                throw CLIError("signature invalid")
+            }
+            Console.out("signature valid")
+        }
+    }
+
+    struct Public: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print the public key as PEM.")
+        @OptionGroup var common: Common
+
+        func run() throws {
+            let session = try SessionFactory.open(common.groups)
+            let pem = try KeyCommand.key(session, common, .publicKey).publicKey.pem()
+            FileHandle.standardOutput.write(Data(pem.utf8))
+        }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the keys this run can see (its access groups only).")
+        @OptionGroup var selection: TokenSelection
+        @OptionGroup var groups: AccessGroupOptions
+        @OptionGroup var pin: PINOptions
+        @Flag(help: "Also private keys (asks for the PIN).") var `private` = false
+        @Flag(help: "JSON output.") var json = false
+
+        func run() throws {
+            let session = try SessionFactory.open(groups)
+            if `private` { try SessionFactory.unlock(session, selection, pin) }
+            var rows: [KeyRow] = []
+            for cls in [ItemClass.privateKey, .publicKey] {
+                let found = (try? session.copyMatching(Query(itemClass: cls, returning: .attributes))) ?? []
+                rows += found.compactMap(\.attributes).map(KeyRow.init)
+            }
+            if json { try Console.json(rows); return }
+            Console.table(["CLASS", "LABEL", "TAG", "TYPE", "BITS", "GROUP", "REFERENCE"],
+                          rows.map { [$0.itemClass, $0.label, $0.tag, $0.keyType, String($0.bits), $0.accessGroup, $0.reference] })
+        }
+    }
+}
+
+struct KeyRow: Encodable {
+    var itemClass, label, tag, keyType, accessGroup, reference, tokenID: String
+    var bits: Int
+    var usage: [String]
+
+    init(_ a: ItemAttributes) {
+        itemClass = a.itemClass == .privateKey ? "private-key" : "public-key"
+        label = a.label ?? ""
+        tag = a.applicationTag.map { String(decoding: $0, as: UTF8.self) } ?? ""
+        keyType = a.keyType.map { "\($0)" } ?? ""
+        accessGroup = a.accessGroup
+        reference = a.persistentReference.base64url
+        tokenID = a.tokenID.description
+        bits = a.keySizeInBits ?? 0
+        let names: [(UsageFlags, String)] = [(.sign, "sign"), (.verify, "verify"), (.encrypt, "encrypt"), (.decrypt, "decrypt"),
+                                              (.derive, "derive"), (.wrap, "wrap"), (.unwrap, "unwrap")]
+        usage = names.filter { a.usage.contains($0.0) }.map(\.1)
+    }
+}

@@ -1,0 +1,67 @@
+import ArgumentParser
+import Foundation
+import KeyShare
+
+/// `--access-group` binds this run the way an application's entitlements
+/// bind it: only items of those groups exist for it. Without the option,
+/// `KEYSHARE_ACCESS_GROUPS` (comma-separated) applies, as in the module;
+/// without either, the keychain owner sees every group.
+struct AccessGroupOptions: ParsableArguments {
+    @Option(name: .customLong("access-group"), help: "An access group this run belongs to (repeatable); new items go to the first.")
+    var accessGroups: [String] = []
+
+    var groups: [String]? {
+        if !accessGroups.isEmpty { return accessGroups }
+        if let env = ProcessInfo.processInfo.environment["KEYSHARE_ACCESS_GROUPS"] {
+            let list = env.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            return list.isEmpty ? nil : list
+        }
+        return nil
+    }
+}
+
+/// The KeyShare session a key, trust or wrap command works through: the same
+/// API an application uses, so the CLI exercises exactly the library.
+enum SessionFactory {
+    static func open(_ groups: AccessGroupOptions) throws -> KeychainSession {
+        try KeychainSession(home: nil, accessGroups: groups.groups)
+    }
+
+    /// Unlocks the selected token, prompting or reading the PIN source.
+    static func unlock(_ session: KeychainSession, _ selection: TokenSelection, _ pin: PINOptions) throws {
+        let ctx = try Context.open()
+        let token = try ctx.token(selection)
+        let secret = try pin.userPIN(token: token.label)
+        try session.unlock(token: token.tokenID.description, pin: secret)
+    }
+}
+
+enum FileIO {
+    static func read(_ path: String) throws -> [UInt8] {
+        if path == "-" { return [UInt8](FileHandle.standardInput.readDataToEndOfFile()) }
+        guard let data = FileManager.default.contents(atPath: path) else { throw CLIError("cannot read \(path)") }
+        return [UInt8](data)
+    }
+
+    static func write(_ bytes: [UInt8], _ path: String) throws {
+        if path == "-" { FileHandle.standardOutput.write(Data(bytes)); return }
+        try AtomicFile.write(bytes, to: path, mode: 0o600)
+    }
+
+    /// Every certificate in a PEM bundle or one DER certificate.
+    static func certificates(_ path: String) throws -> [Certificate] {
+        let bytes = try read(path)
+        if let text = String(bytes: bytes, encoding: .utf8), text.contains("-----BEGIN CERTIFICATE-----") {
+            return try Certificate.parseAll(pem: text)
+        }
+        return [try Certificate(der: bytes)]
+    }
+}
+
+extension KeyShareError {
+    /// The exit status of a command that failed with this error.
+    var exitCode: Int32 {
+        if case .notWrapped = self { return 3 }
+        return 1
+    }
+}

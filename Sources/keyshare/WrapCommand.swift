@@ -1,0 +1,61 @@
+import ArgumentParser
+import Foundation
+import KeyShare
+
+/// `keyshare wrap` / `unwrap`: files sealed for a shared group (the
+/// AppConnect model). The group key never leaves the keychain; a file is
+/// streamed in 64 KiB segments, so any size wraps in bounded memory.
+struct WrapCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "wrap",
+        abstract: "Encrypt a file for a group (AES-256-GCM under the group's key in the keychain).")
+
+    @Option(help: "The group ID the file is for.") var group: String
+    @Argument var input: String
+    @Argument var output: String
+    @OptionGroup var selection: TokenSelection
+    @OptionGroup var groups: AccessGroupOptions
+    @OptionGroup var pin: PINOptions
+
+    func run() throws {
+        let session = try SessionFactory.open(groups)
+        try SessionFactory.unlock(session, selection, pin)
+        try session.wrap(input: input, output: output, group: group, token: selection.token)
+        Console.out("wrapped \(input) for group \(group) into \(output)")
+    }
+}
+
+struct UnwrapCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "unwrap",
+        abstract: "Decrypt a wrapped file (exit 3 with \"not wrapped: use as is\" for a plain file).")
+
+    @Argument var input: String
+    @Argument(help: "The output file, or a directory to write the original file name into.") var output: String
+    @OptionGroup var selection: TokenSelection
+    @OptionGroup var groups: AccessGroupOptions
+    @OptionGroup var pin: PINOptions
+
+    func run() throws {
+        let session = try SessionFactory.open(groups)
+        let info: WrappedFileInfo
+        do {
+            info = try session.wrappedFileInfo(input)
+        } catch KeyShareError.notWrapped {
+            Console.error("\(input): not wrapped: use as is")
+            throw CLIExit(code: KeyShareError.notWrapped.exitCode)
+        }
+        // Membership is checked before the PIN is asked for.
+        if let bound = session.accessGroups, !bound.contains(info.group) { throw KeyShareError.notInAccessGroup(info.group) }
+        var target = output
+        var isDir: ObjCBool = false
+        if FileManager.default.fileExists(atPath: output, isDirectory: &isDir), isDir.boolValue {
+            let name = (info.fileName as NSString).lastPathComponent
+            guard !name.isEmpty, name != ".", name != ".." else { throw CLIError("the wrapped file records no usable file name") }
+            target = output + "/" + name
+        }
+        try SessionFactory.unlock(session, selection, pin)
+        try session.unwrap(input: input, output: target)
+        Console.out("unwrapped \(info.fileName) (group \(info.group)) to \(target)")
+    }
+}
