@@ -56,3 +56,27 @@ import KeyshareCrypto
         #expect(throws: KeychainError.self) { _ = try home.store() }
     }
 }
+
+@Suite struct ExternalTokenTests {
+    @Test func externalTokensKeepTheirSlotAndHoldPublicItems() throws {
+        let home = TempHome()
+        let store = try home.store()
+        let id = TokenID("org.opensc.pkcs11:SoftHSM-1234")!
+        let rec = try store.registerExternalToken(id, label: "Card", serial: "1234")
+        #expect(!rec.hasPINs && rec.present)
+        let ref = try store.add(token: id, itemClass: .certificate, attributes: [CKA.label: [1]], key: nil)
+        #expect(throws: KeychainError.keyRequired) {
+            _ = try store.add(token: id, itemClass: .privateKey, attributes: [CKA.label: [2]], key: nil)
+        }
+        _ = try store.add(token: id, itemClass: .privateKey, attributes: [CKA.private: AttributeCoding.bool(false), CKA.label: [2]], key: nil)
+        try store.setPresent(id, false)
+        #expect(throws: KeychainError.itemNotFound) { _ = try store.item(ref, key: nil) }
+        let again = try store.registerExternalToken(id, label: "Card", serial: "1234")
+        #expect(again.slotID == rec.slotID && again.present)
+        #expect(try store.item(ref, key: nil).attributes[CKA.label] == [1])
+        #expect(throws: KeychainError.pinNotInitialized) { _ = try store.unlockUser(id, pin: [1]) }
+        #expect(try store.delete(ItemQuery(tokenID: id), key: nil) == 2)
+        #expect(try store.count(token: id) == 0)
+        #expect(try store.isRetired(ref))
+    }
+}
