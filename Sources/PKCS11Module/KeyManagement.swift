@@ -51,6 +51,7 @@ public func ks_C_WrapKey(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMuta
                          _ pWrappedKey: UnsafeMutablePointer<CK_BYTE>?,
                          _ pulWrappedKeyLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
     entry("C_WrapKey", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism))") {
+        _ = try runtime().session(hSession)
         guard pulWrappedKeyLen != nil else { throw PKCS11Error.argumentsBad }
         return try unsupportedKeyMechanism(hSession, pMechanism)
     }
@@ -62,6 +63,7 @@ public func ks_C_UnwrapKey(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMu
                            _ ulWrappedKeyLen: CK_ULONG, _ pTemplate: UnsafeMutablePointer<CK_ATTRIBUTE>?,
                            _ ulAttributeCount: CK_ULONG, _ phKey: UnsafeMutablePointer<CK_OBJECT_HANDLE>?) -> CK_RV {
     entry("C_UnwrapKey", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism))") {
+        _ = try runtime().session(hSession)
         guard phKey != nil else { throw PKCS11Error.argumentsBad }
         return try unsupportedKeyMechanism(hSession, pMechanism)
     }

@@ -55,6 +55,8 @@ public func ks_C_GetAttributeValue(_ hSession: CK_SESSION_HANDLE, _ hObject: CK_
         let rt = try runtime()
         let count = try length(ulCount)
         guard let pTemplate else {
+            // Still an error for a bad session or object, as with a template.
+            _ = try rt.getAttributeValue(session: hSession, object: hObject, types: [])
             if count == 0 { return CKR_OK }
             throw PKCS11Error.argumentsBad
         }
