@@ -39,7 +39,7 @@ struct TokenCommand: ParsableCommand {
 
         func run() throws {
             let ctx = try Context.open()
-            let rows = try ctx.store.tokens().map { TokenRow($0, itemCount: try ctx.store.itemCount(token: $0.tokenID)) }
+            let rows = try ctx.store.tokens().map { TokenRow($0, itemCount: try ctx.store.count(token: $0.tokenID)) }
             if json { return try Console.json(rows) }
             if rows.isEmpty { return Console.out("no tokens (create one with: keyshare token create --label NAME)") }
             Console.table(
