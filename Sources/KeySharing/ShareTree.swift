@@ -76,15 +76,15 @@ public struct ShareTree: Sendable {
         }
         let offered = Generations.offeredByDefault(identities).filter { $0.category != .unknown }
             .sorted { $0.displayName < $1.displayName }
-        root = offered.map { i in
-            Entry(identifier: i.label, fileName: i.displayName, kind: .pkcs12, selector: ShareSelector.pkcs12.identifier,
+        root = Self.uniqueNames(offered).map { i, name in
+            Entry(identifier: i.label, fileName: name, kind: .pkcs12, selector: ShareSelector.pkcs12.identifier,
                   date: i.certificate.notBefore, identities: [i], children: [],
                   selectable: selectable(.pkcs12, [i.category]))
         }
         folders = ShareFilter.allCases.map { f in
             let members = Generations.select(identities, filter: f)
-            let children = members.map { i in
-                Entry(identifier: "\(f.folderName).\(i.label)", fileName: i.displayName, kind: .pkcs12,
+            let children = Self.uniqueNames(members).map { i, name in
+                Entry(identifier: "\(f.folderName).\(i.label)", fileName: name, kind: .pkcs12,
                       selector: ShareSelector.folderItem(f).identifier, date: i.certificate.notBefore,
                       identities: [i], children: [], selectable: selectable(.folderItem(f), [i.category]))
             }
@@ -94,11 +94,32 @@ public struct ShareTree: Sendable {
         }
         zips = ShareFilter.allCases.map { f in
             let members = Generations.select(identities, filter: f)
+            // The zip's children are its entries: one PKCS #12 per identity, named as in the folder.
+            let entries = Self.uniqueNames(members).map { i, name in
+                Entry(identifier: "\(f.folderName).zip/\(name)", fileName: name, kind: .pkcs12,
+                      selector: ShareSelector.folderItem(f).identifier, date: i.certificate.notBefore,
+                      identities: [i], children: [], selectable: false)
+            }
             return Entry(identifier: "\(f.folderName).zip", fileName: "\(f.folderName).zip", kind: .zip,
                          selector: ShareSelector.zip(f).identifier, date: now, identities: members,
-                         children: [], selectable: selectable(.zip(f), members.map(\.category)))
+                         children: entries, selectable: selectable(.zip(f), members.map(\.category)))
         }
     }
+
+    /// Display names within one folder or zip. Two identities can share a type and
+    /// serial (different issuers); the second one's name then gets the start of its
+    /// label so that neither overwrites the other in a directory or a zip.
+    static func uniqueNames(_ members: [ShareIdentity]) -> [(ShareIdentity, String)] {
+        var counts: [String: Int] = [:]
+        for i in members { counts[i.displayName, default: 0] += 1 }
+        return members.map { i in
+            guard counts[i.displayName, default: 0] > 1 else { return (i, i.displayName) }
+            return (i, "\(i.category.displayType)_\(i.certificate.serialHex)_\(i.label.prefix(8)).p12")
+        }
+    }
+
+    /// Every PKCS #12 file of the tree (root, folder and zip members), for sizing.
+    public var allEntries: [Entry] { root + folders + folders.flatMap(\.children) + zips }
 
     /// Finds an item by identifier (root label, `<Folder>.<label>`, `<Folder>.zip`).
     public func entry(_ identifier: String) -> Entry? {

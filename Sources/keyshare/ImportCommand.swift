@@ -1,12 +1,15 @@
 import ArgumentParser
 import Foundation
 import Keychain
+import KeySharing
 import KeyshareCrypto
 import Tokens
 
 /// `keyshare import`: PKCS #12 identities (the SecPKCS12Import analog),
-/// certificates and PKCS #8 keys. Each file is one transaction: a failure
-/// leaves the store exactly as it was.
+/// certificates and PKCS #8 keys, and the consumer side of key sharing: a
+/// shared PKCS #12 or zip whose password may come from the password service.
+/// Each file is one transaction (a zip's entries too): a failure leaves the
+/// store exactly as it was.
 struct ImportCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
@@ -17,6 +20,11 @@ struct ImportCommand: ParsableCommand {
     @OptionGroup var pin: PINOptions
     @Option(name: .customLong("password-source"), help: "Where the PKCS #12 password comes from (env:VAR or file:PATH); prompted if needed.")
     var passwordSource: SecretSource?
+    @Flag(name: .customLong("password-from-service"),
+          help: "Fetch the shared password from a running `keyshare serve` (socket: --socket).")
+    var passwordFromService = false
+    @Option(help: "The password service's socket (default $XDG_RUNTIME_DIR/keyshare/password.sock).")
+    var socket: String?
     @Flag(help: "JSON output.") var json = false
 
     func run() throws {
@@ -30,9 +38,12 @@ struct ImportCommand: ParsableCommand {
         for (index, path) in files.enumerated() {
             Console.progress("importing \(index + 1)/\(files.count): \(path)")
             do {
-                let result = try importOne(path, ctx: ctx, token: token, key: key, password: &password)
-                results.append(ImportRow(file: path, result: result))
-                results[results.count - 1].trust = ImportTrust.summary(certificate: result.certificate, privateKey: result.privateKey)
+                // A zip gives one row per entry; trust is evaluated after its transaction committed.
+                for var row in try importOne(path, ctx: ctx, token: token, key: key, password: &password) {
+                    row.trust = ImportTrust.summary(certificate: row.certificate.flatMap { PersistentReference(base64url: $0) },
+                                                    privateKey: row.privateKey.flatMap { PersistentReference(base64url: $0) })
+                    results.append(row)
+                }
             } catch {
                 Console.endProgress()
                 Console.error("\(path): \(ErrorText.describe(error))")
@@ -50,37 +61,77 @@ struct ImportCommand: ParsableCommand {
         if failures > 0 { throw CLIExit(code: 1) }
     }
 
-    private func importOne(_ path: String, ctx: Context, token: TokenRecord, key: TokenKey, password: inout String?) throws -> ImportResult {
+    private func importOne(_ path: String, ctx: Context, token: TokenRecord, key: TokenKey, password: inout String?) throws -> [ImportRow] {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw CLIError("cannot read the file")
         }
         let bytes = [UInt8](data)
         guard !bytes.isEmpty else { throw CLIError("the file is empty") }
+        if ShareZip.looksLikeZip(bytes) {
+            return try importZip(try ShareZip.entries(of: bytes), path: path, ctx: ctx, token: token, key: key, password: &password)
+        }
         if let text = String(bytes: bytes, encoding: .utf8), text.contains("-----BEGIN ") {
-            return try importPEM(text, ctx: ctx, token: token, key: key)
+            return [ImportRow(file: path, result: try importPEM(text, ctx: ctx, token: token, key: key))]
         }
         if let cert = try? Certificate(der: bytes) {
-            return try ctx.tokens.importCertificate(cert, into: token.tokenID, key: key)
+            return [ImportRow(file: path, result: try ctx.tokens.importCertificate(cert, into: token.tokenID, key: key))]
         }
         if let privateKey = try? PrivateKey(der: bytes) {
-            return try ctx.tokens.importPrivateKey(privateKey, label: nil, into: token.tokenID, key: key)
+            return [ImportRow(file: path, result: try ctx.tokens.importPrivateKey(privateKey, label: nil, into: token.tokenID, key: key))]
         }
-        return try importPKCS12(bytes, ctx: ctx, token: token, key: key, password: &password)
+        do {
+            let pw = try workingPassword(bytes, password: &password)
+            return [ImportRow(file: path, result: try ctx.tokens.importPKCS12(bytes, password: pw, into: token.tokenID, key: key))]
+        } catch let e as CryptoError where e.kind == .notPKCS12 || e.kind == .corruptPKCS12 {
+            // Not a PKCS #12: it may be a zip after all (spec §7), else the PKCS #12 error stands.
+            guard let entries = try? ShareZip.entries(of: bytes), !entries.isEmpty else { throw e }
+            return try importZip(entries, path: path, ctx: ctx, token: token, key: key, password: &password)
+        }
     }
 
-    /// Tries the empty password first (a file made without one needs no prompt),
-    /// then the given source, then asks.
-    private func importPKCS12(_ bytes: [UInt8], ctx: Context, token: TokenRecord, key: TokenKey, password: inout String?) throws -> ImportResult {
+    /// Every entry of a zip in one store transaction: one failing entry (wrong
+    /// password, not a PKCS #12) rolls back the others. Duplicates are not errors.
+    private func importZip(_ entries: [(name: String, bytes: [UInt8])], path: String, ctx: Context, token: TokenRecord,
+                           key: TokenKey, password: inout String?) throws -> [ImportRow] {
+        guard let first = entries.first else { throw CLIError("the zip archive holds no files") }
+        let pw: String
         do {
-            return try ctx.tokens.importPKCS12(bytes, password: "", into: token.tokenID, key: key)
+            pw = try workingPassword(first.bytes, password: &password)
+        } catch {
+            throw CLIError("\(first.name): \(ErrorText.describe(error)); nothing was imported")
+        }
+        return try ctx.store.transaction {
+            try entries.map { entry in
+                do {
+                    let result = try ctx.tokens.importPKCS12(entry.bytes, password: pw, into: token.tokenID, key: key)
+                    return ImportRow(file: "\(path): \(entry.name)", result: result)
+                } catch {
+                    throw CLIError("\(entry.name): \(ErrorText.describe(error)); nothing was imported")
+                }
+            }
+        }
+    }
+
+    /// The password that opens this PKCS #12: the empty one if it does (no
+    /// prompt needed), else the shared one from the service, the source or a prompt.
+    private func workingPassword(_ bytes: [UInt8], password: inout String?) throws -> String {
+        do {
+            _ = try PKCS12.parse(bytes, password: "")
+            return ""
         } catch let e as CryptoError where e.kind == .wrongPassword {
-            // needs a password: use the one given or ask below
+            // needs a password: use the one given or fetch/ask below
         }
         if password == nil {
-            let secret = try Secrets.obtain(passwordSource, prompt: "PKCS #12 password: ", what: "PKCS #12 password")
-            password = String(decoding: secret, as: UTF8.self)
+            if passwordFromService {
+                password = try PasswordClient.fetchPassword(socketPath: socket ?? PasswordSocket.defaultPath())
+            } else {
+                let secret = try Secrets.obtain(passwordSource, prompt: "PKCS #12 password: ", what: "PKCS #12 password")
+                password = String(decoding: secret, as: UTF8.self)
+            }
         }
-        return try ctx.tokens.importPKCS12(bytes, password: password ?? "", into: token.tokenID, key: key)
+        let pw = password ?? ""
+        _ = try PKCS12.parse(bytes, password: pw)
+        return pw
     }
 
     private func importPEM(_ text: String, ctx: Context, token: TokenRecord, key: TokenKey) throws -> ImportResult {

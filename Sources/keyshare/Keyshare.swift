@@ -16,6 +16,7 @@ struct Keyshare: ParsableCommand {
         subcommands: [
             TokenCommand.self, ImportCommand.self, ListCommand.self, ShowCommand.self,
             DeleteCommand.self, ExportCommand.self, PasswordCommand.self,
+            ShareCommand.self, ServeCommand.self,
             KeyCommand.self, TrustCommand.self, WrapCommand.self, UnwrapCommand.self,
         ])
 

@@ -8,8 +8,8 @@ import KeySharing
 struct PasswordCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "password",
-        abstract: "Show or rotate the shared export password.",
-        subcommands: [Show.self, Rotate.self],
+        abstract: "Show, rotate or fetch (from the password service) the shared export password.",
+        subcommands: [Show.self, Rotate.self, Fetch.self],
         defaultSubcommand: Show.self)
 
     struct Show: ParsableCommand {
@@ -41,6 +41,21 @@ struct PasswordCommand: ParsableCommand {
             let key = try ctx.unlock(token, pin)
             _ = try SharedPassword.rotate(store: ctx.store, token: token.tokenID, key: key)
             Console.out("the shared export password was replaced; files exported before need the old one")
+        }
+    }
+
+    /// The consumer's side: asks a running `keyshare serve` for the password.
+    struct Fetch: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Fetch the shared password from the password service (as a consumer would).")
+        @Option(help: "The service's socket (default $XDG_RUNTIME_DIR/keyshare/password.sock).") var socket: String?
+        @Flag(help: "Print even when standard output is not a terminal.") var stdout = false
+
+        func run() throws {
+            guard stdout || Console.stdoutIsTerminal else {
+                throw CLIError("refusing to print the password to a pipe or file; add --stdout if that is what you want")
+            }
+            Console.out(try PasswordClient.fetchPassword(socketPath: socket ?? PasswordSocket.defaultPath()))
         }
     }
 }

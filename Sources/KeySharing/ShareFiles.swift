@@ -1,0 +1,76 @@
+import Foundation
+import Keychain
+import KeyshareCrypto
+import Tokens
+
+/// The bytes behind the share tree's items. The reference builds every file to
+/// learn its size; here each identity's PKCS #12 is built once per instance and
+/// reused by the root, every folder and every zip that holds it, so listing or
+/// exporting the whole tree costs one build per identity.
+public final class ShareFiles {
+    public let password: String
+    public let profile: PKCS12.Profile
+    let store: KeychainStore
+    let key: TokenKey
+    let identities: [String: Identity]
+    private var pkcs12Cache: [String: [UInt8]] = [:]
+    private var zipCache: [String: [UInt8]] = [:]
+    /// How many PKCS #12 files were actually built (for tests and measurements).
+    public private(set) var builds = 0
+
+    public init(identities: [Identity], store: KeychainStore, key: TokenKey, password: String, profile: PKCS12.Profile) {
+        self.store = store
+        self.key = key
+        self.password = password
+        self.profile = profile
+        var byLabel: [String: Identity] = [:]
+        for i in identities { byLabel[i.label] = i }
+        self.identities = byLabel
+    }
+
+    /// The identities of a token that can be shared: a certificate with its
+    /// private key, and the key exportable. Others cannot leave the keychain.
+    public static func shareable(tokens: TokenManager, token: TokenID, key: TokenKey) throws -> [Identity] {
+        try tokens.identities(in: token, key: key).filter { identity in
+            guard let ref = identity.privateKeyReference, let item = try? tokens.store.item(ref, key: key) else { return false }
+            if let extractable = item.attributes[CKA.extractable], extractable.first == 0 { return false }
+            return item.attributes[CKA.keysharePKCS8] != nil
+        }
+    }
+
+    /// The PKCS #12 of one identity (by label), built on first use.
+    public func pkcs12(label: String) throws -> [UInt8] {
+        if let cached = pkcs12Cache[label] { return cached }
+        guard let identity = identities[label] else {
+            throw KeychainError.invalidArgument("no shareable identity \(label)")
+        }
+        let bytes = try IdentityExport.pkcs12(of: identity, store: store, key: key, password: password, profile: profile)
+        builds += 1
+        pkcs12Cache[label] = bytes
+        return bytes
+    }
+
+    /// The file behind a tree entry: a PKCS #12 or a zip. Folders have no bytes.
+    public func bytes(of entry: ShareTree.Entry) throws -> [UInt8] {
+        switch entry.kind {
+        case .pkcs12:
+            guard let identity = entry.identities.first else { throw KeychainError.invalidArgument("empty entry") }
+            return try pkcs12(label: identity.label)
+        case .zip:
+            if let cached = zipCache[entry.identifier] { return cached }
+            let members = try entry.children.map { child in
+                (name: child.fileName, bytes: try pkcs12(label: child.identities[0].label))
+            }
+            let bytes = try ShareZip.build(members, date: Date(timeIntervalSince1970: TimeInterval(entry.date)))
+            zipCache[entry.identifier] = bytes
+            return bytes
+        case .folder:
+            throw KeychainError.invalidArgument("\(entry.identifier) is a folder, not a file")
+        }
+    }
+
+    /// Size in bytes of a file entry (folders: the number of items is shown instead).
+    public func size(of entry: ShareTree.Entry) throws -> Int {
+        entry.kind == .folder ? 0 : try bytes(of: entry).count
+    }
+}

@@ -1,0 +1,51 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import Keychain
+import KeySharing
+
+/// `keyshare serve`: the password service (spec §6) in the foreground. It
+/// unlocks the token once, keeps only the shared password in memory, answers
+/// `fetchPassword` per the access policy, and removes its socket on SIGINT/SIGTERM.
+struct ServeCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the password service that hands the shared password to allowed programs.",
+        discussion: "Logs one line per request on stderr (never the password). See docs/password-service.md.")
+
+    @Option(help: "The socket path (default $XDG_RUNTIME_DIR/keyshare/password.sock, else /tmp/keyshare-$UID/password.sock).")
+    var socket: String?
+    @OptionGroup var selection: TokenSelection
+    @OptionGroup var pin: PINOptions
+
+    func run() throws {
+        let password: String
+        do {
+            let ctx = try Context.open()
+            let token = try ctx.token(selection)
+            let key = try ctx.unlock(token, pin)
+            password = try SharedPassword.obtain(store: ctx.store, token: token.tokenID, key: key)
+        }
+        let path = socket ?? PasswordSocket.defaultPath()
+        if socket == nil { try SecureFile.makePrivateDirectory(PasswordSocket.defaultDirectory()) }
+        let home = KeychainStore.defaultHome()
+        let server = try PasswordServer(
+            socketPath: path, password: password,
+            policy: { try AccessPolicyFile.load(home: home) },
+            log: { Console.error("serve: " + $0) })
+
+        signal(SIGPIPE, SIG_IGN)
+        var sources: [DispatchSourceSignal] = []
+        for sig in [SIGINT, SIGTERM] {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler { server.stop() }
+            source.resume()
+            sources.append(source)
+        }
+        Console.error("serve: listening on \(path) (service \(PasswordProtocol.serviceName))")
+        server.run()
+        sources.forEach { $0.cancel() }
+        Console.error("serve: stopped; removed \(path)")
+    }
+}

@@ -1,0 +1,189 @@
+import ArgumentParser
+import Foundation
+import Keychain
+import KeySharing
+import KeyshareCrypto
+import Tokens
+
+/// `keyshare share`: the provider's side of key sharing 2025: the tree a file
+/// provider would show (root PKCS #12 files, seven folders, seven zips), its
+/// files, and who may fetch the shared password.
+struct ShareCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "share",
+        abstract: "Share identities with apps that cannot use PKCS #11 (the key sharing 2025 tree).",
+        subcommands: [ShareList.self, ShareGet.self, ShareExportTree.self, ShareAllow.self, ShareDeny.self, SharePolicy.self])
+}
+
+extension ShareSelector: ExpressibleByArgument {
+    public init?(argument: String) { self.init(argument) }
+}
+
+/// Options every tree command shares: the consumer's selectors and the profile.
+struct TreeOptions: ParsableArguments {
+    @Option(name: .customLong("selector"),
+            help: "A selector the consumer accepts (repeatable); items it does not accept are greyed out.")
+    var selectors: [ShareSelector] = []
+    @Option(help: "modern (PBES2/AES-256, SHA-256 MAC, chain) or legacy (3DES, SHA-1 MAC, 2048 iterations).")
+    var profile: PKCS12.Profile = .modern
+}
+
+/// The opened token, its shareable identities as a tree, and the file builder.
+struct ShareSession {
+    let tree: ShareTree
+    let files: ShareFiles
+
+    static func open(_ selection: TokenSelection, _ pin: PINOptions, _ options: TreeOptions) throws -> ShareSession {
+        let ctx = try Context.open()
+        let token = try ctx.token(selection)
+        let key = try ctx.unlock(token, pin)
+        let identities = try ShareFiles.shareable(tokens: ctx.tokens, token: token.tokenID, key: key)
+        // Made on first use and saved before any file is built (spec §5).
+        let password = try SharedPassword.obtain(store: ctx.store, token: token.tokenID, key: key)
+        let tree = ShareTree(identities: identities.map { ShareIdentity(label: $0.label, certificate: $0.certificate) },
+                             accepting: options.selectors, now: Int64(Date().timeIntervalSince1970))
+        let files = ShareFiles(identities: identities, store: ctx.store, key: key, password: password, profile: options.profile)
+        return ShareSession(tree: tree, files: files)
+    }
+
+    /// An item by identifier, or by its path in the exported tree
+    /// (`piv_8E2F55A1.p12`, `PIV/piv_8E2F55A1.p12`, `PIV.zip`).
+    func entry(_ name: String) throws -> ShareTree.Entry {
+        if let e = tree.entry(name) { return e }
+        if let e = tree.root.first(where: { $0.fileName == name }) { return e }
+        if let e = tree.zips.first(where: { $0.fileName == name }) { return e }
+        for folder in tree.folders {
+            if let e = folder.children.first(where: { "\(folder.fileName)/\($0.fileName)" == name }) { return e }
+        }
+        throw CLIError("no item \(name) in the share tree (see `keyshare share list`)")
+    }
+}
+
+struct ShareList: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list", abstract: "Show the share tree: root PKCS #12 files, folders and zips, with sizes.")
+    @OptionGroup var options: TreeOptions
+    @OptionGroup var selection: TokenSelection
+    @OptionGroup var pin: PINOptions
+    @Flag(help: "JSON output.") var json = false
+
+    func run() throws {
+        let session = try ShareSession.open(selection, pin, options)
+        let listing = try ShareListing(session: session, profile: options.profile)
+        if json {
+            try Console.json(listing)
+            return
+        }
+        var rows: [[String]] = []
+        func add(_ item: ShareListing.Item, indent: String = "") {
+            rows.append([item.selectable ? "" : "-", indent + item.identifier, item.fileName, item.type,
+                         item.date, item.kind == "folder" ? "\(item.items?.count ?? 0) items" : "\(item.size)"])
+        }
+        listing.root.forEach { add($0) }
+        for folder in listing.folders {
+            add(folder)
+            folder.items?.forEach { add($0, indent: "  ") }
+        }
+        listing.zips.forEach { add($0) }
+        Console.table(["", "ITEM", "FILE", "TYPE", "DATE", "SIZE"], rows)
+        if !options.selectors.isEmpty { Console.out("(-: greyed out, not accepted by the given selectors)") }
+    }
+}
+
+/// The JSON (and table) form of the tree; dates are UTC ISO 8601.
+struct ShareListing: Encodable {
+    struct Item: Encodable {
+        var identifier: String
+        var fileName: String
+        var kind: String
+        var type: String
+        var category: String?
+        var serial: String?
+        var date: String
+        var size: Int
+        var selectable: Bool
+        var items: [Item]?
+        var entries: [String]?
+    }
+
+    var profile: String
+    var root: [Item]
+    var folders: [Item]
+    var zips: [Item]
+
+    init(session: ShareSession, profile: PKCS12.Profile) throws {
+        func item(_ e: ShareTree.Entry) throws -> Item {
+            let single = e.kind == .pkcs12 ? e.identities.first : nil
+            return Item(
+                identifier: e.identifier, fileName: e.fileName, kind: e.kind.rawValue, type: e.selector,
+                category: single?.category.rawValue, serial: single?.certificate.serialHex,
+                date: Self.iso8601(e.date), size: try session.files.size(of: e), selectable: e.selectable,
+                items: e.kind == .folder ? try e.children.map(item) : nil,
+                entries: e.kind == .zip ? e.children.map(\.fileName) : nil)
+        }
+        self.profile = profile.rawValue
+        root = try session.tree.root.map(item)
+        folders = try session.tree.folders.map(item)
+        zips = try session.tree.zips.map(item)
+    }
+
+    static func iso8601(_ unix: Int64) -> String {
+        var t = time_t(unix)
+        var parts = tm()
+        gmtime_r(&t, &parts)
+        return String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
+                      parts.tm_hour, parts.tm_min, parts.tm_sec)
+    }
+}
+
+struct ShareGet: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "get", abstract: "Write one item of the share tree (a PKCS #12 or a zip) to a file (0600).")
+    @Argument(help: "The item identifier: LABEL, <Folder>.<LABEL> or <Folder>.zip (or its path: PIV/piv_8E2F55A1.p12).")
+    var item: String
+    @Option(name: .customLong("out"), help: "The file to write.") var out: String
+    @OptionGroup var options: TreeOptions
+    @OptionGroup var selection: TokenSelection
+    @OptionGroup var pin: PINOptions
+
+    func run() throws {
+        let session = try ShareSession.open(selection, pin, options)
+        let entry = try session.entry(item)
+        guard entry.kind != .folder else { throw CLIError("\(item) is a folder; get its zip (\(entry.fileName).zip) or one of its files") }
+        guard entry.selectable else { throw CLIError("\(item) is not accepted by the given selectors") }
+        let bytes = try session.files.bytes(of: entry)
+        try SecureFile.write(bytes, to: out, mode: 0o600)
+        let what = entry.kind == .zip ? "\(entry.children.count) PKCS #12 files" : entry.selector
+        Console.out("wrote \(entry.fileName) (\(what), \(bytes.count) bytes, \(options.profile.rawValue) profile) to \(out)")
+    }
+}
+
+struct ShareExportTree: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export-tree", abstract: "Write the whole share tree into a directory (folders as directories).")
+    @Argument(help: "The directory to write (created 0700 if missing).") var directory: String
+    @OptionGroup var options: TreeOptions
+    @OptionGroup var selection: TokenSelection
+    @OptionGroup var pin: PINOptions
+
+    func run() throws {
+        let session = try ShareSession.open(selection, pin, options)
+        try SecureFile.makePrivateDirectory(directory)
+        var files = 0
+        var total = 0
+        func put(_ entry: ShareTree.Entry, in dir: String) throws {
+            let bytes = try session.files.bytes(of: entry)
+            try SecureFile.write(bytes, to: dir + "/" + entry.fileName, mode: 0o600)
+            files += 1
+            total += bytes.count
+        }
+        for entry in session.tree.root { try put(entry, in: directory) }
+        for folder in session.tree.folders {
+            let dir = directory + "/" + folder.fileName
+            try SecureFile.makePrivateDirectory(dir)
+            for entry in folder.children { try put(entry, in: dir) }
+        }
+        for zip in session.tree.zips { try put(zip, in: directory) }
+        Console.out("wrote \(files) files (\(total) bytes, \(session.files.builds) PKCS #12 builds, \(options.profile.rawValue) profile) to \(directory)")
+    }
+}
