@@ -18,9 +18,12 @@ public final class Runtime: @unchecked Sendable {
     var logins: [TokenID: LoginState] = [:]
     var objects = ObjectTable()
     var closed = false
+    /// Slots with a present token as last reported by C_WaitForSlotEvent.
+    var slotEventBaseline: Set<CK_SLOT_ID> = []
 
     init(home: String?) throws {
         store = try KeychainStore(home: home)
+        slotEventBaseline = Set(try store.tokens().filter(\.present).map { CK_SLOT_ID($0.slotID) })
     }
 
     /// C_Finalize: sessions end and unlocked token keys are dropped now, not

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CPKCS11
 import Keychain
 import KeyshareCrypto
@@ -53,13 +56,21 @@ extension Runtime {
     }
 
     /// The token in a slot, or CKR_SLOT_ID_INVALID; nil for the free slot.
+    /// A removed token's slot still answers C_GetSlotInfo (without
+    /// CKF_TOKEN_PRESENT) so a caller told of the removal can look; every
+    /// other call on it is CKR_TOKEN_NOT_PRESENT.
     func tokenRecord(slot: CK_SLOT_ID) throws -> TokenRecord? {
         if slot == freeSlotID { return nil }
-        guard let rec = try store.token(slotID: UInt(slot)), rec.present else { throw PKCS11Error.slotIDInvalid }
+        guard let rec = try store.token(slotID: UInt(slot)) else { throw PKCS11Error.slotIDInvalid }
+        guard rec.present else { throw PKCS11Error.tokenNotPresent }
         return rec
     }
 
     public func slotInfo(_ slot: CK_SLOT_ID) throws -> SlotInfo {
+        if slot != freeSlotID, let rec = try store.token(slotID: UInt(slot)), !rec.present {
+            return SlotInfo(description: "keyshare token \(rec.tokenID.instance) (removed)",
+                            manufacturer: ModuleInfo.manufacturer, flags: CKF_REMOVABLE_DEVICE)
+        }
         guard let rec = try tokenRecord(slot: slot) else {
             return SlotInfo(description: "keyshare free slot (C_InitToken creates a token)",
                             manufacturer: ModuleInfo.manufacturer, flags: CKF_TOKEN_PRESENT)
@@ -105,6 +116,29 @@ extension Runtime {
             if rec.soPINRemaining == 1 { f |= CKF_SO_PIN_FINAL_TRY }
         }
         return f
+    }
+
+    /// One slot whose token appeared or disappeared since the last report
+    /// (or since C_Initialize), or nil. Polls the store's change counter, so
+    /// it notices other processes' insertions and removals.
+    public func pollSlotEvent() throws -> CK_SLOT_ID? {
+        let now = Set(try presentTokens().map { CK_SLOT_ID($0.slotID) })
+        return lock.withLock { () -> CK_SLOT_ID? in
+            guard let changed = now.symmetricDifference(slotEventBaseline).min() else { return nil }
+            slotEventBaseline.formSymmetricDifference([changed])
+            return changed
+        }
+    }
+
+    /// C_WaitForSlotEvent. A blocking wait polls a few times a second and
+    /// ends with CKR_CRYPTOKI_NOT_INITIALIZED when C_Finalize runs meanwhile.
+    public func waitForSlotEvent(block: Bool) throws -> CK_SLOT_ID {
+        while true {
+            if lock.withLock({ closed }) { throw PKCS11Error.notInitialized }
+            if let slot = try pollSlotEvent() { return slot }
+            guard block else { throw PKCS11Error(CKR_NO_EVENT) }
+            usleep(200_000)
+        }
     }
 
     static func checkPINLength(_ pin: [UInt8]) throws {

@@ -60,15 +60,15 @@ public func ks_C_GetTokenInfo(_ slotID: CK_SLOT_ID, _ pInfo: UnsafeMutablePointe
     }
 }
 
-/// Slot events are not reported yet: with CKF_DONT_BLOCK there is never an
-/// event; blocking waits are not supported rather than hanging forever.
+/// Token insertion and removal (by any process) are slot events.
 @c @implementation
 public func ks_C_WaitForSlotEvent(_ flags: CK_FLAGS, _ pSlot: UnsafeMutablePointer<CK_SLOT_ID>?,
                                   _ pReserved: UnsafeMutableRawPointer?) -> CK_RV {
     entry("C_WaitForSlotEvent", "flags=0x\(String(flags, radix: 16))") {
-        _ = try runtime()
-        guard pSlot != nil, pReserved == nil else { throw PKCS11Error.argumentsBad }
-        return flags & CKF_DONT_BLOCK != 0 ? CKR_NO_EVENT : CKR_FUNCTION_NOT_SUPPORTED
+        let rt = try runtime()
+        guard let pSlot, pReserved == nil else { throw PKCS11Error.argumentsBad }
+        pSlot.pointee = try rt.waitForSlotEvent(block: flags & CKF_DONT_BLOCK == 0)
+        return CKR_OK
     }
 }
 

@@ -91,6 +91,23 @@ struct SlotTokenTests {
         #expect(rv { _ = try f.rt.mechanismInfo(slot: slot, type: CKM_DES_CBC) } == CKR_MECHANISM_INVALID)
     }
 
+    @Test func insertionAndRemovalAreSlotEvents() throws {
+        let f = try Fixture()
+        #expect(rv { _ = try f.rt.waitForSlotEvent(block: false) } == CKR_NO_EVENT)
+        let slot = try f.makeToken(withUserPIN: false)
+        #expect(try f.rt.waitForSlotEvent(block: false) == slot)
+        #expect(try f.rt.pollSlotEvent() == nil)
+        let rec = try #require(try f.rt.store.token(slotID: UInt(slot)))
+        try f.rt.store.setPresent(rec.tokenID, false)
+        #expect(try f.rt.waitForSlotEvent(block: true) == slot)
+        #expect(try f.rt.slotList(tokenPresent: true) == [freeSlotID])
+        #expect(try f.rt.slotInfo(slot).flags & CKF_TOKEN_PRESENT == 0)
+        #expect(rv { _ = try f.rt.tokenInfo(slot) } == CKR_TOKEN_NOT_PRESENT)
+        #expect(rv { _ = try f.rt.openSession(slot: slot, flags: CKF_SERIAL_SESSION) } == CKR_TOKEN_NOT_PRESENT)
+        try f.rt.store.setPresent(rec.tokenID, true)
+        #expect(try f.rt.pollSlotEvent() == slot)
+    }
+
     @Test func paddingKeepsWholeCharacters() {
         #expect(padded("ab", 4) == [0x61, 0x62, 0x20, 0x20])
         #expect(padded("aé", 2) == [0x61, 0x20])
