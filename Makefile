@@ -12,7 +12,7 @@ DEB_PACKAGES  := libssl-dev libsqlite3-dev libp11-kit-dev p11-kit opensc softhsm
 P11_MODULE_DIR  = $(shell pkg-config --variable=p11_module_path p11-kit-1 2>/dev/null || echo /usr/lib/x86_64-linux-gnu/pkcs11)
 P11_CONFIG_DIR  = $(shell pkg-config --variable=p11_module_configs p11-kit-1 2>/dev/null || echo /usr/share/p11-kit/modules)
 
-.PHONY: all deps build test unit-test integration-test demo install uninstall clean
+.PHONY: all deps build test unit-test integration-test demo install uninstall clean bench
 
 all: build
 
@@ -46,6 +46,14 @@ test: unit-test integration-test
 ## demo: the main job on a throwaway store under ./demo (or $$KEYSHARE_HOME).
 demo: build
 	@bash Tests/integration/demo.sh "$(KEYSHARE)" "$(MODULE)"
+
+## bench: keyshare's module vs SoftHSM2 vs raw OpenSSL, one table (docs/benchmarks.md); BENCH_SMOKE=1 for a quick run.
+BENCH_BIN := Benchmarks/p11bench
+$(BENCH_BIN): Benchmarks/p11bench.c
+	$(CC) -O2 -Wall -I/usr/include/p11-kit-1 $$(pkg-config --cflags p11-kit-1 2>/dev/null) -o $@ $< -lcrypto -ldl -lpthread
+
+bench: build $(BENCH_BIN)
+	@bash Benchmarks/run.sh "$(KEYSHARE)" "$(MODULE)" "$(BENCH_BIN)"
 
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(P11_MODULE_DIR) $(DESTDIR)$(P11_CONFIG_DIR)

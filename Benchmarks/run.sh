@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs p11bench: keyshare's module against SoftHSM2 and raw OpenSSL.
+# Usage: Benchmarks/run.sh KEYSHARE_BIN MODULE_PATH [P11BENCH_BIN]
+# Sets up its own stores in a temp dir: a SoftHSM2 token (private
+# SOFTHSM2_CONF, softhsm2-util --init-token) and a keyshare token
+# (`keyshare token create`), both labelled "bench" with the same PIN.
+# BENCH_SMOKE=1 for a quick run that asserts nothing about speed; other
+# BENCH_* variables are described at the top of p11bench.c.
+set -euo pipefail
+KEYSHARE=$(readlink -f "${1:?keyshare binary}")
+MODULE=$(readlink -f "${2:?module path}")
+HERE=$(cd "$(dirname "$0")" && pwd)
+BENCH=${3:-$HERE/p11bench}
+SOFTHSM=${SOFTHSM2_MODULE:-}
+for c in /usr/lib/softhsm/libsofthsm2.so /usr/lib/x86_64-linux-gnu/softhsm/libsofthsm2.so /usr/local/lib/softhsm/libsofthsm2.so; do
+  [ -z "$SOFTHSM" ] && [ -f "$c" ] && SOFTHSM=$c
+done
+[ -n "$SOFTHSM" ] || { echo "run.sh: libsofthsm2.so not found (apt-get install softhsm2)" >&2; exit 2; }
+
+WORK=$(mktemp -d /tmp/p11bench.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+export BENCH_PIN=123456 BENCH_SO=12345678
+# The PIN KDF cost: the default (2^15) unless the caller chose one; smoke runs use the minimum.
+if [ "${BENCH_SMOKE:-0}" != 0 ]; then export KEYSHARE_KDF_LOG2N=${KEYSHARE_KDF_LOG2N:-10}; fi
+export BENCH_KDF_LOG2N=${KEYSHARE_KDF_LOG2N:-15}
+
+# SoftHSM2: file store in the temp dir.
+mkdir -p "$WORK/softhsm/tokens"
+printf 'directories.tokendir = %s\nobjectstore.backend = file\nlog.level = ERROR\n' "$WORK/softhsm/tokens" > "$WORK/softhsm/softhsm2.conf"
+export SOFTHSM2_CONF=$WORK/softhsm/softhsm2.conf
+softhsm2-util --init-token --free --label bench --pin "$BENCH_PIN" --so-pin "$BENCH_SO" >/dev/null
+
+# keyshare: the store the module uses, and a second one for the CLI import row.
+export KEYSHARE_HOME=$WORK/keyshare
+"$KEYSHARE" token create --label bench --pin-source env:BENCH_PIN --so-pin-source env:BENCH_SO >/dev/null
+KEYSHARE_HOME=$WORK/keyshare-cli "$KEYSHARE" token create --label bench --pin-source env:BENCH_PIN --so-pin-source env:BENCH_SO >/dev/null
+
+exec "$BENCH" --module "keyshare=$MODULE" --module "SoftHSM2=$SOFTHSM" --token bench --pin "$BENCH_PIN" \
+  --cli "$KEYSHARE" --cli-home "$WORK/keyshare-cli"

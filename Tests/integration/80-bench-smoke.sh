@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The benchmark in smoke mode (tiny counts; asserts nothing about speed):
+# p11bench builds, sets up its SoftHSM2 and keyshare tokens, runs every
+# workload once and prints its table. Usage: 80-bench-smoke.sh KEYSHARE MODULE.
+set -uo pipefail
+KEYSHARE=${1:?keyshare binary}
+MODULE=${2:?module path}
+. "$(dirname "$0")/lib.sh"
+ROOT=$(cd "$HERE/../.." && pwd)
+WORK=$(mktemp -d /tmp/keyshare-bench.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+
+if cc -O2 -I/usr/include/p11-kit-1 -o "$WORK/p11bench" "$ROOT/Benchmarks/p11bench.c" -lcrypto -ldl -lpthread 2>"$WORK/cc.log"; then
+  ok "p11bench compiles"
+else
+  bad "p11bench compiles" "$(cat "$WORK/cc.log")"
+fi
+
+if [ -x "$WORK/p11bench" ]; then
+  BENCH_SMOKE=1 timeout 600 bash "$ROOT/Benchmarks/run.sh" "$KEYSHARE" "$MODULE" "$WORK/p11bench" >"$WORK/out" 2>"$WORK/err"
+  rc=$?
+  if [ "$rc" -eq 0 ]; then ok "smoke run completes"; else bad "smoke run completes" "exit $rc; $(tail -5 "$WORK/err")"; fi
+  out=$(cat "$WORK/out")
+  check_out "prints the table header" '^\| workload \| unit \| keyshare \| SoftHSM2 \| raw OpenSSL \|' printf '%s\n' "$out"
+  check_out "has a keyshare ECDSA P-256 sign figure" '^\| sign ECDSA P-256 .*1 thread \| ops/s . \| [0-9]' printf '%s\n' "$out"
+  check_out "has a find row" '^\| find by CKA_ID among' printf '%s\n' "$out"
+  check_out "has the cold-start rows" '^\| dlopen \+ C_GetFunctionList \+ C_Initialize' printf '%s\n' "$out"
+  check_out "has the RSS row" '^\| peak RSS' printf '%s\n' "$out"
+fi
+finish
