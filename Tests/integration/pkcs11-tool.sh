@@ -73,6 +73,10 @@ if [ -e /usr/lib/x86_64-linux-gnu/engines-3/pkcs11.so ]; then
   check "engine EC signature verifies" openssl dgst -sha256 -verify "$WORK/ec.pub" -signature "$WORK/e2" "$WORK/data"
 fi
 
+if command -v ssh-keygen >/dev/null; then
+  check_out "ssh-keygen -D lists the keys" '^ssh-rsa ' ssh-keygen -D "$MODULE"
+fi
+
 # Fork: the child's C_Initialize must give a working module.
 check "--test-fork" "${U[@]}" --test-fork
 check_out "random bytes" '^.{32}$' bash -c "$(printf '%q ' "${P[@]}") --token-label t --generate-random 16 | od -An -tx1 | tr -d ' \n'"
