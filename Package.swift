@@ -40,7 +40,7 @@ let package = Package(
         // Layers.
         .target(name: "KeyshareCrypto", dependencies: ["COpenSSL"], swiftSettings: strict),
         .target(name: "Keychain", dependencies: ["KeyshareCrypto", "CSQLite"], swiftSettings: strict),
-        .target(name: "Tokens", dependencies: ["Keychain", "KeyshareCrypto"], swiftSettings: strict),
+        .target(name: "Tokens", dependencies: ["Keychain", "KeyshareCrypto", "CPKCS11"], swiftSettings: strict),
         .target(name: "PKCS11", dependencies: ["Tokens", "Keychain", "KeyshareCrypto", "CPKCS11"], swiftSettings: strict),
         .target(
             name: "KeySharing",

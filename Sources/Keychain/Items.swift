@@ -4,8 +4,11 @@
 extension KeychainStore {
     /// Adds an item. `key` must be the token's key when the item is private or
     /// holds a secret attribute (private items: everything but CLASS/TOKEN/PRIVATE).
+    /// `reference`: a derived reference (external tokens' items); an item
+    /// already stored under it gives duplicateItem.
     @discardableResult
-    public func add(token: TokenID, itemClass: ItemClass, attributes: AttributeMap, key: TokenKey?) throws -> PersistentReference {
+    public func add(token: TokenID, itemClass: ItemClass, attributes: AttributeMap, key: TokenKey?,
+                    reference: PersistentReference? = nil) throws -> PersistentReference {
         var attrs = attributes
         if let cls = attrs.ulong(CKA.class), cls != itemClass.rawValue {
             throw KeychainError.invalidArgument("CKA_CLASS 0x\(String(cls, radix: 16)) contradicts item class \(itemClass)")
@@ -20,8 +23,15 @@ extension KeychainStore {
         return try write {
             guard let rec = try tokenLocked(token), rec.present else { throw KeychainError.tokenNotFound }
             if needsKey, let key { try requireCurrent(key) }
-            var ref = try PersistentReference.random()
-            while try refUsed(ref) { ref = try PersistentReference.random() }
+            var ref: PersistentReference
+            if let reference {
+                guard reference.isDerived else { throw KeychainError.invalidArgument("only derived references can be given") }
+                guard try itemRow(reference, includeAbsent: true) == nil else { throw KeychainError.duplicateItem }
+                ref = reference
+            } else {
+                ref = try PersistentReference.random()
+                while try refUsed(ref) { ref = try PersistentReference.random() }
+            }
             let now = Self.now()
             try db.run("INSERT INTO items (pref, token_id, class, is_private, created, modified) VALUES (?, ?, ?, ?, ?, ?)",
                        [.blob(ref.bytes), .text(token.description), .int(Int64(itemClass.rawValue)),
@@ -106,7 +116,7 @@ extension KeychainStore {
     public func delete(_ ref: PersistentReference) throws {
         try write {
             guard let row = try itemRow(ref, includeAbsent: false) else { throw KeychainError.itemNotFound }
-            try db.run("INSERT OR IGNORE INTO retired_refs (pref) VALUES (?)", [.blob(ref.bytes)])
+            if !ref.isDerived { try db.run("INSERT OR IGNORE INTO retired_refs (pref) VALUES (?)", [.blob(ref.bytes)]) }
             try db.run("DELETE FROM items WHERE id = ?", [.int(row.id)])
         }
     }
@@ -117,7 +127,9 @@ extension KeychainStore {
         try write {
             let items = try find(query, key: key)
             for item in items {
-                try db.run("INSERT OR IGNORE INTO retired_refs (pref) VALUES (?)", [.blob(item.reference.bytes)])
+                if !item.reference.isDerived {
+                    try db.run("INSERT OR IGNORE INTO retired_refs (pref) VALUES (?)", [.blob(item.reference.bytes)])
+                }
                 try db.run("DELETE FROM items WHERE pref = ?", [.blob(item.reference.bytes)])
             }
             return items.count

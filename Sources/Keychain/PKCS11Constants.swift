@@ -58,6 +58,9 @@ public enum CKA {
     public static let vendorDefined: AttributeType = 0x8000_0000
     /// The private key's PKCS #8 DER ('KS'), always encrypted at rest.
     public static let keysharePKCS8: AttributeType = 0x8000_4B53
+    /// On a key proxy of an external token ('KE'): the CKA_ID of the private
+    /// key on the card, where every operation is routed. Not secret.
+    public static let keyshareExternal: AttributeType = 0x8000_4B45
 }
 
 public enum CKO {

@@ -6,14 +6,27 @@ import KeyshareCrypto
 /// store also retires deleted ones.
 public struct PersistentReference: Hashable, Sendable, CustomStringConvertible {
     static let version: UInt8 = 1
+    /// References of external (PKCS #11 driver) tokens' items: derived, not
+    /// random, so the same card gives the same references at every insertion.
+    static let derivedVersion: UInt8 = 2
     static let length = 17
 
     public let bytes: [UInt8]
 
     public init?(bytes: [UInt8]) {
-        guard bytes.count == Self.length, bytes[0] == Self.version else { return nil }
+        guard bytes.count == Self.length, bytes[0] == Self.version || bytes[0] == Self.derivedVersion else { return nil }
         self.bytes = bytes
     }
+
+    /// The reference of an object of an external token: a hash of the token
+    /// ID and the object's identity on the card. Such references are never
+    /// retired: they can only ever name that object of that token.
+    public static func derived(token: TokenID, identity: [UInt8]) -> PersistentReference {
+        let h = DigestAlgorithm.sha256.hash(Array("keyshare-ref:\(token.description)\u{0}".utf8) + identity)
+        return PersistentReference(unchecked: [derivedVersion] + h.prefix(length - 1))
+    }
+
+    public var isDerived: Bool { bytes[0] == Self.derivedVersion }
 
     static func random() throws -> PersistentReference {
         PersistentReference(unchecked: [version] + (try SecureRandom.bytes(length - 1)))

@@ -91,6 +91,7 @@ extension KeychainStore {
                     .int(Int64(maxPINAttempts)),
                 ])
             try storeCanary(id, tokenKey: tokenKey)
+            try bumpPresence(id)
             guard let rec = try tokenLocked(id) else { throw KeychainError.storage("token vanished after insert") }
             return rec
         }
@@ -101,10 +102,12 @@ extension KeychainStore {
     @discardableResult
     public func registerExternalToken(_ id: TokenID, label: String, serial: String) throws -> TokenRecord {
         try write {
-            if try tokenLocked(id) != nil {
+            if let old = try tokenLocked(id) {
                 try db.run("UPDATE tokens SET present = 1, label = ?, serial = ? WHERE token_id = ?",
                            [.text(label), .text(serial), .text(id.description)])
+                if !old.present { try bumpPresence(id) }
             } else {
+                try bumpPresence(id)
                 let slot = try allocateSlot(id)
                 try db.run("INSERT INTO tokens (token_id, label, serial, slot_id, present, created) VALUES (?, ?, ?, ?, 1, ?)",
                            [.text(id.description), .text(label), .text(serial), .int(Int64(slot)), .int(Self.now())])
@@ -138,8 +141,11 @@ extension KeychainStore {
     /// Removes the token and all its items; their references are retired.
     public func deleteToken(_ id: TokenID) throws {
         try write {
-            guard try tokenLocked(id) != nil else { throw KeychainError.tokenNotFound }
-            try db.run("INSERT OR IGNORE INTO retired_refs (pref) SELECT pref FROM items WHERE token_id = ?", [.text(id.description)])
+            guard let rec = try tokenLocked(id) else { throw KeychainError.tokenNotFound }
+            if rec.present { try bumpPresence(id) }
+            // Derived references (external tokens) always name the same card object: not retired.
+            try db.run("INSERT OR IGNORE INTO retired_refs (pref) SELECT pref FROM items WHERE token_id = ? AND substr(pref, 1, 1) = x'01'",
+                       [.text(id.description)])
             try db.run("DELETE FROM items WHERE token_id = ?", [.text(id.description)])
             try db.run("DELETE FROM tokens WHERE token_id = ?", [.text(id.description)])
             try db.run("DELETE FROM meta WHERE key = ?", [.text("canary:" + id.description)])
@@ -150,8 +156,10 @@ extension KeychainStore {
     /// deleting them, so they resolve again when the token comes back.
     public func setPresent(_ id: TokenID, _ present: Bool) throws {
         try write {
+            guard let rec = try tokenLocked(id) else { throw KeychainError.tokenNotFound }
+            guard rec.present != present else { return }
             try db.run("UPDATE tokens SET present = ? WHERE token_id = ?", [.int(present ? 1 : 0), .text(id.description)])
-            guard db.changes == 1 else { throw KeychainError.tokenNotFound }
+            try bumpPresence(id)
         }
     }
 

@@ -68,9 +68,23 @@ public final class TokenManager: @unchecked Sendable {
 
     private static func describe(_ t: TokenRecord) -> String { "\(t.label) (\(t.tokenID))" }
 
+    /// Takes a soft token out of the system without destroying it: its items
+    /// stay in the store but are invisible (references give itemNotFound)
+    /// until `insertToken`. Token ID, slot ID and references never change.
+    public func removeToken(_ id: TokenID) throws {
+        guard SoftToken.isSoft(id) else { throw TokensError.notSoftToken(id.description) }
+        try store.setPresent(id, false)
+    }
+
+    public func insertToken(_ id: TokenID) throws {
+        guard SoftToken.isSoft(id) else { throw TokensError.notSoftToken(id.description) }
+        try store.setPresent(id, true)
+    }
+
     /// A token by token ID, label or serial; nil picks the only present token.
-    public func resolveToken(_ labelOrID: String?) throws -> TokenRecord {
-        let all = try store.tokens().filter(\.present)
+    /// `includeAbsent` also considers removed tokens (for `token insert`).
+    public func resolveToken(_ labelOrID: String?, includeAbsent: Bool = false) throws -> TokenRecord {
+        let all = try store.tokens().filter { includeAbsent || $0.present }
         let choices = all.map(Self.describe)
         guard let name = labelOrID else {
             if all.isEmpty { throw TokensError.noTokens }

@@ -1,0 +1,121 @@
+/// Store support for tokens that come and go: external (PKCS #11 driver)
+/// tokens, whose items are copies that must vanish with the card, and the
+/// driver configuration, kept in the `meta` table so no schema change is
+/// needed (rows `driver:<name>` = module path, `driver-status:<name>`).
+extension KeychainStore {
+    /// An external token disappeared: every item of it is deleted (their
+    /// derived references are not retired, so the same card gets them back),
+    /// and the token record stays, absent, to keep its slot ID.
+    public func withdrawExternalToken(_ id: TokenID) throws {
+        try write {
+            guard let rec = try tokenLocked(id) else { throw KeychainError.tokenNotFound }
+            guard !rec.hasPINs else { throw KeychainError.invalidArgument("\(id) is a soft token") }
+            try db.run("DELETE FROM items WHERE token_id = ?", [.text(id.description)])
+            try db.run("UPDATE tokens SET present = 0 WHERE token_id = ?", [.text(id.description)])
+            if rec.present { try bumpPresence(id) }
+        }
+    }
+
+    /// Every insertion or removal (creation and deletion included) bumps the
+    /// token's presence generation, so a watcher that polls too slowly to see
+    /// a quick remove+insert still learns that both happened.
+    func bumpPresence(_ id: TokenID) throws {
+        try db.run("""
+            INSERT INTO meta (key, value) VALUES (?, 1)
+            ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1
+            """, [.text("presence:" + id.description)])
+    }
+
+    /// Token ID -> (present now, presence generation), for every token ever
+    /// seen (a deleted token stays listed, absent), in one cheap query.
+    public func presence() throws -> [TokenID: (present: Bool, generation: Int64)] {
+        try read {
+            var out: [TokenID: (present: Bool, generation: Int64)] = [:]
+            let rows = try db.query("""
+                SELECT substr(m.key, 10), CAST(m.value AS INTEGER), COALESCE(t.present, 0)
+                FROM meta m LEFT JOIN tokens t ON t.token_id = substr(m.key, 10)
+                WHERE m.key >= 'presence:' AND m.key < 'presence;'
+                """) { ($0.text(0), $0.int(1), $0.int(2) != 0) }
+            for (id, gen, present) in rows {
+                if let tid = TokenID(id) { out[tid] = (present, gen) }
+            }
+            return out
+        }
+    }
+
+    /// References of every item of a token (present or not), without loading them.
+    public func references(token id: TokenID) throws -> Set<PersistentReference> {
+        try read {
+            Set(try db.query("SELECT pref FROM items WHERE token_id = ?", [.text(id.description)]) {
+                PersistentReference(bytes: $0.blob(0))
+            }.compactMap { $0 })
+        }
+    }
+
+    /// The token an item belongs to even while that token is removed, so a
+    /// caller can say "insert token X again" instead of a bare "not found".
+    public func owningToken(_ ref: PersistentReference) throws -> TokenRecord? {
+        try read {
+            guard let row = try itemRow(ref, includeAbsent: true) else { return nil }
+            return try tokenLocked(row.tokenID)
+        }
+    }
+
+    // MARK: - driver configuration
+
+    public struct DriverConfig: Sendable, Equatable {
+        public var name: String
+        public var modulePath: String
+        /// Empty when fine; otherwise why the last poll failed (crash, hang, error).
+        public var status: String
+    }
+
+    public func drivers() throws -> [DriverConfig] {
+        try read {
+            let rows = try db.query("SELECT key, value FROM meta WHERE key LIKE 'driver:%' ORDER BY key") {
+                (String($0.text(0).dropFirst("driver:".count)), String(decoding: $0.blob(1), as: UTF8.self))
+            }
+            return try rows.map { name, path in
+                let status = try db.query("SELECT value FROM meta WHERE key = ?", [.text("driver-status:" + name)]) {
+                    String(decoding: $0.blob(0), as: UTF8.self)
+                }.first ?? ""
+                return DriverConfig(name: name, modulePath: path, status: status)
+            }
+        }
+    }
+
+    public func addDriver(name: String, modulePath: String) throws {
+        try write {
+            let exists = try !db.query("SELECT 1 FROM meta WHERE key = ?", [.text("driver:" + name)]) { _ in true }.isEmpty
+            guard !exists else { throw KeychainError.invalidArgument("a driver named \(name) already exists") }
+            try db.run("INSERT INTO meta (key, value) VALUES (?, ?)", [.text("driver:" + name), .blob(Array(modulePath.utf8))])
+        }
+    }
+
+    public func removeDriver(name: String) throws {
+        try write {
+            try db.run("DELETE FROM meta WHERE key = ?", [.text("driver:" + name)])
+            guard db.changes == 1 else { throw KeychainError.invalidArgument("no driver named \(name)") }
+            try db.run("DELETE FROM meta WHERE key = ?", [.text("driver-status:" + name)])
+        }
+    }
+
+    /// Records a driver's health only when it changes, so a steady poll does
+    /// not write (and wake every process watching the change counter).
+    public func setDriverStatus(name: String, _ status: String) throws {
+        let current = try read {
+            try db.query("SELECT value FROM meta WHERE key = ?", [.text("driver-status:" + name)]) {
+                String(decoding: $0.blob(0), as: UTF8.self)
+            }.first ?? ""
+        }
+        guard current != status else { return }
+        try write {
+            if status.isEmpty {
+                try db.run("DELETE FROM meta WHERE key = ?", [.text("driver-status:" + name)])
+            } else {
+                try db.run("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                           [.text("driver-status:" + name), .blob(Array(status.utf8))])
+            }
+        }
+    }
+}

@@ -1,0 +1,232 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+internal import CPKCS11
+import Keychain
+
+/// Why talking to another PKCS #11 module failed. Carries the CK_RV and the
+/// function, never an argument (a PIN could be one).
+public struct ExternalModuleError: Error, Equatable, CustomStringConvertible, Sendable {
+    public var function: String
+    public var rv: UInt
+    public var message: String?
+
+    public var description: String {
+        message ?? "\(function) failed with CKR 0x\(String(rv, radix: 16, uppercase: true))"
+    }
+
+    /// Codes the module layer passes through to its own caller unchanged.
+    public static let pinIncorrect: UInt = 0xA0
+    public static let deviceRemoved: UInt = 0x32
+    public static let tokenNotPresent: UInt = 0xE0
+}
+
+/// Another PKCS #11 module loaded into this process (dlopen + C_GetFunctionList).
+/// One instance per path per process: C_Initialize is process-wide, and the
+/// library is never unloaded (its threads may still run).
+final class PKCS11Library: @unchecked Sendable {
+    let path: String
+    private let functions: UnsafeMutablePointer<CK_FUNCTION_LIST>
+
+    private nonisolated(unsafe) static var loaded: [String: PKCS11Library] = [:]
+    private static let loadLock = Lock()
+
+    static func shared(_ path: String) throws -> PKCS11Library {
+        try loadLock.withLock {
+            if let l = loaded[path] { return l }
+            let l = try PKCS11Library(path: path)
+            loaded[path] = l
+            return l
+        }
+    }
+
+    private init(path: String) throws {
+        self.path = path
+        guard access(path, F_OK) == 0 else {
+            throw ExternalModuleError(function: "dlopen", rv: 0, message: "no such file: \(path)")
+        }
+        guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) else {
+            let why = dlerror().map { String(cString: $0) } ?? "unknown error"
+            throw ExternalModuleError(function: "dlopen", rv: 0, message: "cannot load \(path): \(why)")
+        }
+        guard let sym = dlsym(handle, "C_GetFunctionList") else {
+            throw ExternalModuleError(function: "dlsym", rv: 0, message: "\(path) is not a PKCS #11 module (no C_GetFunctionList)")
+        }
+        typealias GetList = @convention(c) (UnsafeMutablePointer<UnsafeMutablePointer<CK_FUNCTION_LIST>?>?) -> CK_RV
+        var list: UnsafeMutablePointer<CK_FUNCTION_LIST>?
+        let rv = unsafeBitCast(sym, to: GetList.self)(&list)
+        guard rv == CKR_OK, let list else { throw ExternalModuleError(function: "C_GetFunctionList", rv: UInt(rv)) }
+        functions = list
+        var args = CK_C_INITIALIZE_ARGS()
+        args.flags = CK_FLAGS(CKF_OS_LOCKING_OK)
+        let irv = list.pointee.C_Initialize.map { f in withUnsafeMutablePointer(to: &args) { f(UnsafeMutableRawPointer($0)) } }
+            ?? CK_RV(CKR_FUNCTION_NOT_SUPPORTED)
+        guard irv == CKR_OK || irv == CKR_CRYPTOKI_ALREADY_INITIALIZED else {
+            throw ExternalModuleError(function: "C_Initialize", rv: UInt(irv))
+        }
+    }
+
+    private func check(_ name: String, _ rv: CK_RV?) throws {
+        guard let rv else { throw ExternalModuleError(function: name, rv: UInt(CKR_FUNCTION_NOT_SUPPORTED)) }
+        guard rv == CKR_OK else { throw ExternalModuleError(function: name, rv: UInt(rv)) }
+    }
+
+    private var f: CK_FUNCTION_LIST { functions.pointee }
+
+    func slots(tokenPresent: Bool) throws -> [UInt] {
+        var count: CK_ULONG = 0
+        let present = CK_BBOOL(tokenPresent ? 1 : 0)
+        for _ in 0..<4 {
+            try check("C_GetSlotList", f.C_GetSlotList?(present, nil, &count))
+            var list = [CK_SLOT_ID](repeating: 0, count: Int(count))
+            let rv = f.C_GetSlotList?(present, &list, &count)
+            if rv == CKR_BUFFER_TOO_SMALL { continue }
+            try check("C_GetSlotList", rv)
+            return list.prefix(Int(count)).map { UInt($0) }
+        }
+        throw ExternalModuleError(function: "C_GetSlotList", rv: UInt(CKR_BUFFER_TOO_SMALL))
+    }
+
+    struct TokenDescription: Sendable, Equatable {
+        var label: String
+        var serial: String
+        var model: String
+        var manufacturer: String
+        var flags: UInt
+    }
+
+    func tokenInfo(slot: UInt) throws -> TokenDescription {
+        var info = CK_TOKEN_INFO()
+        try check("C_GetTokenInfo", f.C_GetTokenInfo?(CK_SLOT_ID(slot), &info))
+        func text<T>(_ field: T) -> String {
+            withUnsafeBytes(of: field) { raw in
+                var bytes = Array(raw)
+                while let last = bytes.last, last == 0x20 || last == 0 { bytes.removeLast() }
+                return String(decoding: bytes, as: UTF8.self)
+            }
+        }
+        return TokenDescription(label: text(info.label), serial: text(info.serialNumber), model: text(info.model),
+                                manufacturer: text(info.manufacturerID), flags: UInt(info.flags))
+    }
+
+    /// C_WaitForSlotEvent with CKF_DONT_BLOCK: a slot, nil for no event, or
+    /// an error (many modules answer CKR_FUNCTION_NOT_SUPPORTED).
+    func pollSlotEvent() throws -> UInt? {
+        var slot: CK_SLOT_ID = 0
+        let rv = f.C_WaitForSlotEvent?(CK_FLAGS(CKF_DONT_BLOCK), &slot, nil)
+        if rv == CKR_NO_EVENT { return nil }
+        try check("C_WaitForSlotEvent", rv)
+        return UInt(slot)
+    }
+
+    func openSession(slot: UInt) throws -> UInt {
+        var h: CK_SESSION_HANDLE = 0
+        try check("C_OpenSession", f.C_OpenSession?(CK_SLOT_ID(slot), CK_FLAGS(CKF_SERIAL_SESSION), nil, nil, &h))
+        return UInt(h)
+    }
+
+    func closeSession(_ h: UInt) {
+        _ = f.C_CloseSession?(CK_SESSION_HANDLE(h))
+    }
+
+    /// Login as user; "already logged in" (another session of ours did) is fine.
+    func login(session: UInt, pin: [UInt8]) throws {
+        var p = pin
+        defer { for i in p.indices { p[i] = 0 } }
+        let rv = p.withUnsafeMutableBufferPointer { b in
+            f.C_Login?(CK_SESSION_HANDLE(session), CK_USER_TYPE(CKU_USER), b.baseAddress, CK_ULONG(b.count))
+        }
+        if rv == CKR_USER_ALREADY_LOGGED_IN { return }
+        try check("C_Login", rv)
+    }
+
+    func logout(session: UInt) {
+        _ = f.C_Logout?(CK_SESSION_HANDLE(session))
+    }
+
+    /// Handles of the objects matching `template` (exact attribute values).
+    func find(session: UInt, template: AttributeMap) throws -> [UInt] {
+        let s = CK_SESSION_HANDLE(session)
+        var storage = template.map { ($0.key, $0.value) }
+        var attrs: [CK_ATTRIBUTE] = []
+        var out: [UInt] = []
+        try withAttributePointers(&storage) { pointers in
+            attrs = pointers
+            try check("C_FindObjectsInit", f.C_FindObjectsInit?(s, &attrs, CK_ULONG(attrs.count)))
+            defer { _ = f.C_FindObjectsFinal?(s) }
+            var batch = [CK_OBJECT_HANDLE](repeating: 0, count: 64)
+            while true {
+                var n: CK_ULONG = 0
+                try check("C_FindObjects", f.C_FindObjects?(s, &batch, CK_ULONG(batch.count), &n))
+                if n == 0 { break }
+                out += batch.prefix(Int(n)).map { UInt($0) }
+            }
+        }
+        return out
+    }
+
+    /// The requested attributes one by one, so one sensitive or unknown
+    /// attribute does not hide the others; absent ones are left out.
+    func attributes(session: UInt, object: UInt, types: [UInt]) -> AttributeMap {
+        var out: AttributeMap = [:]
+        for type in types {
+            var a = CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(type), pValue: nil, ulValueLen: 0)
+            guard f.C_GetAttributeValue?(CK_SESSION_HANDLE(session), CK_OBJECT_HANDLE(object), &a, 1) == CKR_OK,
+                  a.ulValueLen != KS_CK_UNAVAILABLE_INFORMATION, a.ulValueLen < 1 << 20 else { continue }
+            var value = [UInt8](repeating: 0, count: Int(a.ulValueLen))
+            let rv = value.withUnsafeMutableBytes { b -> CK_RV? in
+                a.pValue = b.baseAddress
+                return f.C_GetAttributeValue?(CK_SESSION_HANDLE(session), CK_OBJECT_HANDLE(object), &a, 1)
+            }
+            guard rv == CKR_OK else { continue }
+            out[type] = Array(value.prefix(Int(a.ulValueLen)))
+        }
+        return out
+    }
+
+    /// One complete signature (or decryption, or derivation): Init then the
+    /// single-part call with a length query first.
+    enum Operation { case sign, decrypt }
+
+    func perform(_ op: Operation, session: UInt, mechanism: UInt, parameter: [UInt8], key: UInt, input: [UInt8]) throws -> [UInt8] {
+        let s = CK_SESSION_HANDLE(session)
+        var param = parameter
+        try param.withUnsafeMutableBytes { pb in
+            var m = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(mechanism), pParameter: pb.count == 0 ? nil : pb.baseAddress,
+                                 ulParameterLen: CK_ULONG(pb.count))
+            switch op {
+            case .sign: try check("C_SignInit", f.C_SignInit?(s, &m, CK_OBJECT_HANDLE(key)))
+            case .decrypt: try check("C_DecryptInit", f.C_DecryptInit?(s, &m, CK_OBJECT_HANDLE(key)))
+            }
+        }
+        var data = input
+        var len: CK_ULONG = 0
+        let name = op == .sign ? "C_Sign" : "C_Decrypt"
+        func step(_ out: UnsafeMutablePointer<CK_BYTE>?) -> CK_RV? {
+            data.withUnsafeMutableBufferPointer { d in
+                switch op {
+                case .sign: f.C_Sign?(s, d.baseAddress, CK_ULONG(d.count), out, &len)
+                case .decrypt: f.C_Decrypt?(s, d.baseAddress, CK_ULONG(d.count), out, &len)
+                }
+            }
+        }
+        try check(name, step(nil))
+        var out = [UInt8](repeating: 0, count: Int(len))
+        try check(name, out.withUnsafeMutableBufferPointer { step($0.baseAddress) })
+        return Array(out.prefix(Int(len)))
+    }
+}
+
+/// A C template whose value buffers stay allocated for the call.
+private func withAttributePointers<R>(_ storage: inout [(UInt, [UInt8])], _ body: ([CK_ATTRIBUTE]) throws -> R) rethrows -> R {
+    var buffers: [UnsafeMutableRawPointer] = []
+    defer { for b in buffers { b.deallocate() } }
+    var attrs: [CK_ATTRIBUTE] = []
+    for (type, value) in storage {
+        let b = UnsafeMutableRawPointer.allocate(byteCount: max(1, value.count), alignment: 8)
+        buffers.append(b)
+        value.withUnsafeBytes { if let base = $0.baseAddress { b.copyMemory(from: base, byteCount: value.count) } }
+        attrs.append(CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(type), pValue: b, ulValueLen: CK_ULONG(value.count)))
+    }
+    return try body(attrs)
+}
