@@ -8,8 +8,11 @@ struct Context {
     let store: KeychainStore
     let tokens: TokenManager
 
-    static func open() throws -> Context {
+    /// `syncDrivers`: first mirror the cards of configured PKCS #11 modules
+    /// (a no-op without drivers), so every command sees the cards present now.
+    static func open(syncDrivers: Bool = true) throws -> Context {
         let store = try KeychainStore(home: nil)
+        if syncDrivers { Drivers.sync(store) }
         return Context(store: store, tokens: TokenManager(store: store))
     }
 

@@ -14,7 +14,7 @@ struct Keyshare: ParsableCommand {
             """,
         version: "0.1.0",
         subcommands: [
-            TokenCommand.self, ImportCommand.self, ListCommand.self, ShowCommand.self,
+            TokenCommand.self, DriverCommand.self, ImportCommand.self, ListCommand.self, ShowCommand.self,
             DeleteCommand.self, ExportCommand.self, PasswordCommand.self,
             ShareCommand.self, ServeCommand.self,
             KeyCommand.self, TrustCommand.self, WrapCommand.self, UnwrapCommand.self,

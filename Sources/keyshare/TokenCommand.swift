@@ -6,8 +6,8 @@ import Tokens
 struct TokenCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "token",
-        abstract: "Create, list and delete soft tokens and manage their PINs.",
-        subcommands: [Create.self, List.self, Delete.self, SetPIN.self, InitPIN.self])
+        abstract: "Create, list, delete, remove, insert and watch tokens and manage their PINs.",
+        subcommands: [Create.self, List.self, Delete.self, SetPIN.self, InitPIN.self, Remove.self, Insert.self, Watch.self])
 
     struct Create: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Create a soft token with a user PIN and an SO PIN.")
@@ -137,7 +137,7 @@ struct TokenRow: Encodable {
         slotID = r.slotID
         items = itemCount
         present = r.present
-        userPIN = r.userPINLocked ? "locked" : (r.userPINInitialized ? (r.userPINFailures > 0 ? "\(r.userPINFailures) failed" : "ok") : "not set")
+        userPIN = !r.hasPINs ? "-" : r.userPINLocked ? "locked" : (r.userPINInitialized ? (r.userPINFailures > 0 ? "\(r.userPINFailures) failed" : "ok") : "not set")
         uri = PKCS11URI.token(r)
     }
 }

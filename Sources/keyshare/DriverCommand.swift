@@ -1,0 +1,117 @@
+import ArgumentParser
+import Foundation
+import Keychain
+import Tokens
+
+/// `keyshare driver`: other PKCS #11 modules (OpenSC for smart cards,
+/// SoftHSM2) whose tokens keyshare mirrors while they are present.
+struct DriverCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "driver",
+        abstract: "Configure other PKCS #11 modules whose tokens appear in the keychain (smart cards).",
+        subcommands: [Add.self, List.self, Remove.self, Snapshot.self])
+
+    struct Add: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Add a PKCS #11 module; its tokens appear as pkcs11.<name>:<serial>.")
+        @Option(help: "Path of the PKCS #11 module (.so).") var module: String
+        @Option(help: "Driver name (default: from the file name, e.g. softhsm2).") var name: String?
+
+        func run() throws {
+            let path = (module as NSString).standardizingPath
+            let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+            guard FileManager.default.fileExists(atPath: absolute) else { throw CLIError("no such module: \(module)") }
+            let driverName = name ?? ExternalDriver.defaultName(modulePath: absolute)
+            guard ExternalDriver.validName(driverName) else {
+                throw CLIError("a driver name is 1 to 64 letters, digits, '-', '_' or '.'")
+            }
+            let ctx = try Context.open()
+            if try ctx.store.drivers().contains(where: { $0.name == driverName }) {
+                throw CLIError("a driver named \(driverName) already exists (remove it first or give --name)")
+            }
+            // Load it in a child first: a file that is not a PKCS #11 module, or
+            // one that crashes or hangs, is refused here with the reason.
+            let poller = Drivers.poller(ctx.store)
+            let snapshot: DriverSnapshot
+            do {
+                snapshot = try poller.snapshot(modulePath: absolute)
+            } catch {
+                throw CLIError("\(module) cannot be used as a PKCS #11 module: \(error)")
+            }
+            try ctx.store.addDriver(name: driverName, modulePath: absolute)
+            let (inserted, _) = try ExternalDriver.mirror(snapshot, driver: driverName, store: ctx.store)
+            Console.out("added driver \(driverName) (\(absolute)): \(snapshot.tokens.count) token(s) present"
+                + (inserted.isEmpty ? "" : ": " + inserted.map(\.description).joined(separator: ", ")))
+        }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List configured PKCS #11 modules and their state.")
+        @Flag(help: "JSON output.") var json = false
+
+        struct Row: Encodable { var name: String; var module: String; var driverClass: String; var status: String; var tokens: [String] }
+
+        func run() throws {
+            let ctx = try Context.open()
+            let tokens = try ctx.store.tokens().filter(\.present)
+            let rows = try ctx.store.drivers().map { d in
+                Row(name: d.name, module: d.modulePath, driverClass: ExternalDriver.driverClass(d.name),
+                    status: d.status.isEmpty ? "ok" : d.status,
+                    tokens: tokens.filter { $0.tokenID.driverClass == ExternalDriver.driverClass(d.name) }.map(\.tokenID.description))
+            }
+            if json { return try Console.json(rows) }
+            if rows.isEmpty { return Console.out("no drivers (add one with: keyshare driver add --module PATH)") }
+            Console.table(["NAME", "MODULE", "STATUS", "TOKENS"],
+                          rows.map { [$0.name, $0.module, $0.status, $0.tokens.isEmpty ? "-" : $0.tokens.joined(separator: " ")] })
+        }
+    }
+
+    struct Remove: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Remove a PKCS #11 module; its tokens' items leave the keychain.")
+        @Argument(help: "The driver's name.") var name: String
+
+        func run() throws {
+            let ctx = try Context.open(syncDrivers: false)
+            guard try ctx.store.drivers().contains(where: { $0.name == name }) else { throw CLIError("no driver named \(name)") }
+            try ctx.store.removeDriver(name: name)
+            try ExternalDriver.withdrawAll(driver: name, store: ctx.store)
+            Console.out("removed driver \(name)")
+        }
+    }
+
+    /// Internal: run by keyshare itself in a child process to read a module,
+    /// so a module that crashes or hangs never takes the caller with it.
+    struct Snapshot: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print what a module shows (internal).", shouldDisplay: false)
+        @Option var module: String
+
+        func run() throws {
+            do {
+                let snap = try DriverSnapshot.probe(modulePath: module)
+                FileHandle.standardOutput.write(Data(snap.serialized().utf8))
+            } catch {
+                Console.out("\(error)")
+                throw CLIExit(code: 1)
+            }
+        }
+    }
+}
+
+/// How the CLI polls external modules: in a child process running this
+/// same executable (`driver snapshot`).
+enum Drivers {
+    static func poller(_ store: KeychainStore) -> DriverPoller {
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let timeout = ProcessInfo.processInfo.environment["KEYSHARE_DRIVER_TIMEOUT"].flatMap(Double.init) ?? 5
+        return DriverPoller(store: store, isolation: .childProcess(executable: exe), timeout: timeout)
+    }
+
+    /// Brings the keychain up to date with the cards present now, so a
+    /// command sees a card inserted while no watcher ran. Costs nothing
+    /// when no driver is configured.
+    static func sync(_ store: KeychainStore) {
+        guard let drivers = try? store.drivers(), !drivers.isEmpty else { return }
+        for f in poller(store).pollAll() {
+            Console.error("driver \(f.driver) failed: \(f.reason)")
+        }
+    }
+}

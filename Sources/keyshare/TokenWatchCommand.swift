@@ -1,0 +1,74 @@
+import ArgumentParser
+import Foundation
+import Keychain
+import Tokens
+
+/// `keyshare token remove/insert/watch`: tokens that come and go.
+extension TokenCommand {
+    struct Remove: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Take a soft token out without destroying it (its items stay, invisible, until `token insert`).")
+        @Argument(help: "The token's label, serial or token ID.") var token: String
+
+        func run() throws {
+            let ctx = try Context.open(syncDrivers: false)
+            let record = try ctx.tokens.resolveToken(token)
+            guard SoftToken.isSoft(record.tokenID) else {
+                throw CLIError("\(record.tokenID) is an external token: remove the card (or `keyshare driver remove`)")
+            }
+            try ctx.tokens.removeToken(record.tokenID)
+            Console.out("removed token \(record.tokenID) (slot \(record.slotID)); `keyshare token insert \(record.tokenID)` puts it back")
+        }
+    }
+
+    struct Insert: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Put a removed soft token back (same token ID, slot ID and references).")
+        @Argument(help: "The token's label, serial or token ID.") var token: String
+
+        func run() throws {
+            let ctx = try Context.open(syncDrivers: false)
+            let record = try ctx.tokens.resolveToken(token, includeAbsent: true)
+            guard SoftToken.isSoft(record.tokenID) else {
+                throw CLIError("\(record.tokenID) is an external token: insert the card")
+            }
+            if record.present { return Console.out("token \(record.tokenID) is already present") }
+            try ctx.tokens.insertToken(record.tokenID)
+            Console.out("inserted token \(record.tokenID) (slot \(record.slotID))")
+        }
+    }
+
+    struct Watch: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print `inserted <token ID>` / `removed <token ID>` as tokens come and go, starting with those present.")
+        @Flag(help: "One JSON object per line.") var json = false
+        @Option(help: "Seconds between polls of the store.") var interval: Double = 0.1
+        @Option(name: .customLong("driver-interval"), help: "Seconds between polls of external PKCS #11 modules.")
+        var driverInterval: Double = 0.5
+
+        func run() throws {
+            guard interval > 0, driverInterval > 0 else { throw CLIError("intervals must be positive") }
+            let ctx = try Context.open(syncDrivers: false)
+            let hasDrivers = try !ctx.store.drivers().isEmpty
+            // Mirror cards present now, so the first listing includes them.
+            if hasDrivers { Drivers.sync(ctx.store) }
+            let watcher = TokenWatcher(store: ctx.store, interval: interval,
+                                       drivers: Drivers.poller(ctx.store), driverInterval: driverInterval)
+            let json = self.json
+            watcher.driverFailureHandler = { name, reason in Console.error("driver \(name) failed: \(reason)") }
+            @Sendable func emit(_ event: String, _ id: TokenID) {
+                if json {
+                    Console.out("{\"event\":\"\(event)\",\"tokenID\":\"\(id.description.replacingOccurrences(of: "\"", with: "\\\""))\"}")
+                } else {
+                    Console.out("\(event) \(id)")
+                }
+            }
+            watcher.setInsertionHandler { [weak watcher] id in
+                emit("inserted", id)
+                watcher?.addRemovalHandler({ emit("removed", $0) }, forTokenID: id)
+            }
+            watcher.start()
+            signal(SIGPIPE, SIG_DFL)
+            while true { pause() }
+        }
+    }
+}
