@@ -18,6 +18,7 @@ public struct ShareIdentity: Sendable {
 
 /// The default generation rule (spec §2): newest of each type (latest notBefore,
 /// ties kept), except encryption, whose every generation stays readable.
+/// Unknown identities are never offered by default: only no-filter shows them.
 public enum Generations {
     public static func offeredByDefault(_ all: [ShareIdentity]) -> [ShareIdentity] {
         var newest: [CertificateCategory: Int64] = [:]
@@ -25,7 +26,7 @@ public enum Generations {
             newest[i.category] = max(newest[i.category] ?? Int64.min, i.certificate.notBefore)
         }
         return all.filter { i in
-            i.category == .encryption || i.certificate.notBefore == newest[i.category]
+            i.category == .encryption || (i.category != .unknown && i.certificate.notBefore == newest[i.category])
         }
     }
 

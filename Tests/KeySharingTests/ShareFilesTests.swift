@@ -1,0 +1,70 @@
+import Foundation
+import Testing
+import Keychain
+import KeyshareCrypto
+import Tokens
+@testable import KeySharing
+
+/// The files behind the tree, from a real store: each identity's PKCS #12 is
+/// built once per command and every file opens with the shared password.
+@Suite(.serialized) struct ShareFilesTests {
+    struct Provider {
+        let home: String
+        let tokens: TokenManager
+        let token: TokenID
+        let key: TokenKey
+    }
+
+    static func provider() throws -> Provider {
+        let home = NSTemporaryDirectory() + "ks-share-\(UUID().uuidString)"
+        let store = try KeychainStore(home: home, kdfLog2N: 10)
+        let tokens = TokenManager(store: store)
+        let record = try tokens.createSoftToken(label: "provider", soPIN: Array("so-pin".utf8), userPIN: Array("pin".utf8))
+        let key = try tokens.login(record.tokenID, userPIN: Array("pin".utf8))
+        for row in Fixture.shareRows {
+            _ = try tokens.importPKCS12(Fixture.bytes(row.path), password: row.password, into: record.tokenID, key: key)
+        }
+        return Provider(home: home, tokens: tokens, token: record.tokenID, key: key)
+    }
+
+    @Test(arguments: [PKCS12.Profile.modern, .legacy])
+    func wholeTreeBuildsEachIdentityOnce(_ profile: PKCS12.Profile) throws {
+        let p = try Self.provider()
+        defer { try? FileManager.default.removeItem(atPath: p.home) }
+        let identities = try ShareFiles.shareable(tokens: p.tokens, token: p.token, key: p.key)
+        #expect(identities.count == 11)
+        let password = try SharedPassword.obtain(store: p.tokens.store, token: p.token, key: p.key)
+        let files = ShareFiles(identities: identities, store: p.tokens.store, key: p.key, password: password, profile: profile)
+        let tree = ShareTree(identities: identities.map { ShareIdentity(label: $0.label, certificate: $0.certificate) }, now: 0)
+        var total = 0
+        for entry in tree.allEntries { total += try files.size(of: entry) }
+        #expect(total > 0)
+        #expect(files.builds == 11)
+
+        for entry in tree.root {
+            let contents = try PKCS12.parse(files.bytes(of: entry), password: password)
+            #expect(contents.certificate == entry.identities[0].certificate)
+            #expect(contents.privateKey?.matches(entry.identities[0].certificate.publicKey) == true)
+            #expect(contents.chain.isEmpty == (profile == .legacy))
+        }
+        let unfiltered = try #require(tree.entry("Unfiltered.zip"))
+        let entries = try ShareZip.entries(of: files.bytes(of: unfiltered))
+        #expect(entries.map(\.name) == unfiltered.children.map(\.fileName))
+        for e in entries {
+            #expect(try PKCS12.parse(e.bytes, password: password).privateKey != nil, "\(e.name)")
+            #expect(throws: CryptoError.self) { try PKCS12.parse(e.bytes, password: "wrong") }
+        }
+        #expect(files.builds == 11)
+    }
+
+    /// A non-exportable key never appears in the tree.
+    @Test func certificateOnlyIsNotShareable() throws {
+        let p = try Self.provider()
+        defer { try? FileManager.default.removeItem(atPath: p.home) }
+        let cert = try Fixture.certificate("ca/intermediate-ca.der")
+        _ = try p.tokens.importCertificate(cert, into: p.token, key: p.key)
+        let leafOnly = try Fixture.certificate("identities/device-ds-ke.cert.der")
+        let ids = try ShareFiles.shareable(tokens: p.tokens, token: p.token, key: p.key)
+        #expect(ids.count == 11 && ids.contains { $0.certificate == leafOnly } && !ids.contains { $0.certificate == cert })
+    }
+}
