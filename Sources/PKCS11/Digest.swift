@@ -28,7 +28,7 @@ extension Runtime {
     }
 
     public func digest(session h: CK_SESSION_HANDLE, data: [UInt8]?, capacity: Int?) throws -> OutputResult {
-        try session(h).step(.digest, as: DigestOperation.self) { op, keep in
+        try session(h).step(.digest, as: DigestOperation.self, phase: .single) { op, keep in
             guard let data else { throw PKCS11Error.argumentsBad }
             if let r = OutputResult.decide(needed: op.digestLength, capacity: capacity) {
                 keep = true
@@ -40,7 +40,7 @@ extension Runtime {
     }
 
     public func digestUpdate(session h: CK_SESSION_HANDLE, part: [UInt8]?) throws {
-        try session(h).step(.digest, as: DigestOperation.self) { op, keep in
+        try session(h).step(.digest, as: DigestOperation.self, phase: .update) { op, keep in
             guard let part else { throw PKCS11Error.argumentsBad }
             try op.update(part)
             keep = true

@@ -38,7 +38,7 @@ extension Runtime {
     /// only after the work (padding), so a length query answers the upper
     /// bound and the real length is set with the bytes.
     func cipherOneShot(_ kind: OperationKind, _ h: CK_SESSION_HANDLE, _ data: [UInt8]?, _ capacity: Int?) throws -> OutputResult {
-        try session(h).step(kind, as: CipherOperation.self) { op, keep in
+        try session(h).step(kind, as: CipherOperation.self, phase: .single) { op, keep in
             guard let data else { throw PKCS11Error.argumentsBad }
             if let r = OutputResult.decide(needed: op.outputLength(input: data.count), capacity: capacity) {
                 keep = true
@@ -49,7 +49,7 @@ extension Runtime {
     }
 
     func cipherUpdate(_ kind: OperationKind, _ h: CK_SESSION_HANDLE, _ part: [UInt8]?, _ capacity: Int?) throws -> OutputResult {
-        try session(h).step(kind, as: CipherOperation.self) { op, keep in
+        try session(h).step(kind, as: CipherOperation.self, phase: .update) { op, keep in
             guard let part else { throw PKCS11Error.argumentsBad }
             keep = true
             if let r = OutputResult.decide(needed: op.updateOutputLength(input: part.count), capacity: capacity) {

@@ -33,6 +33,9 @@ public enum OutputResult: Sendable, Equatable {
     }
 }
 
+/// Which kind of call a step is: single-part calls may not follow updates.
+enum StepPhase { case any, single, update }
+
 extension Session {
     /// Starts an operation: CKR_OPERATION_ACTIVE if one of this kind runs.
     func begin(_ kind: OperationKind, _ op: any Operation) throws {
@@ -43,7 +46,10 @@ extension Session {
     }
 
     func end(_ kind: OperationKind) {
-        lock.withLock { operations[kind] = nil }
+        lock.withLock {
+            operations[kind] = nil
+            multipart.remove(kind)
+        }
     }
 
     public func isActive(_ kind: OperationKind) -> Bool {
@@ -55,21 +61,33 @@ extension Session {
     /// not blocked). An error ends the operation, as the spec requires for
     /// every step except a length query or CKR_BUFFER_TOO_SMALL, which the
     /// body reports by returning normally with `keep` set.
-    func step<O, R>(_ kind: OperationKind, as type: O.Type,
+    ///
+    /// `phase` enforces the spec's rule that a single-part call (C_Sign,
+    /// C_Verify, ...) may not finish an operation fed by C_*Update.
+    func step<O, R>(_ kind: OperationKind, as type: O.Type, phase: StepPhase = .any,
                     _ body: (O, inout Bool) throws -> R) throws -> R {
         try lock.withLock {
             guard let any = operations[kind] else { throw PKCS11Error.operationNotInitialized }
-            guard let op = any as? O else {
+            func finish() {
                 operations[kind] = nil
+                multipart.remove(kind)
+            }
+            guard let op = any as? O else {
+                finish()
                 throw PKCS11Error.operationNotInitialized
+            }
+            if phase == .single, multipart.contains(kind) {
+                finish()
+                throw PKCS11Error.operationActive
             }
             var keep = false
             do {
                 let r = try body(op, &keep)
-                if !keep { operations[kind] = nil }
+                if phase == .update { multipart.insert(kind) }
+                if !keep { finish() }
                 return r
             } catch {
-                operations[kind] = nil
+                finish()
                 throw error
             }
         }

@@ -12,6 +12,8 @@ public final class Session: @unchecked Sendable {
     let lock = Lock()
     // Guarded by `lock`.
     var operations: [OperationKind: any Operation] = [:]
+    /// Kinds whose operation has had a C_*Update call.
+    var multipart: Set<OperationKind> = []
 
     init(handle: CK_SESSION_HANDLE, slotID: CK_SLOT_ID, tokenID: TokenID, readWrite: Bool) {
         self.handle = handle
@@ -21,7 +23,10 @@ public final class Session: @unchecked Sendable {
     }
 
     func endAll() {
-        lock.withLock { operations.removeAll() }
+        lock.withLock {
+            operations.removeAll()
+            multipart.removeAll()
+        }
     }
 }
 

@@ -137,7 +137,7 @@ extension Runtime {
     /// Single-part C_Sign: a NULL buffer or a short one leaves the operation
     /// active; anything else ends it.
     public func sign(session h: CK_SESSION_HANDLE, data: [UInt8]?, capacity: Int?) throws -> OutputResult {
-        try session(h).step(.sign, as: SignOperation.self) { op, keep in
+        try session(h).step(.sign, as: SignOperation.self, phase: .single) { op, keep in
             guard let data else { throw PKCS11Error.argumentsBad }
             if let r = OutputResult.decide(needed: op.signatureLength, capacity: capacity) {
                 keep = true
@@ -149,7 +149,7 @@ extension Runtime {
     }
 
     public func signUpdate(session h: CK_SESSION_HANDLE, part: [UInt8]?) throws {
-        try session(h).step(.sign, as: SignOperation.self) { op, keep in
+        try session(h).step(.sign, as: SignOperation.self, phase: .update) { op, keep in
             guard let part else { throw PKCS11Error.argumentsBad }
             try op.update(part)
             keep = true

@@ -40,7 +40,7 @@ extension Runtime {
     }
 
     public func verify(session h: CK_SESSION_HANDLE, data: [UInt8]?, signature: [UInt8]?) throws {
-        try session(h).step(.verify, as: VerifyOperation.self) { op, _ in
+        try session(h).step(.verify, as: VerifyOperation.self, phase: .single) { op, _ in
             guard let data, let signature else { throw PKCS11Error.argumentsBad }
             try op.update(data)
             try op.finish(signature: signature)
@@ -48,7 +48,7 @@ extension Runtime {
     }
 
     public func verifyUpdate(session h: CK_SESSION_HANDLE, part: [UInt8]?) throws {
-        try session(h).step(.verify, as: VerifyOperation.self) { op, keep in
+        try session(h).step(.verify, as: VerifyOperation.self, phase: .update) { op, keep in
             guard let part else { throw PKCS11Error.argumentsBad }
             try op.update(part)
             keep = true

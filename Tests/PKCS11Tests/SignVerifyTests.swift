@@ -62,6 +62,12 @@ struct SignVerifyTests {
         guard case .bytes(let sig) = try f.rt.signFinal(session: s, capacity: 100) else { Issue.record("no signature"); return }
         #expect(try k.publicKey.verify(signature: sig, message: Array("hello".utf8), algorithm: .ecdsa(.sha384)))
 
+        // A single-part call cannot finish a multi-part operation.
+        try f.rt.signInit(session: s, mechanism: .ecdsaWith(.sha256), key: key)
+        try f.rt.signUpdate(session: s, part: [1])
+        #expect(rv { _ = try f.rt.sign(session: s, data: [2], capacity: 64) } == CKR_OPERATION_ACTIVE)
+        #expect(rv { _ = try f.rt.signFinal(session: s, capacity: 64) } == CKR_OPERATION_NOT_INITIALIZED)
+
         try f.rt.signInit(session: s, mechanism: .ecdsa, key: key)
         #expect(rv { _ = try f.rt.sign(session: s, data: nil, capacity: 64) } == CKR_ARGUMENTS_BAD)
         #expect(rv { _ = try f.rt.sign(session: s, data: [1], capacity: 64) } == CKR_OPERATION_NOT_INITIALIZED)
