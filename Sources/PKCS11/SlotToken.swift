@@ -4,13 +4,13 @@ import Glibc
 import CPKCS11
 import Keychain
 import KeyshareCrypto
+import Tokens
 
 /// The slot that always shows an uninitialised token: C_InitToken on it
 /// creates a new soft token, which then appears in a slot of its own. The
 /// store hands token slots IDs from 0x100 up, so 1 can never name a token.
 public let freeSlotID: CK_SLOT_ID = 1
 
-public let softTokenDriverClass = "com.keyshare.soft"
 public let minPINLength = 4
 public let maxPINLength = 255
 
@@ -152,12 +152,11 @@ extension Runtime {
     public func initToken(slot: CK_SLOT_ID, soPIN: [UInt8], label: String) throws -> TokenRecord {
         try Self.checkPINLength(soPIN)
         guard let rec = try tokenRecord(slot: slot) else {
-            let serial = try SecureRandom.bytes(8).map { byte -> String in
-                let h = String(byte, radix: 16, uppercase: true)
-                return h.count == 1 ? "0" + h : h
-            }.joined()
-            guard let id = TokenID(driverClass: softTokenDriverClass, instance: serial) else { throw PKCS11Error.generalError }
-            return try store.createToken(id, label: label, soPIN: soPIN, userPIN: nil)
+            // The same ID and serial form as TokenManager.createSoftToken, but
+            // without a user PIN: the SO sets it with C_InitPIN.
+            let serial = ObjectTemplates.hex(try SecureRandom.bytes(8))
+            guard let id = TokenID(driverClass: SoftToken.driverClass, instance: serial) else { throw PKCS11Error.generalError }
+            return try store.createToken(id, label: label, soPIN: soPIN, userPIN: nil, serial: serial)
         }
         guard rec.hasPINs else { throw PKCS11Error.functionNotSupported }
         let busy = lock.withLock { sessions.values.contains { $0.tokenID == rec.tokenID } }
