@@ -77,6 +77,14 @@ if command -v ssh-keygen >/dev/null; then
   check_out "ssh-keygen -D lists the keys" '^ssh-rsa ' ssh-keygen -D "$MODULE"
 fi
 
+if command -v certutil >/dev/null && command -v modutil >/dev/null; then
+  NSSDB=$WORK/nssdb
+  mkdir -p "$NSSDB"
+  certutil -N -d "sql:$NSSDB" --empty-password
+  echo | modutil -force -dbdir "sql:$NSSDB" -add keyshare -libfile "$MODULE" >/dev/null 2>&1 || true
+  check_out "NSS sees the token's certificate" '^t:rsa ' certutil -L -d "sql:$NSSDB" -h all
+fi
+
 # Fork: the child's C_Initialize must give a working module.
 check "--test-fork" "${U[@]}" --test-fork
 check_out "random bytes" '^.{32}$' bash -c "$(printf '%q ' "${P[@]}") --token-label t --generate-random 16 | od -An -tx1 | tr -d ' \n'"
