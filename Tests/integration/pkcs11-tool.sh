@@ -73,6 +73,12 @@ if [ -e /usr/lib/x86_64-linux-gnu/engines-3/pkcs11.so ]; then
   check "engine EC signature verifies" openssl dgst -sha256 -verify "$WORK/ec.pub" -signature "$WORK/e2" "$WORK/data"
 fi
 
+if command -v p11tool >/dev/null; then
+  check_out "GnuTLS p11tool lists the token" 'token=t' p11tool --provider "$MODULE" --list-tokens
+  check_out "GnuTLS p11tool signs and verifies" 'public key in the token\.\.\. ok' \
+    env GNUTLS_PIN=0000 p11tool --provider "$MODULE" --login --test-sign 'pkcs11:token=t;object=rsa;type=private'
+fi
+
 if command -v ssh-keygen >/dev/null; then
   check_out "ssh-keygen -D lists the keys" '^ssh-rsa ' ssh-keygen -D "$MODULE"
 fi
