@@ -34,9 +34,27 @@ struct Context {
         var query = ItemQuery(attributes: [CKA.label: Array(name.utf8)], limit: .all)
         query.tokenID = token?.tokenID
         let items = try store.find(query, key: key)
+        if items.isEmpty, let ref = PersistentReference(base64url: name) {
+            throw CLIError(try Self.notFound(ref, store: store))
+        }
         guard !items.isEmpty else {
             throw CLIError("no item with reference or label \(name)" + (key == nil ? " (private items need the PIN: give --pin-source)" : ""))
         }
         return items
+    }
+
+    /// A reference that resolves to nothing: say why when the store knows
+    /// (its token is removed), never fall back to another item.
+    static func notFound(_ ref: PersistentReference, store: KeychainStore) throws -> String {
+        if let t = try store.owningToken(ref), !t.present {
+            return "item not found: its token \(t.label) (\(t.tokenID)) is removed; insert it again (keyshare token insert \(t.tokenID))"
+        }
+        if try store.owningToken(ref) != nil {
+            return "item not found with this token selection (private items need the PIN: give --pin-source)"
+        }
+        if ref.isDerived {
+            return "item not found: it belongs to an external token (smart card) that is not present; insert the card again"
+        }
+        return "item not found (no item has this reference; if its token was removed, insert the token again)"
     }
 }
