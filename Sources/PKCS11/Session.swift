@@ -64,13 +64,17 @@ extension Runtime {
 
     public func closeAllSessions(slot: CK_SLOT_ID) throws {
         _ = try tokenRecord(slot: slot)
-        let closed = lock.withLock { () -> [Session] in
-            let mine = sessions.values.filter { $0.slotID == slot }
-            for s in mine { sessions[s.handle] = nil }
-            afterSessionsRemoved(mine)
-            return mine
-        }
+        let closed = lock.withLock { closeSessionsLocked { $0.slotID == slot } }
         for s in closed { s.endAll() }
+    }
+
+    /// Called with `lock` held. Also used when a token is seen removed: its
+    /// sessions end, as if the token had been pulled from a reader.
+    func closeSessionsLocked(where match: (Session) -> Bool) -> [Session] {
+        let mine = sessions.values.filter(match)
+        for s in mine { sessions[s.handle] = nil }
+        afterSessionsRemoved(mine)
+        return mine
     }
 
     /// Called with `lock` held: session objects die with their session, and

@@ -45,7 +45,12 @@ extension Runtime {
         let counter = try store.changeCounter()
         if let cached = lock.withLock({ slotCache.counter == counter ? slotCache.records : nil }) { return cached }
         let records = try store.tokens().filter(\.present)
-        lock.withLock { slotCache = SlotCache(counter: counter, records: records) }
+        let ended = lock.withLock { () -> [Session] in
+            let gone = Set(slotCache.records.map(\.tokenID)).subtracting(records.map(\.tokenID))
+            slotCache = SlotCache(counter: counter, records: records)
+            return closeSessionsLocked { gone.contains($0.tokenID) }
+        }
+        for s in ended { s.endAll() }
         return records
     }
 
