@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Drives libkeyshare-pkcs11.so with OpenSC's pkcs11-tool (and OpenSSL for the
-# other side of signatures). Usage: pkcs11-tool.sh MODULE  (or KEYSHARE MODULE,
+# other side of signatures). Usage: 50-pkcs11-tool.sh MODULE  (or KEYSHARE MODULE,
 # the run-all.sh convention). Ends with "N passed, M failed".
 set -euo pipefail
 MODULE=${2:-${1:?module path}}

@@ -2,7 +2,7 @@
 # The C ABI sweep: a small C host dlopens the module and calls every entry
 # point with NULLs, bad handles and hostile lengths (before and after
 # C_Initialize), checks the interface getters, threads and fork. The module
-# must never crash the host. Usage: pkcs11-abi.sh MODULE (or KEYSHARE MODULE).
+# must never crash the host. Usage: 51-pkcs11-abi.sh MODULE (or KEYSHARE MODULE).
 set -euo pipefail
 MODULE=${2:-${1:?module path}}
 MODULE=$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE")
