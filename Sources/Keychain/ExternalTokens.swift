@@ -1,3 +1,5 @@
+import KeyshareCrypto
+
 /// Store support for tokens that come and go: external (PKCS #11 driver)
 /// tokens, whose items are copies that must vanish with the card, and the
 /// driver configuration, kept in the `meta` table so no schema change is
@@ -58,6 +60,31 @@ extension KeychainStore {
         try read {
             guard let row = try itemRow(ref, includeAbsent: true) else { return nil }
             return try tokenLocked(row.tokenID)
+        }
+    }
+
+    /// The login marker of an external token: the card checks the PIN, so
+    /// there is no token key; this random key seals nothing (the token has
+    /// no canary, so the store refuses it for writes) and only records, in
+    /// the same place as soft tokens' logins, that the user is logged in.
+    public func externalLoginKey(_ id: TokenID) throws -> TokenKey {
+        guard let rec = try token(id), !rec.hasPINs else { throw KeychainError.tokenNotFound }
+        return try TokenKey(tokenID: id, role: .user, bytes: try SecureRandom.bytes(32))
+    }
+
+    /// The keyshare executable that polls modules in a child process
+    /// (`keyshare driver snapshot`), recorded by `driver add` so the PKCS #11
+    /// module, which has no executable of its own, can use it too.
+    public func driverHelper() throws -> String? {
+        try read {
+            try db.query("SELECT value FROM meta WHERE key = 'driver-helper'") { String(decoding: $0.blob(0), as: UTF8.self) }.first
+        }
+    }
+
+    public func setDriverHelper(_ path: String) throws {
+        guard try driverHelper() != path else { return }
+        try write {
+            try db.run("INSERT OR REPLACE INTO meta (key, value) VALUES ('driver-helper', ?)", [.blob(Array(path.utf8))])
         }
     }
 

@@ -18,6 +18,8 @@ public final class Runtime: @unchecked Sendable {
     var logins: [TokenID: LoginState] = [:]
     var objects = ObjectTable()
     var closed = false
+    /// External (PKCS #11 driver) tokens' card sessions; see ExternalTokens.swift.
+    var external = ExternalState()
     /// Slots with a present token as last reported by C_WaitForSlotEvent.
     var slotEventBaseline: Set<CK_SLOT_ID> = []
 

@@ -113,7 +113,8 @@ extension Runtime {
         let role: TokenKey.Role = userType == CKU_SO ? .securityOfficer : .user
         try checkCanLogin(s, role: role)
         guard let rec = try store.token(s.tokenID) else { throw PKCS11Error(CKR_DEVICE_REMOVED) }
-        guard rec.hasPINs else { throw PKCS11Error.functionNotSupported }
+        // An external token: the card checks the PIN (ExternalTokens.swift).
+        guard rec.hasPINs else { return try externalLogin(s, role: role, pin: pin) }
         if role == .user, !rec.userPINInitialized { throw PKCS11Error(CKR_USER_PIN_NOT_INITIALIZED) }
         let key = role == .user ? try store.unlockUser(s.tokenID, pin: pin) : try store.unlockSO(s.tokenID, pin: pin)
         try lock.withLock { () throws in

@@ -129,6 +129,10 @@ extension Runtime {
         let view = try resolveKey(s, key)
         guard view.objectClass == CKO_PRIVATE_KEY else { throw PKCS11Error.keyTypeInconsistent }
         guard view.bool(CKA_SIGN) == true else { throw PKCS11Error.keyFunctionNotPermitted }
+        // A key of an external token: signed on the card (ExternalTokens.swift).
+        if view.isExternalKey {
+            return try s.begin(.sign, try externalSignOperation(s, view, mechanism))
+        }
         let k = try privateKey(view)
         try s.begin(.sign, try SignatureOperation(mechanism, keyType: k.keyType, bits: k.bits,
                                                   privateKey: k, publicKey: nil))

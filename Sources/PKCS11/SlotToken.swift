@@ -57,7 +57,8 @@ extension Runtime {
     /// Every slot shows a token (a present token, or the free slot's
     /// uninitialised one), so `tokenPresent` does not change the list.
     public func slotList(tokenPresent: Bool) throws -> [CK_SLOT_ID] {
-        try presentTokens().map { CK_SLOT_ID($0.slotID) } + [freeSlotID]
+        syncExternalTokens()  // cards of configured modules (ExternalTokens.swift)
+        return try presentTokens().map { CK_SLOT_ID($0.slotID) } + [freeSlotID]
     }
 
     /// The token in a slot, or CKR_SLOT_ID_INVALID; nil for the free slot.
@@ -105,7 +106,8 @@ extension Runtime {
     /// process shares, so they are truthful across processes.
     static func tokenFlags(_ rec: TokenRecord) -> CK_FLAGS {
         var f: CK_FLAGS = CKF_RNG | CKF_TOKEN_INITIALIZED
-        guard rec.hasPINs else { return f }
+        // External tokens: the card asks for its user PIN (ExternalTokens.swift).
+        guard rec.hasPINs else { return f | CKF_LOGIN_REQUIRED | CKF_USER_PIN_INITIALIZED }
         f |= CKF_LOGIN_REQUIRED
         if rec.userPINInitialized { f |= CKF_USER_PIN_INITIALIZED }
         if rec.userPINLocked {

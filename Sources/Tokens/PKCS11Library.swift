@@ -66,6 +66,26 @@ final class PKCS11Library: @unchecked Sendable {
         }
     }
 
+    /// Sessions this process has open on the library (guarded by `loadLock`):
+    /// it can only be re-initialised when none are.
+    private var openSessions = 0
+
+    /// Some modules (SoftHSM2) read their token list once, at C_Initialize;
+    /// a card initialised since is seen only after C_Finalize + C_Initialize,
+    /// which is safe only when this process has no session on the library.
+    func rescanIfIdle() {
+        Self.loadLock.withLock {
+            guard openSessions == 0 else { return }
+            _ = f.C_Finalize?(nil)
+            var args = CK_C_INITIALIZE_ARGS()
+            args.flags = CK_FLAGS(CKF_OS_LOCKING_OK)
+            _ = withUnsafeMutablePointer(to: &args) { f.C_Initialize?(UnsafeMutableRawPointer($0)) }
+        }
+    }
+
+    func retainSession() { Self.loadLock.withLock { openSessions += 1 } }
+    func releaseSession() { Self.loadLock.withLock { openSessions -= 1 } }
+
     private func check(_ name: String, _ rv: CK_RV?) throws {
         guard let rv else { throw ExternalModuleError(function: name, rv: UInt(CKR_FUNCTION_NOT_SUPPORTED)) }
         guard rv == CKR_OK else { throw ExternalModuleError(function: name, rv: UInt(rv)) }

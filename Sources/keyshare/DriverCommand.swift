@@ -38,6 +38,7 @@ struct DriverCommand: ParsableCommand {
                 throw CLIError("\(module) cannot be used as a PKCS #11 module: \(error)")
             }
             try ctx.store.addDriver(name: driverName, modulePath: absolute)
+            try ctx.store.setDriverHelper(Drivers.executable)
             let (inserted, _) = try ExternalDriver.mirror(snapshot, driver: driverName, store: ctx.store)
             Console.out("added driver \(driverName) (\(absolute)): \(snapshot.tokens.count) token(s) present"
                 + (inserted.isEmpty ? "" : ": " + inserted.map(\.description).joined(separator: ", ")))
@@ -99,8 +100,12 @@ struct DriverCommand: ParsableCommand {
 /// How the CLI polls external modules: in a child process running this
 /// same executable (`driver snapshot`).
 enum Drivers {
+    static var executable: String {
+        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+    }
+
     static func poller(_ store: KeychainStore) -> DriverPoller {
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let exe = executable
         let timeout = ProcessInfo.processInfo.environment["KEYSHARE_DRIVER_TIMEOUT"].flatMap(Double.init) ?? 5
         return DriverPoller(store: store, isolation: .childProcess(executable: exe), timeout: timeout)
     }

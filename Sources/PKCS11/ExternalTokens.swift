@@ -1,0 +1,148 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CPKCS11
+import Keychain
+import KeyshareCrypto
+import Tokens
+
+/// External (PKCS #11 driver) tokens in the module: their slots come from
+/// the store like any token's; logging in and private-key operations are
+/// passed to the card through its own module. Guarded by `Runtime.lock`.
+struct ExternalState {
+    /// The card session of each logged-in external token.
+    var sessions: [TokenID: ExternalTokenSession] = [:]
+    /// When this process last polled the configured modules (monotonic s).
+    var lastSync: Double = -1_000
+}
+
+extension Runtime {
+    /// Mirrors the cards of configured modules into the store, at most once a
+    /// second per process, in a child process when `keyshare driver add`
+    /// recorded one (a crashing module then cannot take the host down).
+    func syncExternalTokens() {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let t = Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+        let due = lock.withLock { () -> Bool in
+            guard t - external.lastSync >= 1 else { return false }
+            external.lastSync = t
+            return true
+        }
+        guard due, let drivers = try? store.drivers(), !drivers.isEmpty else { return }
+        let helper = (try? store.driverHelper()) ?? nil
+        let isolation: DriverPoller.Isolation = helper.map { access($0, X_OK) == 0 ? .childProcess(executable: $0) : .inProcess } ?? .inProcess
+        DriverPoller(store: store, isolation: isolation, timeout: 5).pollAll()
+    }
+
+    /// C_Login on an external token: the card checks the PIN.
+    func externalLogin(_ s: Session, role: TokenKey.Role, pin: [UInt8]) throws {
+        guard role == .user else { throw PKCS11Error.functionNotSupported }
+        if login(for: s.tokenID) != nil { throw PKCS11Error(CKR_USER_ALREADY_LOGGED_IN) }
+        let card = try Self.cardCall { try ExternalTokenSession(store: store, tokenID: s.tokenID) }
+        try Self.cardCall { try card.login(pin: pin) }
+        let marker = try store.externalLoginKey(s.tokenID)
+        let old = try lock.withLock { () throws -> ExternalTokenSession? in
+            if logins[s.tokenID] != nil { throw PKCS11Error(CKR_USER_ALREADY_LOGGED_IN) }
+            logins[s.tokenID] = LoginState(role: .user, key: marker)
+            defer { external.sessions[s.tokenID] = card }
+            return external.sessions[s.tokenID]
+        }
+        old?.close()
+    }
+
+    /// C_SignInit with a key proxy: the operation that signs on the card.
+    func externalSignOperation(_ s: Session, _ view: ObjectView, _ mechanism: Mechanism) throws -> any SignOperation {
+        guard let keyID = view.attributes[CKA.keyshareExternal] else { throw PKCS11Error.keyHandleInvalid }
+        guard let card = lock.withLock({ logins[s.tokenID] == nil ? nil : external.sessions[s.tokenID] }) else {
+            throw PKCS11Error.userNotLoggedIn
+        }
+        let (type, parameter) = try Self.raw(mechanism)
+        return ExternalSignOperation(card: card, keyID: keyID, mechanism: type, parameter: parameter,
+                                     signatureLength: Self.signatureLength(view.attributes))
+    }
+
+    static func signatureLength(_ a: AttributeMap) -> Int {
+        if let m = a[CKA.modulus] { return m.drop { $0 == 0 }.count }
+        if let p = a[CKA.ecParams], let c = ECCurve(paramsDER: p) { return 2 * c.byteSize }
+        return 64
+    }
+
+    /// A Mechanism back in CK_MECHANISM form, to hand to the card unchanged.
+    static func raw(_ m: Mechanism) throws -> (UInt, [UInt8]) {
+        func find(_ table: [CK_MECHANISM_TYPE: DigestAlgorithm], _ d: DigestAlgorithm) throws -> UInt {
+            guard let t = table.first(where: { $0.value == d })?.key else { throw PKCS11Error.mechanismInvalid }
+            return UInt(t)
+        }
+        func pss(_ p: PSSParameters) throws -> [UInt8] {
+            guard let mgf = Mechanism.mgf1.first(where: { $0.value == p.mgf1 })?.key else { throw PKCS11Error.mechanismParamInvalid }
+            return AttributeCoding.ulong(try find(Mechanism.digestOf, p.hash)) + AttributeCoding.ulong(UInt(mgf))
+                + AttributeCoding.ulong(UInt(p.saltLength))
+        }
+        switch m {
+        case .rsaPKCS: return (UInt(CKM_RSA_PKCS), [])
+        case .rsaPKCSWith(let d): return (try find(Mechanism.rsaPKCSDigest, d), [])
+        case .rsaPSS(let p): return (UInt(CKM_RSA_PKCS_PSS), try pss(p))
+        case .rsaPSSWith(let d, let p): return (try find(Mechanism.rsaPSSDigest, d), try pss(p))
+        case .rsaX509: return (UInt(CKM_RSA_X_509), [])
+        case .ecdsa: return (UInt(CKM_ECDSA), [])
+        case .ecdsaWith(let d): return (try find(Mechanism.ecdsaDigest, d), [])
+        case .eddsa: return (UInt(CKM_EDDSA), [])
+        case .digest: throw PKCS11Error.mechanismInvalid
+        case .undecoded(let t, let p): return (UInt(t), p)
+        }
+    }
+
+    /// Card errors as the consumer must see them: a card that went away is
+    /// CKR_DEVICE_REMOVED; PIN answers pass through; anything else is a device error.
+    static func cardCall<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let e as ExternalModuleError {
+            switch CK_RV(e.rv) {
+            case CKR_DEVICE_REMOVED, CKR_TOKEN_NOT_PRESENT, CKR_SESSION_HANDLE_INVALID, CKR_SESSION_CLOSED:
+                throw PKCS11Error(CKR_DEVICE_REMOVED)
+            case CKR_PIN_INCORRECT, CKR_PIN_LOCKED, CKR_PIN_EXPIRED, CKR_PIN_LEN_RANGE, CKR_USER_PIN_NOT_INITIALIZED,
+                 CKR_DATA_LEN_RANGE, CKR_DATA_INVALID, CKR_MECHANISM_INVALID, CKR_MECHANISM_PARAM_INVALID,
+                 CKR_KEY_HANDLE_INVALID, CKR_KEY_FUNCTION_NOT_PERMITTED, CKR_KEY_TYPE_INCONSISTENT,
+                 CKR_USER_NOT_LOGGED_IN, CKR_ENCRYPTED_DATA_INVALID, CKR_ENCRYPTED_DATA_LEN_RANGE:
+                throw PKCS11Error(CK_RV(e.rv))
+            default:
+                throw PKCS11Error.deviceError
+            }
+        }
+    }
+}
+
+/// Collects the input and signs on the card at the end: the card does the
+/// hashing for the hash-and-sign mechanisms, exactly as the consumer asked.
+final class ExternalSignOperation: SignOperation {
+    let card: ExternalTokenSession
+    let keyID: [UInt8]
+    let mechanism: UInt
+    let parameter: [UInt8]
+    let signatureLength: Int
+    private var input: [UInt8] = []
+
+    init(card: ExternalTokenSession, keyID: [UInt8], mechanism: UInt, parameter: [UInt8], signatureLength: Int) {
+        self.card = card
+        self.keyID = keyID
+        self.mechanism = mechanism
+        self.parameter = parameter
+        self.signatureLength = signatureLength
+    }
+
+    func update(_ part: [UInt8]) throws {
+        guard input.count + part.count <= 64 << 20 else { throw PKCS11Error.dataLenRange }
+        input += part
+    }
+
+    func finish() throws -> [UInt8] {
+        try Runtime.cardCall { try card.sign(keyID: keyID, mechanism: mechanism, parameter: parameter, data: input) }
+    }
+}
+
+extension ObjectView {
+    /// A private-key proxy of an external token (no key material here).
+    var isExternalKey: Bool { attributes[CKA.keyshareExternal] != nil }
+}

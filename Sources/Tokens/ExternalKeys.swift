@@ -1,0 +1,90 @@
+import Keychain
+
+/// Routes private-key operations of an external token to the card: a
+/// session on the token in the other module, logged in with the PIN the
+/// consumer gave. The private key is found there by CKA_ID (the proxy's
+/// CKA_KEYSHARE_EXTERNAL) and never read, copied or cached here.
+public final class ExternalTokenSession: @unchecked Sendable {
+    public let tokenID: TokenID
+    private let lib: PKCS11Library
+    private let session: UInt
+    private let lock = Lock()
+    private var closed = false
+
+    /// Opens a session on the card named by `tokenID` (its serial) in the
+    /// module configured for its driver class.
+    public init(store: KeychainStore, tokenID: TokenID) throws {
+        guard ExternalDriver.isExternal(tokenID) else { throw TokensError.unsupported("\(tokenID) is not an external token") }
+        let name = String(tokenID.driverClass.dropFirst(ExternalDriver.classPrefix.count))
+        guard let driver = try store.drivers().first(where: { $0.name == name }) else {
+            throw ExternalModuleError(function: "driver", rv: ExternalModuleError.tokenNotPresent,
+                                      message: "no driver \(name) is configured")
+        }
+        let lib = try PKCS11Library.shared(driver.modulePath)
+        func findSlot() throws -> UInt? {
+            for slot in try lib.slots(tokenPresent: true) {
+                guard let info = try? lib.tokenInfo(slot: slot) else { continue }
+                let instance = info.serial.isEmpty ? "label-" + info.label : info.serial
+                if instance == tokenID.instance { return slot }
+            }
+            return nil
+        }
+        var slot = try findSlot()
+        if slot == nil {
+            lib.rescanIfIdle()
+            slot = try findSlot()
+        }
+        guard let slot else {
+            throw ExternalModuleError(function: "C_GetSlotList", rv: ExternalModuleError.tokenNotPresent,
+                                      message: "the token \(tokenID) is not present")
+        }
+        self.tokenID = tokenID
+        self.lib = lib
+        session = try lib.openSession(slot: slot)
+        lib.retainSession()
+    }
+
+    deinit { close() }
+
+    public func close() {
+        let wasOpen = lock.withLock { () -> Bool in
+            defer { closed = true }
+            return !closed
+        }
+        guard wasOpen else { return }
+        lib.closeSession(session)
+        lib.releaseSession()
+    }
+
+    /// C_Login as user on the card; the PIN is passed through, never kept.
+    public func login(pin: [UInt8]) throws {
+        try lock.withLock { try lib.login(session: session, pin: pin) }
+    }
+
+    public func logout() {
+        lock.withLock { lib.logout(session: session) }
+    }
+
+    /// One signature with the card's private key `keyID` (CKA_ID).
+    /// `mechanism` and `parameter` are the consumer's CK_MECHANISM, unchanged.
+    public func sign(keyID: [UInt8], mechanism: UInt, parameter: [UInt8], data: [UInt8]) throws -> [UInt8] {
+        try run(.sign, keyID: keyID, mechanism: mechanism, parameter: parameter, data: data)
+    }
+
+    public func decrypt(keyID: [UInt8], mechanism: UInt, parameter: [UInt8], data: [UInt8]) throws -> [UInt8] {
+        try run(.decrypt, keyID: keyID, mechanism: mechanism, parameter: parameter, data: data)
+    }
+
+    private func run(_ op: PKCS11Library.Operation, keyID: [UInt8], mechanism: UInt, parameter: [UInt8], data: [UInt8]) throws -> [UInt8] {
+        try lock.withLock {
+            let keys = try lib.find(session: session, template: [
+                CKA.class: AttributeCoding.ulong(CKO.privateKey), CKA.id: keyID,
+            ])
+            guard let key = keys.first else {
+                throw ExternalModuleError(function: "C_FindObjects", rv: 0x60 /* CKR_KEY_HANDLE_INVALID */,
+                                          message: "the card has no private key with this CKA_ID (not logged in?)")
+            }
+            return try lib.perform(op, session: session, mechanism: mechanism, parameter: parameter, key: key, input: data)
+        }
+    }
+}
