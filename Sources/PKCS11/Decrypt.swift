@@ -1,12 +1,12 @@
 import CPKCS11
 
 extension Runtime {
-    /// No decryption mechanism is implemented yet: every one is invalid here.
+    /// The mechanisms are in Cipher.swift (`cipherOperation`).
     public func decryptInit(session h: CK_SESSION_HANDLE, mechanism: Mechanism, key: CK_OBJECT_HANDLE) throws {
         let s = try session(h)
         guard !s.isActive(.decrypt) else { throw PKCS11Error.operationActive }
-        _ = try resolveKey(s, key)
-        throw PKCS11Error.mechanismInvalid
+        let view = try resolveKey(s, key)
+        try s.begin(.decrypt, try cipherOperation(mechanism, view, encrypting: false))
     }
 
     public func decrypt(session h: CK_SESSION_HANDLE, data: [UInt8]?, capacity: Int?) throws -> OutputResult {

@@ -47,10 +47,19 @@ extension Runtime {
         }
     }
 
-    /// Secret key values never leave the module, not even into a digest.
+    /// A secret key's value goes into the digest (a digest reveals nothing a
+    /// brute force of the key would not); private keys are
+    /// CKR_KEY_INDIGESTIBLE, as they have no single value to digest.
     public func digestKey(session h: CK_SESSION_HANDLE, key: CK_OBJECT_HANDLE) throws {
-        try session(h).step(.digest, as: DigestOperation.self) { _, _ in
-            throw PKCS11Error(CKR_KEY_INDIGESTIBLE)
+        let s = try session(h)
+        let view = try? resolveKey(s, key)
+        try s.step(.digest, as: DigestOperation.self, phase: .update) { op, keep in
+            guard let view else { throw PKCS11Error.keyHandleInvalid }
+            guard view.objectClass == CKO_SECRET_KEY, let value = view.attributes[CKA_VALUE] else {
+                throw PKCS11Error(CKR_KEY_INDIGESTIBLE)
+            }
+            try op.update(value)
+            keep = true
         }
     }
 

@@ -16,12 +16,12 @@ public protocol CipherOperation: Operation {
 }
 
 extension Runtime {
-    /// No encryption mechanism is implemented yet: every one is invalid here.
+    /// The mechanisms are in Cipher.swift (`cipherOperation`).
     public func encryptInit(session h: CK_SESSION_HANDLE, mechanism: Mechanism, key: CK_OBJECT_HANDLE) throws {
         let s = try session(h)
         guard !s.isActive(.encrypt) else { throw PKCS11Error.operationActive }
-        _ = try resolveKey(s, key)
-        throw PKCS11Error.mechanismInvalid
+        let view = try resolveKey(s, key)
+        try s.begin(.encrypt, try cipherOperation(mechanism, view, encrypting: true))
     }
 
     public func encrypt(session h: CK_SESSION_HANDLE, data: [UInt8]?, capacity: Int?) throws -> OutputResult {

@@ -88,8 +88,8 @@ extension Runtime {
         case .ecdsa: return (UInt(CKM_ECDSA), [])
         case .ecdsaWith(let d): return (try find(Mechanism.ecdsaDigest, d), [])
         case .eddsa: return (UInt(CKM_EDDSA), [])
-        case .digest: throw PKCS11Error.mechanismInvalid
         case .undecoded(let t, let p): return (UInt(t), p)
+        default: throw PKCS11Error.mechanismInvalid
         }
     }
 

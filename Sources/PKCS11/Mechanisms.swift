@@ -23,6 +23,17 @@ public enum Mechanism: Sendable, Equatable {
     case ecdsaWith(DigestAlgorithm)
     case eddsa
     case digest(DigestAlgorithm)
+    /// CKM_RSA_PKCS_OAEP (Cipher.swift).
+    case rsaOAEP(OAEPParameters)
+    /// CKM_AES_CBC (pad false) and CKM_AES_CBC_PAD (pad true), with the IV.
+    case aesCBC(iv: [UInt8], pad: Bool)
+    case aesGCM(GCMParameters)
+    /// CKM_SHA*_HMAC (HMACSign.swift).
+    case hmac(DigestAlgorithm)
+    /// CKM_ECDH1_DERIVE (Derive.swift).
+    case ecdh(ECDHParameters)
+    /// CKM_AES_KEY_WRAP (pad false) and CKM_AES_KEY_WRAP_PAD (Wrap.swift).
+    case aesKeyWrap(pad: Bool)
     /// A mechanism no chapter decodes yet; the raw parameter is kept for it.
     case undecoded(CK_MECHANISM_TYPE, [UInt8])
 
@@ -36,6 +47,16 @@ public enum Mechanism: Sendable, Equatable {
         case CKM_ECDSA: try noParameter(); self = .ecdsa
         case CKM_EDDSA: try noParameter(); self = .eddsa
         case CKM_RSA_PKCS_PSS: self = .rsaPSS(try Self.pss(p, required: nil))
+        case CKM_RSA_PKCS_OAEP: self = .rsaOAEP(try Self.oaep(p))
+        case CKM_AES_CBC: self = .aesCBC(iv: try Self.cbcIV(p), pad: false)
+        case CKM_AES_CBC_PAD: self = .aesCBC(iv: try Self.cbcIV(p), pad: true)
+        case CKM_AES_GCM: self = .aesGCM(try Self.gcm(p))
+        case CKM_ECDH1_DERIVE: self = .ecdh(try Self.ecdh(p))
+        case CKM_AES_KEY_WRAP: try Self.keyWrap(p, padded: false); self = .aesKeyWrap(pad: false)
+        case CKM_AES_KEY_WRAP_PAD: try Self.keyWrap(p, padded: true); self = .aesKeyWrap(pad: true)
+        case CKM_RSA_PKCS_KEY_PAIR_GEN, CKM_EC_KEY_PAIR_GEN, CKM_EC_EDWARDS_KEY_PAIR_GEN, CKM_AES_KEY_GEN,
+             CKM_GENERIC_SECRET_KEY_GEN:
+            try noParameter(); self = .undecoded(type, [])
         default:
             if let d = Self.digestOf[type] {
                 try noParameter()
@@ -46,6 +67,9 @@ public enum Mechanism: Sendable, Equatable {
             } else if let d = Self.ecdsaDigest[type] {
                 try noParameter()
                 self = .ecdsaWith(d)
+            } else if let d = Self.hmacDigest[type] {
+                try noParameter()
+                self = .hmac(d)
             } else if let d = Self.rsaPSSDigest[type] {
                 self = .rsaPSSWith(d, try Self.pss(p, required: d))
             } else if MechanismCatalog.info(type) != nil {
@@ -70,6 +94,10 @@ public enum Mechanism: Sendable, Equatable {
     static let ecdsaDigest: [CK_MECHANISM_TYPE: DigestAlgorithm] = [
         CKM_ECDSA_SHA1: .sha1, CKM_ECDSA_SHA224: .sha224, CKM_ECDSA_SHA256: .sha256,
         CKM_ECDSA_SHA384: .sha384, CKM_ECDSA_SHA512: .sha512,
+    ]
+    static let hmacDigest: [CK_MECHANISM_TYPE: DigestAlgorithm] = [
+        CKM_SHA_1_HMAC: .sha1, CKM_SHA224_HMAC: .sha224, CKM_SHA256_HMAC: .sha256, CKM_SHA384_HMAC: .sha384,
+        CKM_SHA512_HMAC: .sha512,
     ]
     static let mgf1: [CK_RSA_PKCS_MGF_TYPE: DigestAlgorithm] = [
         CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA1): .sha1, CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA224): .sha224,
@@ -104,8 +132,11 @@ public enum MechanismCatalog {
     public static let entries: [(CK_MECHANISM_TYPE, MechanismInfo)] = {
         var e: [(CK_MECHANISM_TYPE, MechanismInfo)] = []
         let sv = CKF_SIGN | CKF_VERIFY
-        e.append((CKM_RSA_PKCS, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv)))
-        e.append((CKM_RSA_X_509, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv)))
+        let ed = CKF_ENCRYPT | CKF_DECRYPT
+        e.append((CKM_RSA_PKCS_KEY_PAIR_GEN, MechanismInfo(minKeySize: 2048, maxKeySize: 4096, flags: CKF_GENERATE_KEY_PAIR)))
+        e.append((CKM_RSA_PKCS, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv | ed)))
+        e.append((CKM_RSA_X_509, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv | ed)))
+        e.append((CKM_RSA_PKCS_OAEP, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: ed)))
         e.append((CKM_RSA_PKCS_PSS, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv)))
         for t in [CKM_SHA1_RSA_PKCS, CKM_SHA224_RSA_PKCS, CKM_SHA256_RSA_PKCS, CKM_SHA384_RSA_PKCS, CKM_SHA512_RSA_PKCS,
                   CKM_SHA1_RSA_PKCS_PSS, CKM_SHA224_RSA_PKCS_PSS, CKM_SHA256_RSA_PKCS_PSS, CKM_SHA384_RSA_PKCS_PSS,
@@ -115,7 +146,24 @@ public enum MechanismCatalog {
         for t in [CKM_ECDSA, CKM_ECDSA_SHA1, CKM_ECDSA_SHA224, CKM_ECDSA_SHA256, CKM_ECDSA_SHA384, CKM_ECDSA_SHA512] {
             e.append((t, MechanismInfo(minKeySize: ecSizes.0, maxKeySize: ecSizes.1, flags: sv | ecFlags)))
         }
+        e.append((CKM_EC_KEY_PAIR_GEN, MechanismInfo(minKeySize: ecSizes.0, maxKeySize: ecSizes.1,
+                                                     flags: CKF_GENERATE_KEY_PAIR | ecFlags)))
+        e.append((CKM_ECDH1_DERIVE, MechanismInfo(minKeySize: ecSizes.0, maxKeySize: ecSizes.1, flags: CKF_DERIVE | ecFlags)))
+        e.append((CKM_EC_EDWARDS_KEY_PAIR_GEN, MechanismInfo(minKeySize: 256, maxKeySize: 256, flags: CKF_GENERATE_KEY_PAIR)))
         e.append((CKM_EDDSA, MechanismInfo(minKeySize: 256, maxKeySize: 256, flags: sv)))
+        // AES key sizes in bytes, as the spec counts them for AES.
+        e.append((CKM_AES_KEY_GEN, MechanismInfo(minKeySize: 16, maxKeySize: 32, flags: CKF_GENERATE)))
+        for t in [CKM_AES_CBC, CKM_AES_CBC_PAD, CKM_AES_GCM] {
+            e.append((t, MechanismInfo(minKeySize: 16, maxKeySize: 32, flags: ed)))
+        }
+        for t in [CKM_AES_KEY_WRAP, CKM_AES_KEY_WRAP_PAD] {
+            e.append((t, MechanismInfo(minKeySize: 16, maxKeySize: 32, flags: CKF_WRAP | CKF_UNWRAP)))
+        }
+        // Generic secrets and HMAC keys in bytes too.
+        e.append((CKM_GENERIC_SECRET_KEY_GEN, MechanismInfo(minKeySize: 1, maxKeySize: 512, flags: CKF_GENERATE)))
+        for t in [CKM_SHA_1_HMAC, CKM_SHA224_HMAC, CKM_SHA256_HMAC, CKM_SHA384_HMAC, CKM_SHA512_HMAC] {
+            e.append((t, MechanismInfo(minKeySize: 1, maxKeySize: 512, flags: sv)))
+        }
         for t in [CKM_SHA_1, CKM_SHA224, CKM_SHA256, CKM_SHA384, CKM_SHA512] {
             e.append((t, MechanismInfo(minKeySize: 0, maxKeySize: 0, flags: CKF_DIGEST)))
         }

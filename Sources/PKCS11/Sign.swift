@@ -53,7 +53,7 @@ final class SignatureOperation: SignOperation, VerifyOperation {
             algorithm = .ecdsa(d); family = .ec; digest = d
         case .eddsa:
             algorithm = .ed25519; family = .ed25519
-        case .digest, .undecoded:
+        default:
             throw PKCS11Error.mechanismInvalid
         }
         guard family == keyType else { throw PKCS11Error.keyTypeInconsistent }
@@ -127,6 +127,7 @@ extension Runtime {
         let s = try session(h)
         guard !s.isActive(.sign) else { throw PKCS11Error.operationActive }
         let view = try resolveKey(s, key)
+        if case .hmac(let d) = mechanism { return try s.begin(.sign, try hmacOperation(d, view, usage: CKA_SIGN)) }
         guard view.objectClass == CKO_PRIVATE_KEY else { throw PKCS11Error.keyTypeInconsistent }
         guard view.bool(CKA_SIGN) == true else { throw PKCS11Error.keyFunctionNotPermitted }
         // A key of an external token: signed on the card (ExternalTokens.swift).
