@@ -51,15 +51,25 @@ extension Runtime {
         old?.close()
     }
 
+    /// A card's private keys are hidden before login, as the card hides
+    /// them: consumers (libp11) that find a key without login would never log in.
+    func externalVisible(_ item: Item, _ s: Session) -> Bool {
+        item.attributes[CKA.keyshareExternal] == nil || login(for: s.tokenID) != nil
+    }
+
     /// C_SignInit with a key proxy: the operation that signs on the card.
     func externalSignOperation(_ s: Session, _ view: ObjectView, _ mechanism: Mechanism) throws -> any SignOperation {
         guard let keyID = view.attributes[CKA.keyshareExternal] else { throw PKCS11Error.keyHandleInvalid }
         guard let card = lock.withLock({ logins[s.tokenID] == nil ? nil : external.sessions[s.tokenID] }) else {
             throw PKCS11Error.userNotLoggedIn
         }
-        let (type, parameter) = try Self.raw(mechanism)
-        return ExternalSignOperation(card: card, keyID: keyID, mechanism: type, parameter: parameter,
-                                     signatureLength: Self.signatureLength(view.attributes))
+        var (type, parameter) = try Self.raw(mechanism)
+        // Cards rarely do ECDSA-with-hash; hashing here and signing the
+        // digest with CKM_ECDSA gives the same signature.
+        var prehash: DigestAlgorithm?
+        if case .ecdsaWith(let d) = mechanism { prehash = d; type = UInt(CKM_ECDSA); parameter = [] }
+        return ExternalSignOperation(card: card, store: store, keyID: keyID, mechanism: type, parameter: parameter,
+                                     prehash: prehash, signatureLength: Self.signatureLength(view.attributes))
     }
 
     static func signatureLength(_ a: AttributeMap) -> Int {
@@ -118,17 +128,22 @@ extension Runtime {
 /// hashing for the hash-and-sign mechanisms, exactly as the consumer asked.
 final class ExternalSignOperation: SignOperation {
     let card: ExternalTokenSession
+    let store: KeychainStore
     let keyID: [UInt8]
     let mechanism: UInt
     let parameter: [UInt8]
+    let prehash: DigestAlgorithm?
     let signatureLength: Int
     private var input: [UInt8] = []
 
-    init(card: ExternalTokenSession, keyID: [UInt8], mechanism: UInt, parameter: [UInt8], signatureLength: Int) {
+    init(card: ExternalTokenSession, store: KeychainStore, keyID: [UInt8], mechanism: UInt, parameter: [UInt8],
+         prehash: DigestAlgorithm?, signatureLength: Int) {
         self.card = card
+        self.store = store
         self.keyID = keyID
         self.mechanism = mechanism
         self.parameter = parameter
+        self.prehash = prehash
         self.signatureLength = signatureLength
     }
 
@@ -137,8 +152,16 @@ final class ExternalSignOperation: SignOperation {
         input += part
     }
 
+    /// A card the keychain has seen go is CKR_DEVICE_REMOVED, whatever a
+    /// stale session in its module would still answer.
     func finish() throws -> [UInt8] {
-        try Runtime.cardCall { try card.sign(keyID: keyID, mechanism: mechanism, parameter: parameter, data: input) }
+        guard try store.token(card.tokenID)?.present == true else { throw PKCS11Error(CKR_DEVICE_REMOVED) }
+        let data = prehash.map { $0.hash(input) } ?? input
+        do {
+            return try Runtime.cardCall { try card.sign(keyID: keyID, mechanism: mechanism, parameter: parameter, data: data) }
+        } catch let e as PKCS11Error where e.rv == CKR_KEY_HANDLE_INVALID {
+            throw PKCS11Error(CKR_DEVICE_REMOVED)  // the key is gone from the card: it was removed or replaced
+        }
     }
 }
 

@@ -134,7 +134,7 @@ extension Runtime {
                 q.reference = ref
             }
             let items = try store.find(q, key: key)
-            let matched = items.filter { privateFilter == nil || $0.isPrivate == privateFilter }
+            let matched = items.filter { (privateFilter == nil || $0.isPrivate == privateFilter) && externalVisible($0, s) }
             handles += lock.withLock {
                 matched.map { objects.handle(token: $0.tokenID, reference: $0.reference, isPrivate: $0.isPrivate) }
             }

@@ -45,7 +45,10 @@ public final class Runtime: @unchecked Sendable {
     // MARK: - lookups shared by the chapters
 
     public func session(_ handle: CK_SESSION_HANDLE) throws -> Session {
-        try lock.withLock { () throws -> Session in
+        // Notices a token removed by another process (one PRAGMA when nothing
+        // changed): its sessions are closed, so this handle is then invalid.
+        _ = try? presentTokens()
+        return try lock.withLock { () throws -> Session in
             guard let s = sessions[handle] else { throw PKCS11Error.sessionHandleInvalid }
             return s
         }
