@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# Tokens that come and go: soft token remove/insert, the PKCS #11 driver with
+# SoftHSM2 playing the smart card (init-token = insertion, delete-token =
+# removal), the watcher, persistent references across removal, and hot plug
+# in libkeyshare-pkcs11.so (C test programs in c/, compiled here).
+set -u
+KS=${1:?keyshare binary}
+MODULE=${2:?module path}
+source "$(dirname "$0")/lib.sh"
+new_home
+export PIN=1234-user SOPIN=9876-so CARDPIN=1111 CARDSO=2222
+SOFTHSM=/usr/lib/softhsm/libsofthsm2.so
+WORK=$(mktemp -d /tmp/keyshare-40.XXXXXX)
+export SOFTHSM2_CONF=$WORK/softhsm2.conf
+mkdir -p "$WORK/hsm"
+printf 'directories.tokendir = %s/hsm\nobjectstore.backend = file\nlog.level = ERROR\n' "$WORK" >"$SOFTHSM2_CONF"
+export FAKEMOD_CONTROL=$WORK/fake-control KEYSHARE_DRIVER_TIMEOUT=2
+echo ok >"$FAKEMOD_CONTROL"
+WATCH_PID=
+cleanup() { [ -n "$WATCH_PID" ] && kill "$WATCH_PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK" "$KEYSHARE_HOME"; }
+trap cleanup EXIT
+ks() { "$KS" "$@"; }
+json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+ms() { date +%s%3N; }
+
+cc -o "$WORK/slotevent" "$HERE/c/slotevent.c" -ldl -lpthread && ok "compile slotevent.c" || bad "compile slotevent.c"
+cc -shared -fPIC -o "$WORK/fakemod.so" "$HERE/c/fakemod.c" && ok "compile fakemod.c" || bad "compile fakemod.c"
+
+# --- 1. soft token lifecycle and persistent references -----------------------
+ks token create --label alpha --pin-source env:PIN --so-pin-source env:SOPIN >/dev/null
+ALPHA=$(ks token list --json | json "[t['tokenID'] for t in d if t['label']=='alpha'][0]")
+ALPHA_SLOT=$(ks token list --json | json "[t['slotID'] for t in d if t['label']=='alpha'][0]")
+ks import "$FIXTURES/identities/auth-upn-old.cert.pem" --token alpha --pin-source env:PIN >/dev/null
+REF=$(ks list --json | json "[i['reference'] for i in d if i['tokenID']=='$ALPHA'][0]")
+echo "$REF" >"$WORK/ref"
+check_out "reference resolves" "reference: $REF" ks show "$(cat "$WORK/ref")"
+check_out "token remove" "removed token $ALPHA" ks token remove alpha
+check_out "token list shows it removed" "removed" ks token list
+check_fail "removed token: reference gives item not found" "item not found.*insert" ks show "$(cat "$WORK/ref")"
+check_out "removed token: its items are not listed" "no items" ks list
+check_fail "token remove twice: not found" "no token" ks token remove alpha
+check_out "token insert" "inserted token $ALPHA" ks token insert alpha
+check_out "re-inserted: same item" "reference: $REF" ks show "$(cat "$WORK/ref")"
+[ "$(ks token list --json | json "[t['slotID'] for t in d if t['label']=='alpha'][0]")" = "$ALPHA_SLOT" ] \
+  && ok "re-inserted: same slot ID" || bad "re-inserted: same slot ID"
+
+# --- 2. drivers: bad input -------------------------------------------------
+check_fail "driver add: missing file" "no such module" ks driver add --module "$WORK/none.so"
+check_fail "driver add: not a shared library" "cannot be used as a PKCS #11 module" ks driver add --module /etc/hostname
+check_fail "driver add: not PKCS #11" "not a PKCS #11 module" ks driver add --module "$(ls /usr/lib/x86_64-linux-gnu/libz.so.1 2>/dev/null || echo /lib/x86_64-linux-gnu/libz.so.1)"
+echo crash >"$FAKEMOD_CONTROL"
+check_fail "driver add: module that crashes" "crashed" ks driver add --module "$WORK/fakemod.so" --name fake
+echo hang >"$FAKEMOD_CONTROL"
+check_fail "driver add: module that hangs" "did not answer" ks driver add --module "$WORK/fakemod.so" --name fake
+echo ok >"$FAKEMOD_CONTROL"
+check_out "driver add softhsm2" "added driver softhsm2" ks driver add --module "$SOFTHSM"
+check_out "driver add fake (healthy for now)" "added driver fake" ks driver add --module "$WORK/fakemod.so" --name fake
+check_fail "driver add: duplicate name" "already exists" ks driver add --module "$SOFTHSM"
+check_out "driver list" "softhsm2.*ok" ks driver list
+
+# --- 3. the watcher --------------------------------------------------------
+LOG=$WORK/watch.log
+ks token watch --interval 0.1 --driver-interval 0.3 >"$LOG" 2>"$WORK/watch.err" &
+WATCH_PID=$!
+LINES=0
+LATENCIES=()
+# expect NAME REGEX: the next watcher line matches REGEX within 2 s of now.
+expect() {
+  local start end line
+  start=$(ms)
+  while :; do
+    line=$(sed -n "$((LINES + 1))p" "$LOG")
+    if [ -n "$line" ]; then break; fi
+    end=$(ms)
+    if [ $((end - start)) -gt 2000 ]; then bad "$1" "no line within 2 s (log: $(tail -3 "$LOG"))"; return; fi
+    sleep 0.02
+  done
+  end=$(ms)
+  LINES=$((LINES + 1))
+  if grep -Eq -- "$2" <<<"$line"; then ok "$1 ($((end - start)) ms)"; LATENCIES+=($((end - start))); else bad "$1" "got: $line"; fi
+}
+expect "watch lists the present token first" "^inserted $ALPHA\$"
+ks token create --label beta --pin-source env:PIN --so-pin-source env:SOPIN >/dev/null
+BETA=$(ks token list --json | json "[t['tokenID'] for t in d if t['label']=='beta'][0]")
+expect "watch: token created by another process" "^inserted $BETA\$"
+ks token remove beta >/dev/null
+expect "watch: token removed" "^removed $BETA\$"
+ks token insert beta >/dev/null
+expect "watch: token inserted" "^inserted $BETA\$"
+softhsm2-util --init-token --free --label card2 --pin $CARDPIN --so-pin $CARDSO >/dev/null
+CARD2=$(softhsm2-util --show-slots | awk '/Label:/ {l=$2} /Serial number:/ {s=$3} l=="card2" && s {print s; exit}')
+expect "watch: SoftHSM2 token initialised" "^inserted pkcs11.softhsm2:$CARD2\$"
+softhsm2-util --delete-token --token card2 >/dev/null
+expect "watch: SoftHSM2 token deleted" "^removed pkcs11.softhsm2:$CARD2\$"
+ks token delete beta --so-pin-source env:SOPIN >/dev/null
+expect "watch: token deleted" "^removed $BETA\$"
+
+# 50 remove/insert cycles by other processes: none lost, none duplicated, in order.
+BEFORE=$LINES
+for _ in $(seq 50); do ks token remove alpha >/dev/null; ks token insert alpha >/dev/null; done
+deadline=$(( $(ms) + 3000 ))
+while [ "$(wc -l <"$LOG")" -lt $((BEFORE + 100)) ] && [ "$(ms)" -lt $deadline ]; do sleep 0.05; done
+sleep 0.5
+got=$(tail -n +$((BEFORE + 1)) "$LOG")
+want=$(for _ in $(seq 50); do echo "removed $ALPHA"; echo "inserted $ALPHA"; done)
+[ "$got" = "$want" ] && ok "watch: 50 remove/insert cycles, 100 events in order" \
+  || bad "watch: 50 remove/insert cycles, 100 events in order" "$(diff <(echo "$want") <(echo "$got") | head -5)"
+LINES=$(wc -l <"$LOG")
+
+# --- 4. mirroring a SoftHSM2 card ----------------------------------------
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/rsa.key" -subj "/CN=card rsa" -days 2 -out "$WORK/rsa.pem" 2>/dev/null
+openssl pkcs8 -topk8 -nocrypt -in "$WORK/rsa.key" -out "$WORK/rsa.p8"
+openssl x509 -in "$WORK/rsa.pem" -outform DER -out "$WORK/rsa.der"
+softhsm2-util --init-token --free --label card --pin $CARDPIN --so-pin $CARDSO >/dev/null
+CARD=$(softhsm2-util --show-slots | awk '/Label:/ {l=$2} /Serial number:/ {s=$3} l=="card" && s {print s; exit}')
+CARDID=pkcs11.softhsm2:$CARD
+expect "watch: card inserted" "^inserted $CARDID\$"
+softhsm2-util --import "$WORK/rsa.p8" --token card --label rsa --id 01 --pin $CARDPIN >/dev/null
+p11() { pkcs11-tool --module "$SOFTHSM" --token-label card --login --pin $CARDPIN "$@" >/dev/null 2>&1; }
+p11 --write-object "$WORK/rsa.der" --type cert --id 01 --label rsa
+p11 --keypairgen --key-type EC:prime256v1 --id 02 --label ec
+items() { ks list --json | json "sorted(i['itemClass']+' '+i['label'] for i in d if i['tokenID']=='$CARDID')" ; }
+check_out "list shows the card's certificate, public keys and key proxies" \
+  "'certificate rsa', 'private-key ec', 'private-key rsa', 'public-key ec', 'public-key rsa'" items
+echo "data to sign" >"$WORK/data"
+check "sign through libkeyshare-pkcs11.so (RSA, pkcs11-tool)" pkcs11-tool --module "$MODULE" --token-label card --login --pin $CARDPIN \
+  --sign -m SHA256-RSA-PKCS --label rsa -i "$WORK/data" -o "$WORK/rsa.sig"
+check "RSA signature verifies with the certificate" openssl dgst -sha256 -verify <(openssl x509 -in "$WORK/rsa.pem" -pubkey -noout) \
+  -signature "$WORK/rsa.sig" "$WORK/data"
+check "sign through libkeyshare-pkcs11.so (ECDSA)" pkcs11-tool --module "$MODULE" --token-label card --login --pin $CARDPIN \
+  --sign -m ECDSA-SHA256 --signature-format openssl --label ec -i "$WORK/data" -o "$WORK/ec.sig"
+pkcs11-tool --module "$SOFTHSM" --token-label card --read-object --type pubkey --label ec -o "$WORK/ec.pub.der" >/dev/null 2>&1
+check "ECDSA signature verifies with the card's public key" openssl dgst -sha256 -verify <(openssl pkey -pubin -inform DER -in "$WORK/ec.pub.der") \
+  -signature "$WORK/ec.sig" "$WORK/data"
+check "OpenSSL engine signs through keyshare" env PKCS11_MODULE_PATH="$MODULE" openssl dgst -sha256 -engine pkcs11 -keyform engine \
+  -sign "pkcs11:token=card;object=rsa;type=private;pin-value=$CARDPIN" -out "$WORK/engine.sig" "$WORK/data"
+check "engine signature verifies with the certificate" openssl dgst -sha256 -verify <(openssl x509 -in "$WORK/rsa.pem" -pubkey -noout) \
+  -signature "$WORK/engine.sig" "$WORK/data"
+out=$(pkcs11-tool --module "$MODULE" --token-label card --login --pin 9999 --sign -m SHA256-RSA-PKCS --label rsa \
+  -i "$WORK/data" -o "$WORK/x.sig" 2>&1) && bad "wrong card PIN is refused by the card" \
+  || { grep -q CKR_PIN_INCORRECT <<<"$out" && ok "wrong card PIN is refused by the card" || bad "wrong card PIN is refused by the card" "$out"; }
+# No private key bytes of the card in the store: the middle of the private exponent.
+D=$(openssl rsa -in "$WORK/rsa.key" -noout -text 2>/dev/null | awk '/privateExponent/ {f=1; next} /prime1/ {f=0} f' | tr -d ' :\n' | cut -c 65-128)
+KEYDER=$(openssl pkey -in "$WORK/rsa.key" -outform DER | xxd -p | tr -d '\n' | cut -c 1200-1264)
+STORE=$(cat "$KEYSHARE_HOME"/keychain.db* | xxd -p | tr -d '\n')
+if [ ${#D} -eq 64 ] && ! grep -q "$D" <<<"$STORE" && ! grep -q "$KEYDER" <<<"$STORE"; then ok "no private key bytes of the card in the store"
+else bad "no private key bytes of the card in the store" "d=${#D}"; fi
+REFS=$(ks list --json | json "' '.join(sorted(i['reference'] for i in d if i['tokenID']=='$CARDID'))")
+echo "$REFS" >"$WORK/card-refs"
+CARD_REF=${REFS%% *}
+
+# Removal mid-signing (the card is backed up first, to come back later with the same serial and keys).
+CARDDIR=
+for d in "$WORK"/hsm/*/; do grep -aq "$CARD" "$d/token.object" 2>/dev/null && CARDDIR=${d%/}; done
+cp -a "$CARDDIR" "$WORK/card-backup"
+rm -f "$WORK/go"
+"$WORK/slotevent" "$MODULE" session card "$WORK/go" $CARDPIN rsa >"$WORK/midsign.log" 2>&1 &
+SIGNER=$!
+for _ in $(seq 100); do grep -q ready "$WORK/midsign.log" && break; sleep 0.05; done
+check_out "mid-signing: signature started on the card" "login=0x0 signinit=0x0" cat "$WORK/midsign.log"
+softhsm2-util --delete-token --token card >/dev/null
+expect "watch: card deleted" "^removed $CARDID\$"
+touch "$WORK/go"
+wait $SIGNER && ok "mid-signing removal: the signer did not crash" || bad "mid-signing removal: the signer did not crash" "$(cat "$WORK/midsign.log")"
+check_out "mid-signing removal: C_Sign fails cleanly" "sign=0x(32|b3|e0|30)\b" cat "$WORK/midsign.log"
+check_out "card deleted: none of its items remain" "^\[\]$" items
+check_fail "card deleted: its reference gives item not found" "item not found.*insert the card" ks show "$CARD_REF"
+cp -a "$WORK/card-backup" "$CARDDIR"
+expect "watch: same card inserted again" "^inserted $CARDID\$"
+check_out "card back: the reference resolves to the same item" "reference: $CARD_REF" ks show "$CARD_REF"
+[ "$(ks list --json | json "' '.join(sorted(i['reference'] for i in d if i['tokenID']=='$CARDID'))")" = "$REFS" ] \
+  && ok "card back: every reference is the same" || bad "card back: every reference is the same"
+
+# A module that starts crashing, then hangs: reported failed, the watcher carries on.
+echo crash >"$FAKEMOD_CONTROL"
+for _ in $(seq 60); do grep -q "driver fake failed" "$WORK/watch.err" && break; sleep 0.05; done
+check_out "crashing module: the watcher reports the driver failed" "driver fake failed: .*crashed" cat "$WORK/watch.err"
+check_out "crashing module: driver list shows it failed" "fake.*failed" ks driver list
+kill -0 "$WATCH_PID" 2>/dev/null && ok "crashing module: the watcher is still running" || bad "crashing module: the watcher is still running"
+ks token remove alpha >/dev/null
+expect "crashing module: soft events still delivered" "^removed $ALPHA\$"
+ks token insert alpha >/dev/null
+expect "crashing module: soft events still delivered (insert)" "^inserted $ALPHA\$"
+check_out "driver remove" "removed driver fake" ks driver remove fake
+
+# --- 5. hot plug in the module ---------------------------------------------
+A=$("$WORK/slotevent" "$MODULE" slots | sort | tr '\n' ' ')
+B=$("$WORK/slotevent" "$MODULE" slots | sort | tr '\n' ' ')
+[ -n "$A" ] && [ "$A" = "$B" ] && grep -qw "$ALPHA_SLOT" <<<"$A" && ok "slot IDs equal in two processes ($A)" \
+  || bad "slot IDs equal in two processes" "$A / $B"
+check_out "C_WaitForSlotEvent(CKF_DONT_BLOCK): CKR_NO_EVENT" "rv=0x8$" "$WORK/slotevent" "$MODULE" dontblock
+ks token remove alpha >/dev/null
+"$WORK/slotevent" "$MODULE" wait >"$WORK/wait.log" 2>&1 &
+WAITER=$!
+for _ in $(seq 100); do grep -q waiting "$WORK/wait.log" && break; sleep 0.02; done
+sleep 0.3
+ks token insert alpha >/dev/null
+wait $WAITER
+check_out "blocking C_WaitForSlotEvent woken by token insert in another process" "^event $ALPHA_SLOT [0-9]+ rv=0x0$" cat "$WORK/wait.log"
+check_out "C_Finalize wakes a blocked C_WaitForSlotEvent within 1 s" "^woken ([0-9]{1,3}) rv=0x190$" "$WORK/slotevent" "$MODULE" finalize
+rm -f "$WORK/go"
+"$WORK/slotevent" "$MODULE" session alpha "$WORK/go" >"$WORK/session.log" 2>&1 &
+S=$!
+for _ in $(seq 100); do grep -q ready "$WORK/session.log" && break; sleep 0.02; done
+ks token remove alpha >/dev/null
+touch "$WORK/go"
+wait $S
+check_out "session on a removed token: C_GetSessionInfo" "getsessioninfo=0x(32|b3|e0)$" cat "$WORK/session.log"
+check_out "session on a removed token: C_FindObjectsInit" "findinit=0x(32|b3|e0)$" cat "$WORK/session.log"
+ks token insert alpha >/dev/null
+
+kill "$WATCH_PID" 2>/dev/null; wait "$WATCH_PID" 2>/dev/null; WATCH_PID=
+if [ ${#LATENCIES[@]} -gt 0 ]; then
+  echo "watcher event latency (ms): $(printf '%s\n' "${LATENCIES[@]}" | sort -n | tr '\n' ' ')"
+fi
+finish
