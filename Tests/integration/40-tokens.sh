@@ -34,13 +34,16 @@ ks import "$FIXTURES/identities/auth-upn-old.cert.pem" --token alpha --pin-sourc
 REF=$(ks list --json | json "[i['reference'] for i in d if i['tokenID']=='$ALPHA'][0]")
 echo "$REF" >"$WORK/ref"
 check_out "reference resolves" "reference: $REF" ks show "$(cat "$WORK/ref")"
+check_out "PKCS #11 find by CKA_UNIQUE_ID: present" "^found 1$" "$WORK/slotevent" "$MODULE" uniqueid "$REF"
 check_out "token remove" "removed token $ALPHA" ks token remove alpha
 check_out "token list shows it removed" "removed" ks token list
+check_out "PKCS #11 find by CKA_UNIQUE_ID: token removed, not found" "^found 0$" "$WORK/slotevent" "$MODULE" uniqueid "$REF"
 check_fail "removed token: reference gives item not found" "item not found.*insert" ks show "$(cat "$WORK/ref")"
 check_out "removed token: its items are not listed" "no items" ks list
 check_fail "token remove twice: not found" "no token" ks token remove alpha
 check_out "token insert" "inserted token $ALPHA" ks token insert alpha
 check_out "re-inserted: same item" "reference: $REF" ks show "$(cat "$WORK/ref")"
+check_out "PKCS #11 find by CKA_UNIQUE_ID: re-inserted, found again" "^found 1$" "$WORK/slotevent" "$MODULE" uniqueid "$REF"
 [ "$(ks token list --json | json "[t['slotID'] for t in d if t['label']=='alpha'][0]")" = "$ALPHA_SLOT" ] \
   && ok "re-inserted: same slot ID" || bad "re-inserted: same slot ID"
 

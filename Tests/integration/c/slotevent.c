@@ -5,6 +5,7 @@
  *   slotevent MODULE dontblock             prints the CKF_DONT_BLOCK return value (0x8 = CKR_NO_EVENT)
  *   slotevent MODULE finalize              a thread blocks in C_WaitForSlotEvent, main calls
  *                                          C_Finalize after 300 ms: prints "woken MS rv=0x.."
+ *   slotevent MODULE uniqueid UID          how many objects, over all slots, have CKA_UNIQUE_ID UID
  *   slotevent MODULE session LABEL GOFILE [PIN KEYLABEL]
  *                                          opens a session on token LABEL (and with PIN starts a
  *                                          CKM_SHA256_RSA_PKCS signature with KEYLABEL), prints
@@ -85,6 +86,24 @@ int main(int argc, char **argv) {
         pthread_join(t, NULL);
         printf("woken %.0f rv=0x%lx\n", out[0] - start, (CK_RV)out[1]);
         return 0;
+    } else if (!strcmp(mode, "uniqueid") && argc >= 4) {
+        CK_SLOT_ID slots[64];
+        CK_ULONG n = 64, found = 0;
+        f->C_GetSlotList(CK_TRUE, slots, &n);
+        for (CK_ULONG i = 0; i < n; i++) {
+            CK_SESSION_HANDLE s;
+            if (f->C_OpenSession(slots[i], CKF_SERIAL_SESSION, NULL, NULL, &s) != CKR_OK) continue;
+            CK_ATTRIBUTE t[] = { { CKA_UNIQUE_ID, argv[3], strlen(argv[3]) } };
+            CK_OBJECT_HANDLE o[8];
+            CK_ULONG k = 0;
+            if (f->C_FindObjectsInit(s, t, 1) == CKR_OK) {
+                f->C_FindObjects(s, o, 8, &k);
+                f->C_FindObjectsFinal(s);
+            }
+            found += k;
+            f->C_CloseSession(s);
+        }
+        printf("found %lu\n", found);
     } else if (!strcmp(mode, "session") && argc >= 5) {
         CK_SLOT_ID slot = slot_by_label(argv[3]);
         CK_SESSION_HANDLE s;
