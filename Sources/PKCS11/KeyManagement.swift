@@ -1,19 +1,170 @@
 import CPKCS11
+import Keychain
+import KeyshareCrypto
+import Tokens
 
-/// Key generation, wrapping and derivation: the key-management chapter adds
-/// its mechanisms here (Tokens' key generation writes the same templates).
+// PKCS #11 §5.14 key generation: C_GenerateKeyPair and C_GenerateKey. The
+// attribute sets come from Tokens.ObjectTemplates (what `keyshare generate`
+// writes), so a token key made here is listed by `keyshare list`; wrapping
+// and derivation are in Wrap.swift and Derive.swift.
+
+/// Attributes a generated key computes itself: a template may not set them.
+private let computed: Set<CK_ATTRIBUTE_TYPE> = [
+    CKA_CLASS, CKA_KEY_TYPE, CKA_LOCAL, CKA_KEY_GEN_MECHANISM, CKA_ALWAYS_SENSITIVE, CKA_NEVER_EXTRACTABLE,
+    CKA_MODULUS, CKA_EC_POINT, CKA_VALUE, CKA_PUBLIC_KEY_INFO, CKA_PRIVATE_EXPONENT, CKA_PRIME_1, CKA_PRIME_2,
+    CKA_EXPONENT_1, CKA_EXPONENT_2, CKA_COEFFICIENT, CKA_UNIQUE_ID,
+]
+
+/// Generation inputs: read from the template, not stored from it.
+private let inputs: Set<CK_ATTRIBUTE_TYPE> = [CKA_MODULUS_BITS, CKA_PUBLIC_EXPONENT, CKA_EC_PARAMS, CKA_VALUE_LEN]
+
+enum KeyGenerationRules {
+    static let ed25519OID: [UInt8] = [0x06, 0x03, 0x2B, 0x65, 0x70]
+    /// 1.3.6.1.4.1.11591.15.1, the pre-RFC 8410 OID some OpenSC versions send.
+    static let ed25519LegacyOID: [UInt8] = [0x06, 0x09, 0x2B, 0x06, 0x01, 0x04, 0x01, 0xDA, 0x47, 0x0F, 0x01]
+
+    /// A printable curve name (DER PrintableString, as pkcs11-tool may send
+    /// for Edwards curves) or nil.
+    static func printable(_ p: [UInt8]) -> String? {
+        guard p.count >= 2, p[0] == 0x13, Int(p[1]) == p.count - 2 else { return nil }
+        return String(decoding: p[2...], as: UTF8.self).lowercased()
+    }
+
+    /// CKA_EC_PARAMS as a key spec: a named-curve OID or a curve name.
+    static func spec(ecParams p: [UInt8], edwards: Bool) throws -> KeySpec {
+        if edwards {
+            if p == ed25519OID || p == ed25519LegacyOID { return .ed25519 }
+            if let name = printable(p), ["edwards25519", "ed25519"].contains(name) { return .ed25519 }
+            throw PKCS11Error(CKR_CURVE_NOT_SUPPORTED)
+        }
+        if let c = ECCurve(paramsDER: p) { return .ec(c) }
+        let names: [String: ECCurve] = [
+            "prime256v1": .p256, "secp256r1": .p256, "p-256": .p256, "secp384r1": .p384, "p-384": .p384,
+            "secp521r1": .p521, "p-521": .p521,
+        ]
+        if let name = printable(p), let c = names[name] { return .ec(c) }
+        throw PKCS11Error(CKR_CURVE_NOT_SUPPORTED)
+    }
+
+    /// The caller's attributes that a generated key keeps (label, ID, usage
+    /// flags, storage); class and key type must agree when given.
+    static func callerPart(_ t: AttributeMap, objectClass: CK_OBJECT_CLASS, keyType: CK_KEY_TYPE) throws -> AttributeMap {
+        if let c = try t.checkedULong(CKA_CLASS), c != objectClass { throw PKCS11Error.templateInconsistent }
+        if let k = try t.checkedULong(CKA_KEY_TYPE), k != keyType { throw PKCS11Error.templateInconsistent }
+        for type in t.keys where ObjectRules.hidden.contains(type) { throw PKCS11Error.attributeTypeInvalid }
+        for type in t.keys where ObjectRules.booleans.contains(type) { _ = try t.checkedBool(type) }
+        for type in t.keys where computed.contains(type) && type != CKA_CLASS && type != CKA_KEY_TYPE {
+            throw PKCS11Error.attributeReadOnly
+        }
+        return t.filter { !computed.contains($0.key) && !inputs.contains($0.key) }
+    }
+
+    static func mechanismType(_ m: Mechanism) -> CK_MECHANISM_TYPE? {
+        if case .undecoded(let t, _) = m { return t }
+        return nil
+    }
+}
+
 extension Runtime {
     public func generateKeyPair(session h: CK_SESSION_HANDLE, mechanism: Mechanism,
                                 publicTemplate: Template, privateTemplate: Template) throws -> (CK_OBJECT_HANDLE, CK_OBJECT_HANDLE) {
-        _ = try session(h)
-        _ = try publicTemplate.map()
-        _ = try privateTemplate.map()
-        throw PKCS11Error.mechanismInvalid
+        let s = try session(h)
+        let pubT = try publicTemplate.map()
+        let privT = try privateTemplate.map()
+        let spec: KeySpec
+        switch KeyGenerationRules.mechanismType(mechanism) {
+        case CKM_RSA_PKCS_KEY_PAIR_GEN?:
+            guard let bits = try pubT.checkedULong(CKA_MODULUS_BITS) else { throw PKCS11Error.templateIncomplete }
+            guard (2048...4096).contains(bits) else { throw PKCS11Error(CKR_KEY_SIZE_RANGE) }
+            spec = .rsa(bits: Int(bits))
+        case CKM_EC_KEY_PAIR_GEN?, CKM_EC_EDWARDS_KEY_PAIR_GEN?:
+            guard let p = pubT[CKA_EC_PARAMS] ?? privT[CKA_EC_PARAMS] else { throw PKCS11Error.templateIncomplete }
+            spec = try KeyGenerationRules.spec(ecParams: p, edwards: KeyGenerationRules.mechanismType(mechanism) == CKM_EC_EDWARDS_KEY_PAIR_GEN)
+        default:
+            throw PKCS11Error.mechanismInvalid
+        }
+        // Permissions first: no key is generated for a call that cannot store it.
+        let privToken = try privT.checkedBool(CKA_TOKEN) ?? false
+        let pubToken = try pubT.checkedBool(CKA_TOKEN) ?? false
+        try checkWritable(s, isToken: privToken, isPrivate: try privT.checkedBool(CKA_PRIVATE) ?? true)
+        try checkWritable(s, isToken: pubToken, isPrivate: try pubT.checkedBool(CKA_PRIVATE) ?? false)
+
+        let key: PrivateKey
+        switch spec {
+        case .rsa(let bits):
+            let e = pubT[CKA_PUBLIC_EXPONENT].map { Array($0.drop { $0 == 0 }) } ?? [1, 0, 1]
+            do { key = try PrivateKey.generateRSA(bits: bits, publicExponent: e.isEmpty ? [1, 0, 1] : e) } catch {
+                throw PKCS11Error.attributeValueInvalid
+            }
+        case .ec(let c): key = try PrivateKey.generateEC(c)
+        case .ed25519: key = try PrivateKey.generateEd25519()
+        }
+        let keyType = CK_KEY_TYPE(ObjectTemplates.keyType(key.keyType))
+        let privRest = try KeyGenerationRules.callerPart(privT, objectClass: CKO_PRIVATE_KEY, keyType: keyType)
+        let pubRest = try KeyGenerationRules.callerPart(pubT, objectClass: CKO_PUBLIC_KEY, keyType: keyType)
+        let fallbackID = try key.publicKey.keyIdentifier()
+        let id = privT[CKA_ID] ?? pubT[CKA_ID] ?? fallbackID
+        let label = privT.string(CKA_LABEL) ?? pubT.string(CKA_LABEL) ?? ""
+        let sensitive = try privT.checkedBool(CKA_SENSITIVE) ?? true
+        let extractable = try privT.checkedBool(CKA_EXTRACTABLE) ?? false
+
+        var priv = try ObjectTemplates.privateKey(key, label: label, id: id, extractable: extractable, local: true,
+                                                  sensitive: sensitive)
+        priv.merge(privRest) { _, new in new }
+        var pub = try ObjectTemplates.publicKey(key.publicKey, label: label, id: id, local: true)
+        pub.merge(pubRest) { _, new in new }
+        priv[CKA_TOKEN] = AttributeCoding.bool(privToken)
+        pub[CKA_TOKEN] = AttributeCoding.bool(pubToken)
+        let pubHandle = try store(pub, in: s)
+        do {
+            return (pubHandle, try store(priv, in: s))
+        } catch {
+            // Never leave half a pair behind.
+            try? destroyObject(session: h, object: pubHandle)
+            throw error
+        }
     }
 
     public func generateKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, template: Template) throws -> CK_OBJECT_HANDLE {
-        _ = try session(h)
-        _ = try template.map()
-        throw PKCS11Error.mechanismInvalid
+        let s = try session(h)
+        let t = try template.map()
+        let keyType: CK_KEY_TYPE
+        let sizes: ClosedRange<CK_ULONG>
+        switch KeyGenerationRules.mechanismType(mechanism) {
+        case CKM_AES_KEY_GEN?: keyType = CKK_AES; sizes = 16...32
+        case CKM_GENERIC_SECRET_KEY_GEN?: keyType = CKK_GENERIC_SECRET; sizes = 1...512
+        default: throw PKCS11Error.mechanismInvalid
+        }
+        guard let len = try t.checkedULong(CKA_VALUE_LEN) else { throw PKCS11Error.templateIncomplete }
+        guard sizes.contains(len), keyType != CKK_AES || len % 8 == 0 else { throw PKCS11Error.attributeValueInvalid }
+        guard let m = KeyGenerationRules.mechanismType(mechanism) else { throw PKCS11Error.mechanismInvalid }
+        var a = try secretKeyAttributes(value: try SecureRandom.bytes(Int(len)), keyType: keyType, template: t,
+                                        mechanism: m)
+        a[CKA_LOCAL] = AttributeCoding.bool(true)
+        return try store(a, in: s)
+    }
+
+    /// A secret key's attribute set, for generation, unwrapping and derivation:
+    /// the caller's usage flags and storage, the computed ALWAYS_SENSITIVE /
+    /// NEVER_EXTRACTABLE (true only for keys born inside the module, i.e.
+    /// `mechanism` is a generation or derivation from a sensitive base).
+    func secretKeyAttributes(value: [UInt8], keyType: CK_KEY_TYPE, template t: AttributeMap,
+                             mechanism: CK_MECHANISM_TYPE?, bornSecret: Bool = true) throws -> AttributeMap {
+        var a = try KeyGenerationRules.callerPart(t, objectClass: CKO_SECRET_KEY, keyType: keyType)
+        let sensitive = try t.checkedBool(CKA_SENSITIVE) ?? true
+        let extractable = try t.checkedBool(CKA_EXTRACTABLE) ?? false
+        a[CKA_CLASS] = AttributeCoding.ulong(CKO_SECRET_KEY)
+        a[CKA_KEY_TYPE] = AttributeCoding.ulong(keyType)
+        a[CKA_VALUE] = value
+        a[CKA_VALUE_LEN] = AttributeCoding.ulong(CK_ULONG(value.count))
+        a[CKA_SENSITIVE] = AttributeCoding.bool(sensitive)
+        a[CKA_EXTRACTABLE] = AttributeCoding.bool(extractable)
+        a[CKA_ALWAYS_SENSITIVE] = AttributeCoding.bool(bornSecret && sensitive)
+        a[CKA_NEVER_EXTRACTABLE] = AttributeCoding.bool(bornSecret && !extractable)
+        a[CKA_LOCAL] = AttributeCoding.bool(false)
+        a[CKA_KEY_GEN_MECHANISM] = AttributeCoding.ulong(mechanism ?? KS_CK_UNAVAILABLE_INFORMATION)
+        a[CKA_PRIVATE] = AttributeCoding.bool(try t.checkedBool(CKA_PRIVATE) ?? true)
+        a[CKA_TOKEN] = AttributeCoding.bool(try t.checkedBool(CKA_TOKEN) ?? false)
+        return a
     }
 }

@@ -81,10 +81,8 @@ enum ObjectRules {
     static func isSensitive(_ view: ObjectView, _ type: CK_ATTRIBUTE_TYPE) -> Bool {
         guard isSecretPart(type, objectClass: view.objectClass) else { return false }
         if view.objectClass == ItemClass.genericPassword.rawValue { return true }
-        // The private parts of a key are never stored as attributes: they live
-        // in the encrypted PKCS #8, and exporting them is the key-sharing
-        // path's job, so they stay unavailable here even for extractable keys.
-        if view.objectClass == CKO_PRIVATE_KEY { return true }
+        // Private parts of a non-sensitive, extractable key are readable
+        // (computed from the PKCS #8 in PrivateParts.swift), like a secret key's value.
         return view.bool(CKA_SENSITIVE) ?? true || !(view.bool(CKA_EXTRACTABLE) ?? false)
     }
 
@@ -93,6 +91,9 @@ enum ObjectRules {
         if hidden.contains(type) { return .typeInvalid }
         if isSensitive(view, type) { return .sensitive }
         if let v = view.attributes[type] { return .value(v) }
+        if view.objectClass == CKO_PRIVATE_KEY, isSecretPart(type, objectClass: CKO_PRIVATE_KEY) {
+            return PrivateParts.component(view, type).map { .value($0) } ?? .typeInvalid
+        }
         if let v = defaults(for: view.objectClass)[type] { return .value(v) }
         return .typeInvalid
     }

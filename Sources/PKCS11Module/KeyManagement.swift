@@ -38,22 +38,16 @@ public func ks_C_GenerateKeyPair(_ hSession: CK_SESSION_HANDLE, _ pMechanism: Un
     }
 }
 
-/// Wrapping, unwrapping and derivation have no mechanism yet.
-private func unsupportedKeyMechanism(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?) throws -> CK_RV {
-    _ = try runtime().session(hSession)
-    _ = try mechanism(pMechanism)
-    return CKR_MECHANISM_INVALID
-}
-
 @c @implementation
 public func ks_C_WrapKey(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
                          _ hWrappingKey: CK_OBJECT_HANDLE, _ hKey: CK_OBJECT_HANDLE,
                          _ pWrappedKey: UnsafeMutablePointer<CK_BYTE>?,
                          _ pulWrappedKeyLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
-    entry("C_WrapKey", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism))") {
-        _ = try runtime().session(hSession)
-        guard pulWrappedKeyLen != nil else { throw PKCS11Error.argumentsBad }
-        return try unsupportedKeyMechanism(hSession, pMechanism)
+    entry("C_WrapKey", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hWrappingKey=\(hWrappingKey) hKey=\(hKey)") {
+        let rt = try runtime()
+        let r = try rt.wrapKey(session: hSession, mechanism: try mechanism(pMechanism), wrappingKey: hWrappingKey,
+                               key: hKey, capacity: try capacity(pWrappedKey, pulWrappedKeyLen))
+        return deliver(r, pWrappedKey, pulWrappedKeyLen)
     }
 }
 
@@ -62,10 +56,13 @@ public func ks_C_UnwrapKey(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMu
                            _ hUnwrappingKey: CK_OBJECT_HANDLE, _ pWrappedKey: UnsafeMutablePointer<CK_BYTE>?,
                            _ ulWrappedKeyLen: CK_ULONG, _ pTemplate: UnsafeMutablePointer<CK_ATTRIBUTE>?,
                            _ ulAttributeCount: CK_ULONG, _ phKey: UnsafeMutablePointer<CK_OBJECT_HANDLE>?) -> CK_RV {
-    entry("C_UnwrapKey", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism))") {
-        _ = try runtime().session(hSession)
-        guard phKey != nil else { throw PKCS11Error.argumentsBad }
-        return try unsupportedKeyMechanism(hSession, pMechanism)
+    entry("C_UnwrapKey", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hUnwrappingKey=\(hUnwrappingKey)") {
+        let rt = try runtime()
+        guard let phKey else { throw PKCS11Error.argumentsBad }
+        phKey.pointee = try rt.unwrapKey(session: hSession, mechanism: try mechanism(pMechanism),
+                                         unwrappingKey: hUnwrappingKey, wrapped: try required(pWrappedKey, ulWrappedKeyLen),
+                                         template: try template(pTemplate, ulAttributeCount))
+        return CKR_OK
     }
 }
 
@@ -73,7 +70,11 @@ public func ks_C_UnwrapKey(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMu
 public func ks_C_DeriveKey(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
                            _ hBaseKey: CK_OBJECT_HANDLE, _ pTemplate: UnsafeMutablePointer<CK_ATTRIBUTE>?,
                            _ ulAttributeCount: CK_ULONG, _ phKey: UnsafeMutablePointer<CK_OBJECT_HANDLE>?) -> CK_RV {
-    entry("C_DeriveKey", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism))") {
-        return try unsupportedKeyMechanism(hSession, pMechanism)
+    entry("C_DeriveKey", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hBaseKey=\(hBaseKey)") {
+        let rt = try runtime()
+        guard let phKey else { throw PKCS11Error.argumentsBad }
+        phKey.pointee = try rt.deriveKey(session: hSession, mechanism: try mechanism(pMechanism), baseKey: hBaseKey,
+                                         template: try template(pTemplate, ulAttributeCount))
+        return CKR_OK
     }
 }

@@ -1,0 +1,70 @@
+import CPKCS11
+import KeyshareCrypto
+
+// PKCS #11 §5.14 C_DeriveKey with CKM_ECDH1_DERIVE: CKD_NULL (the shared X
+// coordinate Z itself) and CKD_SHA*_KDF (ANSI X9.63: Hash(Z || counter ||
+// shared data) blocks). The result is a CKK_GENERIC_SECRET or CKK_AES key.
+
+enum X963KDF {
+    static func derive(_ d: DigestAlgorithm, z: [UInt8], sharedInfo: [UInt8], length: Int) throws -> [UInt8] {
+        var out: [UInt8] = []
+        var counter: UInt32 = 1
+        while out.count < length {
+            let ctx = try DigestContext(d)
+            try ctx.update(z)
+            try ctx.update([UInt8(counter >> 24), UInt8(counter >> 16 & 0xFF), UInt8(counter >> 8 & 0xFF), UInt8(counter & 0xFF)])
+            try ctx.update(sharedInfo)
+            out += try ctx.finish()
+            counter += 1
+        }
+        return Array(out.prefix(length))
+    }
+}
+
+extension Runtime {
+    public func deriveKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, baseKey: CK_OBJECT_HANDLE,
+                          template: Template) throws -> CK_OBJECT_HANDLE {
+        let s = try session(h)
+        guard case .ecdh(let p) = mechanism else { throw PKCS11Error.mechanismInvalid }
+        let base = try resolveKey(s, baseKey)
+        guard base.objectClass == CKO_PRIVATE_KEY, base.keyType == CKK_EC else { throw PKCS11Error.keyTypeInconsistent }
+        guard base.bool(CKA_DERIVE) == true else { throw PKCS11Error.keyFunctionNotPermitted }
+        let t = try template.map()
+        let cls = try t.checkedULong(CKA_CLASS) ?? CKO_SECRET_KEY
+        guard cls == CKO_SECRET_KEY else { throw PKCS11Error.templateInconsistent }
+        let keyType = try t.checkedULong(CKA_KEY_TYPE) ?? CKK_GENERIC_SECRET
+        guard keyType == CKK_GENERIC_SECRET || keyType == CKK_AES else { throw PKCS11Error.templateInconsistent }
+
+        var z: [UInt8]
+        do {
+            z = try privateKey(base).deriveECDH(peerPoint: p.publicData)
+        } catch {
+            throw PKCS11Error.mechanismParamInvalid
+        }
+        defer { for i in z.indices { z[i] = 0 } }
+        let defaultLength = keyType == CKK_AES && z.count > 32 ? 32 : z.count
+        var wanted = defaultLength
+        if let n = try t.checkedULong(CKA_VALUE_LEN) {
+            guard let i = Int(exactly: n) else { throw PKCS11Error.attributeValueInvalid }
+            wanted = i
+        }
+        if keyType == CKK_AES, ![16, 24, 32].contains(wanted) { throw PKCS11Error.attributeValueInvalid }
+        guard wanted > 0 else { throw PKCS11Error.attributeValueInvalid }
+        let value: [UInt8]
+        if let kdf = p.kdf {
+            guard wanted <= 1024 else { throw PKCS11Error.attributeValueInvalid }
+            value = try X963KDF.derive(kdf, z: z, sharedInfo: p.sharedData, length: wanted)
+        } else {
+            // CKD_NULL: Z truncated on the left-most bytes, as SP 800-56A does.
+            guard wanted <= z.count else { throw PKCS11Error.attributeValueInvalid }
+            value = Array(z.prefix(wanted))
+        }
+        // Derived from a key that never left the module: as secret as its base.
+        let bornSecret = base.bool(CKA_ALWAYS_SENSITIVE) == true && base.bool(CKA_NEVER_EXTRACTABLE) == true
+        var t2 = t
+        t2[CKA_VALUE_LEN] = nil
+        let a = try secretKeyAttributes(value: value, keyType: keyType, template: t2, mechanism: CKM_ECDH1_DERIVE,
+                                        bornSecret: bornSecret)
+        return try store(a, in: s)
+    }
+}

@@ -1,0 +1,107 @@
+import CPKCS11
+import Keychain
+import KeyshareCrypto
+import Tokens
+
+// PKCS #11 §5.14 C_WrapKey / C_UnwrapKey with CKM_AES_KEY_WRAP (RFC 3394)
+// and CKM_AES_KEY_WRAP_PAD (RFC 5649). Secret keys wrap as their value,
+// private keys as PKCS #8 PrivateKeyInfo.
+//
+// Policy (docs/pkcs11-module.md, "Wrapping"): a key leaves only when
+// CKA_EXTRACTABLE is true (sensitive or not: that is what wrapping is for);
+// CKA_WRAP_WITH_TRUSTED keys only under a CKA_TRUSTED wrapping key; and a
+// key with CKA_WRAP never decrypts (Cipher.swift `aesKey`), so a wrapped
+// sensitive key cannot be turned back into plaintext with C_Decrypt.
+
+extension Runtime {
+    /// The wrapping or unwrapping key's value, after its flag check.
+    private func kek(_ s: Session, _ h: CK_OBJECT_HANDLE, usage: CK_ATTRIBUTE_TYPE) throws -> (ObjectView, [UInt8]) {
+        let view: ObjectView
+        do {
+            view = try resolve(s, h)
+        } catch let e as PKCS11Error where e == .objectHandleInvalid {
+            throw PKCS11Error(usage == CKA_WRAP ? CKR_WRAPPING_KEY_HANDLE_INVALID : CKR_UNWRAPPING_KEY_HANDLE_INVALID)
+        }
+        guard view.objectClass == CKO_SECRET_KEY, view.keyType == CKK_AES else {
+            throw PKCS11Error(usage == CKA_WRAP ? CKR_WRAPPING_KEY_TYPE_INCONSISTENT : CKR_UNWRAPPING_KEY_TYPE_INCONSISTENT)
+        }
+        guard view.bool(usage) == true else { throw PKCS11Error.keyFunctionNotPermitted }
+        guard let v = view.attributes[CKA_VALUE], [16, 24, 32].contains(v.count) else {
+            throw PKCS11Error(usage == CKA_WRAP ? CKR_WRAPPING_KEY_SIZE_RANGE : CKR_UNWRAPPING_KEY_SIZE_RANGE)
+        }
+        return (view, v)
+    }
+
+    public func wrapKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, wrappingKey: CK_OBJECT_HANDLE,
+                        key: CK_OBJECT_HANDLE, capacity: Int?) throws -> OutputResult {
+        let s = try session(h)
+        guard case .aesKeyWrap(let pad) = mechanism else { throw PKCS11Error.mechanismInvalid }
+        let (wrapper, kekValue) = try kek(s, wrappingKey, usage: CKA_WRAP)
+        let target = try resolveKey(s, key)
+        guard target.bool(CKA_EXTRACTABLE) == true else { throw PKCS11Error(CKR_KEY_UNEXTRACTABLE) }
+        if target.bool(CKA_WRAP_WITH_TRUSTED) == true, wrapper.bool(CKA_TRUSTED) != true {
+            throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE)
+        }
+        var material: [UInt8]
+        switch target.objectClass {
+        case CKO_SECRET_KEY:
+            guard let v = target.attributes[CKA_VALUE] else { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
+            material = v
+        case CKO_PRIVATE_KEY:
+            guard target.attributes[CKA.keyshareExternal] == nil else { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
+            material = try privateKey(target).pkcs8DER()
+        default:
+            throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE)
+        }
+        if !pad, material.count % 8 != 0 || material.count < 16 { throw PKCS11Error(CKR_KEY_SIZE_RANGE) }
+        let needed = pad ? (material.count + 7) / 8 * 8 + 8 : material.count + 8
+        if let r = OutputResult.decide(needed: needed, capacity: capacity) { return r }
+        defer { for i in material.indices { material[i] = 0 } }
+        return .bytes(try AESKeyWrap.wrap(kek: kekValue, key: material, padded: pad))
+    }
+
+    public func unwrapKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, unwrappingKey: CK_OBJECT_HANDLE,
+                          wrapped: [UInt8], template: Template) throws -> CK_OBJECT_HANDLE {
+        let s = try session(h)
+        guard case .aesKeyWrap(let pad) = mechanism else { throw PKCS11Error.mechanismInvalid }
+        let (_, kekValue) = try kek(s, unwrappingKey, usage: CKA_UNWRAP)
+        let t = try template.map()
+        guard let cls = try t.checkedULong(CKA_CLASS), let keyType = try t.checkedULong(CKA_KEY_TYPE) else {
+            throw PKCS11Error.templateIncomplete
+        }
+        guard wrapped.count >= 16, wrapped.count % 8 == 0 else { throw PKCS11Error(CKR_WRAPPED_KEY_LEN_RANGE) }
+        var material: [UInt8]
+        do {
+            material = try AESKeyWrap.unwrap(kek: kekValue, wrapped: wrapped, padded: pad)
+        } catch {
+            throw PKCS11Error(CKR_WRAPPED_KEY_INVALID)
+        }
+        defer { for i in material.indices { material[i] = 0 } }
+        switch cls {
+        case CKO_SECRET_KEY:
+            switch keyType {
+            case CKK_AES: guard [16, 24, 32].contains(material.count) else { throw PKCS11Error(CKR_WRAPPED_KEY_INVALID) }
+            case CKK_GENERIC_SECRET: break
+            default: throw PKCS11Error.templateInconsistent
+            }
+            if let len = try t.checkedULong(CKA_VALUE_LEN), len != material.count { throw PKCS11Error.templateInconsistent }
+            // An unwrapped key was outside the module: never "always sensitive".
+            let a = try secretKeyAttributes(value: material, keyType: keyType, template: t, mechanism: nil, bornSecret: false)
+            return try store(a, in: s)
+        case CKO_PRIVATE_KEY:
+            let k: PrivateKey
+            do { k = try PrivateKey(der: material) } catch { throw PKCS11Error(CKR_WRAPPED_KEY_INVALID) }
+            guard CK_KEY_TYPE(ObjectTemplates.keyType(k.keyType)) == keyType else { throw PKCS11Error.templateInconsistent }
+            let fallbackID = try k.publicKey.keyIdentifier()
+            var a = try ObjectTemplates.privateKey(
+                k, label: t.string(CKA_LABEL) ?? "", id: t[CKA_ID] ?? fallbackID,
+                extractable: try t.checkedBool(CKA_EXTRACTABLE) ?? false, local: false,
+                sensitive: try t.checkedBool(CKA_SENSITIVE) ?? true)
+            a.merge(try KeyGenerationRules.callerPart(t, objectClass: CKO_PRIVATE_KEY, keyType: keyType)) { _, new in new }
+            a[CKA_TOKEN] = AttributeCoding.bool(try t.checkedBool(CKA_TOKEN) ?? false)
+            return try store(a, in: s)
+        default:
+            throw PKCS11Error.templateInconsistent
+        }
+    }
+}
