@@ -42,8 +42,8 @@ extension Runtime {
         for a in template { try ObjectRules.checkSet(view, a, soLoggedIn: so) }
         let changes = try template.map()
         switch view.entry {
-        case .token(_, let ref, let isPrivate):
-            try store.update(ref, attributes: changes, key: isPrivate ? userKey(for: s.tokenID) : nil)
+        case .token(_, let ref, _):
+            try store.update(ref, attributes: changes, key: userKey(for: s.tokenID))
         case .session(let o):
             lock.withLock { o.attributes.merge(changes) { _, new in new } }
         }
@@ -67,8 +67,10 @@ extension Runtime {
         if isToken {
             guard let itemClass = ItemClass(rawValue: cls) else { throw PKCS11Error.attributeValueInvalid }
             a[CKA_TOKEN] = AttributeCoding.bool(true)
+            // Secret and private keys seal their values even when CKA_PRIVATE is false.
+            let sealsValues = itemClass == .secretKey || itemClass == .privateKey
             let ref = try store.add(token: s.tokenID, itemClass: itemClass, attributes: a,
-                                    key: isPrivate ? userKey(for: s.tokenID) : nil)
+                                    key: isPrivate || sealsValues ? userKey(for: s.tokenID) : nil)
             return lock.withLock { objects.handle(token: s.tokenID, reference: ref, isPrivate: isPrivate) }
         }
         a[CKA_TOKEN] = nil

@@ -129,10 +129,12 @@ extension Runtime {
             return (e, key)
         }
         switch entry {
-        case .token(_, let ref, let isPrivate):
+        case .token(_, let ref, _):
             let item: Item
             do {
-                item = try store.item(ref, key: isPrivate ? key : nil)
+                // The user key also opens the sealed values of public
+                // secret-bearing items (a CKA_PRIVATE=false secret key's value).
+                item = try store.item(ref, key: key)
             } catch KeychainError.itemNotFound {
                 lock.withLock { objects.remove(h) }
                 throw PKCS11Error.objectHandleInvalid
