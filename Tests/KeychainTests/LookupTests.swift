@@ -30,6 +30,28 @@ import KeyshareCrypto
         }
     }
 
+    /// Without ANALYZE statistics (a real store never runs it) the attribute
+    /// seeks still drive the plan: items are fetched by rowid, never walked
+    /// per token through items_token_class (that made find O(items)).
+    @Test func attributeFindSeeksWithoutStatistics() throws {
+        let home = TempHome()
+        let store = try home.store()
+        let token = try makeToken(store)
+        for i in 0..<50 {
+            _ = try store.add(token: token, itemClass: .data, attributes: [CKA.label: Array("d \(i)".utf8)], key: nil)
+        }
+        for query in [
+            ItemQuery(tokenID: token, itemClass: .data, attributes: [CKA.label: Array("d 7".utf8)], limit: .one),
+            ItemQuery(tokenID: token, attributes: [CKA.label: Array("d 8".utf8)]),
+        ] {
+            let (sql, args) = try store.findSQL(query, key: nil)
+            let plan = try store.db.query("EXPLAIN QUERY PLAN " + sql, args) { $0.text(3) }
+            #expect(plan.contains { $0.hasPrefix("SEARCH i USING INTEGER PRIMARY KEY") }, "\(plan)")
+            #expect(!plan.contains { $0.contains("items_token_class") }, "\(plan)")
+            #expect(try store.find(query, key: nil).count == 1)
+        }
+    }
+
     /// Failed logins from different processes (connections) add up.
     @Test func bruteForceAcrossStoresIsCounted() throws {
         let home = TempHome()
