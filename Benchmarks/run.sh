@@ -35,5 +35,10 @@ export KEYSHARE_HOME=$WORK/keyshare
 "$KEYSHARE" token create --label bench --pin-source env:BENCH_PIN --so-pin-source env:BENCH_SO >/dev/null
 KEYSHARE_HOME=$WORK/keyshare-cli "$KEYSHARE" token create --label bench --pin-source env:BENCH_PIN --so-pin-source env:BENCH_SO >/dev/null
 
-exec "$BENCH" --module "keyshare=$MODULE" --module "SoftHSM2=$SOFTHSM" --token bench --pin "$BENCH_PIN" \
+# BENCH_NO_REF=1 leaves SoftHSM2 out; BENCH_WRAP prefixes the command (profiling:
+# BENCH_WRAP="valgrind --tool=callgrind --toggle-collect=p11_sign" BENCH_ONLY=...).
+REF=(--module "SoftHSM2=$SOFTHSM")
+[ "${BENCH_NO_REF:-0}" != 0 ] && REF=()
+# shellcheck disable=SC2086
+${BENCH_WRAP:-} "$BENCH" --module "keyshare=$MODULE" "${REF[@]}" --token bench --pin "$BENCH_PIN" \
   --cli "$KEYSHARE" --cli-home "$WORK/keyshare-cli"
