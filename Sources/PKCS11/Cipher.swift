@@ -180,6 +180,8 @@ extension Runtime {
                 return RSACipherOperation(padding: padding, publicKey: k, privateKey: nil, bits: k.bits)
             }
             guard view.objectClass == CKO_PRIVATE_KEY else { throw PKCS11Error.keyTypeInconsistent }
+            // A key of an external token: decrypted on the card (ExternalTokens.swift).
+            if view.isExternalKey { return try externalDecryptOperation(view, m) }
             let k = try privateKey(view)
             return RSACipherOperation(padding: padding, publicKey: nil, privateKey: k, bits: k.bits)
         case .aesCBC(let iv, let pad):

@@ -72,6 +72,18 @@ extension Runtime {
                                      prehash: prehash, signatureLength: Self.signatureLength(view.attributes))
     }
 
+    /// C_DecryptInit with a key proxy: decrypted on the card (RSA PKCS #1, OAEP, raw).
+    func externalDecryptOperation(_ view: ObjectView, _ mechanism: Mechanism) throws -> any CipherOperation {
+        guard let keyID = view.attributes[CKA.keyshareExternal] else { throw PKCS11Error.keyHandleInvalid }
+        let token = view.entry.tokenID
+        guard let card = lock.withLock({ logins[token] == nil ? nil : external.sessions[token] }) else {
+            throw PKCS11Error.userNotLoggedIn
+        }
+        let (type, parameter) = try Self.raw(mechanism)
+        return ExternalDecryptOperation(card: card, store: store, keyID: keyID, mechanism: type, parameter: parameter,
+                                        size: Self.signatureLength(view.attributes))
+    }
+
     static func signatureLength(_ a: AttributeMap) -> Int {
         if let m = a[CKA.modulus] { return m.drop { $0 == 0 }.count }
         if let p = a[CKA.ecParams], let c = ECCurve(paramsDER: p) { return 2 * c.byteSize }
@@ -99,6 +111,14 @@ extension Runtime {
         case .ecdsaWith(let d): return (try find(Mechanism.ecdsaDigest, d), [])
         case .eddsa: return (UInt(CKM_EDDSA), [])
         case .undecoded(let t, let p): return (UInt(t), p)
+        case .rsaOAEP(let o):
+            // CK_RSA_PKCS_OAEP_PARAMS; a label would need a pointer that outlives this encoding.
+            guard o.label.isEmpty, let mgf = Mechanism.mgf1.first(where: { $0.value == o.mgf1 })?.key else {
+                throw PKCS11Error.mechanismParamInvalid
+            }
+            return (UInt(CKM_RSA_PKCS_OAEP), AttributeCoding.ulong(try find(Mechanism.digestOf, o.hash))
+                + AttributeCoding.ulong(UInt(mgf)) + AttributeCoding.ulong(UInt(CKZ_DATA_SPECIFIED))
+                + AttributeCoding.ulong(0) + AttributeCoding.ulong(0))
         default: throw PKCS11Error.mechanismInvalid
         }
     }
@@ -163,6 +183,43 @@ final class ExternalSignOperation: SignOperation {
             throw PKCS11Error(CKR_DEVICE_REMOVED)  // the key is gone from the card: it was removed or replaced
         }
     }
+}
+
+/// RSA decryption on the card: one block, so updates only collect.
+final class ExternalDecryptOperation: CipherOperation {
+    let card: ExternalTokenSession
+    let store: KeychainStore
+    let keyID: [UInt8]
+    let mechanism: UInt
+    let parameter: [UInt8]
+    let size: Int
+    private var input: [UInt8] = []
+
+    init(card: ExternalTokenSession, store: KeychainStore, keyID: [UInt8], mechanism: UInt, parameter: [UInt8], size: Int) {
+        self.card = card
+        self.store = store
+        self.keyID = keyID
+        self.mechanism = mechanism
+        self.parameter = parameter
+        self.size = size
+    }
+
+    func outputLength(input: Int) -> Int { size }
+    func updateOutputLength(input: Int) -> Int { 0 }
+    var finalOutputLength: Int { size }
+
+    func oneShot(_ data: [UInt8]) throws -> [UInt8] {
+        guard try store.token(card.tokenID)?.present == true else { throw PKCS11Error(CKR_DEVICE_REMOVED) }
+        return try Runtime.cardCall { try card.decrypt(keyID: keyID, mechanism: mechanism, parameter: parameter, data: data) }
+    }
+
+    func update(_ part: [UInt8]) throws -> [UInt8] {
+        guard input.count + part.count <= 1 << 16 else { throw PKCS11Error(CKR_ENCRYPTED_DATA_LEN_RANGE) }
+        input += part
+        return []
+    }
+
+    func finish() throws -> [UInt8] { try oneShot(input) }
 }
 
 extension ObjectView {

@@ -107,11 +107,14 @@ public final class TokenWatcher: @unchecked Sendable {
     }
 
     /// The store's presence of every token, including tokens made before
-    /// presence generations existed (generation 0).
+    /// presence generations existed (generation 0). `presence()` reads state
+    /// and generation in one query; only tokens it lacks come from the
+    /// second read, so a change between the two cannot pair a new state
+    /// with an old generation (which would lose a remove+insert pair).
     public static func readPresence(_ store: KeychainStore) throws -> PresenceState {
         var state = try store.presence()
-        for rec in try store.tokens() where state[rec.tokenID]?.present != rec.present {
-            state[rec.tokenID] = (rec.present, state[rec.tokenID]?.generation ?? 0)
+        for rec in try store.tokens() where state[rec.tokenID] == nil {
+            state[rec.tokenID] = (rec.present, 0)
         }
         return state
     }

@@ -127,11 +127,11 @@ check_out "list shows the card's certificate, public keys and key proxies" \
   "'certificate rsa', 'private-key ec', 'private-key rsa', 'public-key ec', 'public-key rsa'" items
 echo "data to sign" >"$WORK/data"
 check "sign through libkeyshare-pkcs11.so (RSA, pkcs11-tool)" pkcs11-tool --module "$MODULE" --token-label card --login --pin $CARDPIN \
-  --sign -m SHA256-RSA-PKCS --label rsa -i "$WORK/data" -o "$WORK/rsa.sig"
+  --sign -m SHA256-RSA-PKCS --id 01 -i "$WORK/data" -o "$WORK/rsa.sig"
 check "RSA signature verifies with the certificate" openssl dgst -sha256 -verify <(openssl x509 -in "$WORK/rsa.pem" -pubkey -noout) \
   -signature "$WORK/rsa.sig" "$WORK/data"
 check "sign through libkeyshare-pkcs11.so (ECDSA)" pkcs11-tool --module "$MODULE" --token-label card --login --pin $CARDPIN \
-  --sign -m ECDSA-SHA256 --signature-format openssl --label ec -i "$WORK/data" -o "$WORK/ec.sig"
+  --sign -m ECDSA-SHA256 --signature-format openssl --id 02 -i "$WORK/data" -o "$WORK/ec.sig"
 pkcs11-tool --module "$SOFTHSM" --token-label card --read-object --type pubkey --label ec -o "$WORK/ec.pub.der" >/dev/null 2>&1
 check "ECDSA signature verifies with the card's public key" openssl dgst -sha256 -verify <(openssl pkey -pubin -inform DER -in "$WORK/ec.pub.der") \
   -signature "$WORK/ec.sig" "$WORK/data"
@@ -159,7 +159,7 @@ cp -a "$CARDDIR" "$WORK/card-backup"
 rm -f "$WORK/go"
 "$WORK/slotevent" "$MODULE" session card "$WORK/go" $CARDPIN rsa >"$WORK/midsign.log" 2>&1 &
 SIGNER=$!
-for _ in $(seq 100); do grep -q ready "$WORK/midsign.log" && break; sleep 0.05; done
+for _ in $(seq 100); do grep -qs ready "$WORK/midsign.log" && break; sleep 0.05; done
 check_out "mid-signing: signature started on the card" "login=0x0 signinit=0x0" cat "$WORK/midsign.log"
 softhsm2-util --delete-token --token card >/dev/null
 expect "watch: card deleted" "^removed $CARDID\$"
@@ -195,7 +195,7 @@ check_out "C_WaitForSlotEvent(CKF_DONT_BLOCK): CKR_NO_EVENT" "rv=0x8$" "$WORK/sl
 ks token remove alpha >/dev/null
 "$WORK/slotevent" "$MODULE" wait >"$WORK/wait.log" 2>&1 &
 WAITER=$!
-for _ in $(seq 100); do grep -q waiting "$WORK/wait.log" && break; sleep 0.02; done
+for _ in $(seq 100); do grep -qs waiting "$WORK/wait.log" && break; sleep 0.02; done
 sleep 0.3
 ks token insert alpha >/dev/null
 wait $WAITER
@@ -204,7 +204,7 @@ check_out "C_Finalize wakes a blocked C_WaitForSlotEvent within 1 s" "^woken ([0
 rm -f "$WORK/go"
 "$WORK/slotevent" "$MODULE" session alpha "$WORK/go" >"$WORK/session.log" 2>&1 &
 S=$!
-for _ in $(seq 100); do grep -q ready "$WORK/session.log" && break; sleep 0.02; done
+for _ in $(seq 100); do grep -qs ready "$WORK/session.log" && break; sleep 0.02; done
 ks token remove alpha >/dev/null
 touch "$WORK/go"
 wait $S

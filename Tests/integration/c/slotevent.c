@@ -20,6 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 #include <p11-kit-1/p11-kit/pkcs11.h>
+#ifndef CKA_UNIQUE_ID
+#define CKA_UNIQUE_ID 0x4UL
+#endif
 
 static CK_FUNCTION_LIST_PTR f;
 
