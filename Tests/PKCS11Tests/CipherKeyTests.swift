@@ -20,6 +20,10 @@ struct CipherKeyTests {
         return try withUnsafeBytes(of: &p) { try Mechanism(type: type, parameter: $0) }
     }
 
+    func raw(_ type: CK_MECHANISM_TYPE, _ bytes: [UInt8]) throws -> Mechanism {
+        try bytes.withUnsafeBytes { try Mechanism(type: type, parameter: $0) }
+    }
+
     func aesKey(_ f: Fixture, _ s: CK_SESSION_HANDLE, wrap: Bool = false, extractable: Bool = false) throws -> CK_OBJECT_HANDLE {
         try f.rt.generateKey(session: s, mechanism: try Mechanism(type: CKM_AES_KEY_GEN, parameter: nil), template: [
             .ulong(CKA_VALUE_LEN, 32), .bool(CKA_ENCRYPT, true), .bool(CKA_DECRYPT, !wrap), .bool(CKA_WRAP, wrap),
@@ -39,7 +43,7 @@ struct CipherKeyTests {
         #expect(try f.rt.getAttributeValue(session: s, object: key, types: [CKA_LOCAL, CKA_ALWAYS_SENSITIVE, CKA_VALUE])
                 == [.value([1]), .value([1]), .sensitive])
         let iv = [UInt8](repeating: 7, count: 16)
-        let m = try Mechanism(type: CKM_AES_CBC_PAD, parameter: UnsafeRawBufferPointer(start: iv, count: 16))
+        let m = try raw(CKM_AES_CBC_PAD, Array(iv.prefix(16)))
         let plain = Array("twenty-one bytes long".utf8)
         try f.rt.encryptInit(session: s, mechanism: m, key: key)
         #expect(try f.rt.encrypt(session: s, data: plain, capacity: nil) == .length(32))
@@ -53,13 +57,13 @@ struct CipherKeyTests {
         let c = bytes(try f.rt.decryptFinal(session: s, capacity: 64))
         #expect(a + b + c == plain)
         // Without padding, a partial block is CKR_DATA_LEN_RANGE and ends the operation.
-        let raw = try Mechanism(type: CKM_AES_CBC, parameter: UnsafeRawBufferPointer(start: iv, count: 16))
-        try f.rt.encryptInit(session: s, mechanism: raw, key: key)
+        let noPad = try raw(CKM_AES_CBC, Array(iv.prefix(16)))
+        try f.rt.encryptInit(session: s, mechanism: noPad, key: key)
         #expect(rv { _ = try f.rt.encrypt(session: s, data: plain, capacity: 64) } == CKR_DATA_LEN_RANGE)
         #expect(rv { _ = try f.rt.encrypt(session: s, data: plain, capacity: 64) } == CKR_OPERATION_NOT_INITIALIZED)
         try f.rt.decryptInit(session: s, mechanism: m, key: key)
         #expect(rv { _ = try f.rt.decrypt(session: s, data: Array(ct[0..<20]), capacity: 64) } == CKR_ENCRYPTED_DATA_LEN_RANGE)
-        #expect(rv { _ = try Mechanism(type: CKM_AES_CBC, parameter: UnsafeRawBufferPointer(start: iv, count: 8)) }
+        #expect(rv { _ = try raw(CKM_AES_CBC, Array(iv.prefix(8))) }
                 == CKR_MECHANISM_PARAM_INVALID)
     }
 
@@ -96,7 +100,7 @@ struct CipherKeyTests {
                 try mech(CKM_AES_GCM, CK_GCM_PARAMS(pIv: $0.baseAddress, ulIvLen: 12, ulIvBits: 96, pAAD: nil, ulAADLen: 0, ulTagBits: 100))
             }
         } == CKR_MECHANISM_PARAM_INVALID)
-        #expect(rv { _ = try Mechanism(type: CKM_AES_GCM, parameter: UnsafeRawBufferPointer(start: iv, count: 12)) }
+        #expect(rv { _ = try raw(CKM_AES_GCM, Array(iv.prefix(12))) }
                 == CKR_MECHANISM_PARAM_INVALID)
     }
 
@@ -229,7 +233,7 @@ struct CipherKeyTests {
     @Test func ecdhDeriveAgreesAndHMAC() throws {
         let (f, s) = try loggedIn()
         let gen = try Mechanism(type: CKM_EC_KEY_PAIR_GEN, parameter: nil)
-        let (_, a) = try f.rt.generateKeyPair(session: s, mechanism: gen, publicTemplate: [Attribute(CKA_EC_PARAMS, ECCurve.p256.paramsDER)],
+        let (aPub, a) = try f.rt.generateKeyPair(session: s, mechanism: gen, publicTemplate: [Attribute(CKA_EC_PARAMS, ECCurve.p256.paramsDER)],
                                               privateTemplate: [.bool(CKA_DERIVE, true)])
         let peer = try PrivateKey.generateEC(.p256)
         guard let point = peer.publicKey.ecPoint else { Issue.record("no point"); return }
@@ -241,7 +245,7 @@ struct CipherKeyTests {
         let derived = try f.rt.deriveKey(session: s, mechanism: m, baseKey: a, template: [
             .ulong(CKA_CLASS, CKO_SECRET_KEY), .ulong(CKA_KEY_TYPE, CKK_GENERIC_SECRET), .bool(CKA_SENSITIVE, false),
             .bool(CKA_EXTRACTABLE, true), .bool(CKA_SIGN, true), .bool(CKA_VERIFY, true)])
-        guard case .value(let z) = try f.rt.getAttributeValue(session: s, object: a, types: [CKA_EC_POINT])[0],
+        guard case .value(let z) = try f.rt.getAttributeValue(session: s, object: aPub, types: [CKA_EC_POINT])[0],
               case .value(let secret) = try f.rt.getAttributeValue(session: s, object: derived, types: [CKA_VALUE])[0] else {
             Issue.record("no values"); return
         }
