@@ -87,6 +87,21 @@ check "encrypt AES-CBC-PAD" "${U[@]}" --encrypt --mechanism AES-CBC-PAD --id 21 
 check "decrypt AES-CBC-PAD" "${U[@]}" --decrypt --mechanism AES-CBC-PAD --id 21 --iv 000102030405060708090a0b0c0d0e0f -i "$WORK/ct.pad" -o "$WORK/pt.pad"
 check "AES-CBC-PAD round trip" cmp "$WORK/plain" "$WORK/pt.pad"
 
+# ECDH derivation agrees with OpenSSL; AES key wrap and unwrap.
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$WORK/peer.key" 2>/dev/null
+openssl pkey -in "$WORK/peer.key" -pubout -outform DER -out "$WORK/peer.der"
+check "derive ECDH1-DERIVE" "${U[@]}" --derive --mechanism ECDH1-DERIVE --id 12 -i "$WORK/peer.der" -o "$WORK/z.module"
+openssl pkeyutl -derive -inkey "$WORK/peer.key" -peerkey "$WORK/p256.pub" -out "$WORK/z.openssl"
+check "ECDH secret matches OpenSSL's" cmp "$WORK/z.module" "$WORK/z.openssl"
+check "keygen AES wrapping key" "${U[@]}" --keygen --key-type AES:32 --id 23 --label kek --usage-wrap
+check "keygen extractable AES-128" "${U[@]}" --keygen --key-type AES:16 --id 24 --label inner --extractable
+check "wrap AES-KEY-WRAP" "${U[@]}" --wrap --mechanism AES-KEY-WRAP --id 23 --application-id 24 -o "$WORK/wrapped"
+check_out "wrapped key is 24 bytes" '^24$' stat -c %s "$WORK/wrapped"
+check_out "unwrap AES-KEY-WRAP" 'Secret Key Object; AES' "${U[@]}" --unwrap --mechanism AES-KEY-WRAP --id 23 \
+  -i "$WORK/wrapped" --key-type AES: --application-id 25 --application-label unwrapped
+out=$("${U[@]}" --wrap --mechanism AES-KEY-WRAP --id 23 --application-id 22 -o "$WORK/nope" 2>&1 || true)
+if grep -q 'CKR_KEY_UNEXTRACTABLE\|CKR_KEY_NOT_WRAPPABLE\|CKR_KEY_FUNCTION_NOT_PERMITTED' <<<"$out"; then ok "an unextractable key is not wrapped"; else bad "an unextractable key is not wrapped" "$out"; fi
+
 # Objects.
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$WORK/c.key" -subj /CN=written -days 2 \
   -outform DER -out "$WORK/c.der" 2>/dev/null
