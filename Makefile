@@ -12,7 +12,7 @@ DEB_PACKAGES  := libssl-dev libsqlite3-dev libp11-kit-dev p11-kit opensc softhsm
 P11_MODULE_DIR  = $(shell pkg-config --variable=p11_module_path p11-kit-1 2>/dev/null || echo /usr/lib/x86_64-linux-gnu/pkcs11)
 P11_CONFIG_DIR  = $(shell pkg-config --variable=p11_module_configs p11-kit-1 2>/dev/null || echo /usr/share/p11-kit/modules)
 
-.PHONY: all deps build test unit-test integration-test demo install uninstall clean bench
+.PHONY: all deps build test unit-test integration-test demo install uninstall clean bench stress fuzz
 
 all: build
 
@@ -54,6 +54,23 @@ $(BENCH_BIN): Benchmarks/p11bench.c
 
 bench: build $(BENCH_BIN)
 	@bash Benchmarks/run.sh "$(KEYSHARE)" "$(MODULE)" "$(BENCH_BIN)"
+
+## stress: long reliability runs (docs/reliability.md): 4 processes x 2 threads x 1000 operations with the
+## CLI alongside, 200 SIGKILLs, and the in-process run under ThreadSanitizer (module in .build-tsan).
+SANITIZE := KEYSHARE_SANITIZE=1 $(SWIFT) build -c release
+stress: build
+	@bash Tests/stress/stress.sh "$(KEYSHARE)" "$(MODULE)" 4 2 1000 20
+	@bash Tests/stress/crash.sh "$(KEYSHARE)" "$(MODULE)" 200
+	$(SANITIZE) --scratch-path .build-tsan -Xswiftc -sanitize=thread --product keyshare-pkcs11
+	@bash Tests/stress/tsan.sh "$(KEYSHARE)" .build-tsan/release/libkeyshare-pkcs11.so 4 1000
+
+## fuzz: the C ABI sweep under ASan/LSan, then libFuzzer + ASan on the PKCS #12, X.509, password-request and
+## module template/mechanism parsers, FUZZ_SECONDS each (default 450: 30 minutes in all). Build in .build-fuzz.
+fuzz: build
+	$(SANITIZE) --scratch-path .build-fuzz -Xswiftc -sanitize=fuzzer,address --product keyshare-fuzz
+	$(SANITIZE) --scratch-path .build-fuzz -Xswiftc -sanitize=fuzzer,address --product keyshare-pkcs11
+	@bash Tests/fuzz/abi-asan.sh "$(KEYSHARE)" .build-fuzz/release/libkeyshare-pkcs11.so
+	@bash Tests/fuzz/run-fuzz.sh "$(KEYSHARE)" .build-fuzz/release
 
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(P11_MODULE_DIR) $(DESTDIR)$(P11_CONFIG_DIR)

@@ -10,14 +10,18 @@ let strict: [SwiftSetting] = [
     .treatAllWarnings(as: .error),
 ]
 
+// KEYSHARE_SANITIZE=1 (only for the .build-asan/.build-tsan/.build-fuzz scratch paths, issue 8):
+// a sanitized module gets its sanitizer runtime from the host, so `-z defs` must go, and the
+// libFuzzer harness target `keyshare-fuzz` (Tests/fuzz/swift) is added. Unset: the normal package.
+let sanitizerBuild = Context.environment["KEYSHARE_SANITIZE"] == "1"
+
 let moduleLinkFlags: [LinkerSetting] = [
     // Only C_GetFunctionList, C_GetInterfaceList and C_GetInterface are exported.
     .unsafeFlags([
         "-Xlinker", "--version-script=\(Context.packageDirectory)/pkcs11/keyshare-pkcs11.map",
         // Hosts (pkcs11-tool) dlclose the module; Swift runtime threads must not be unmapped.
         "-Xlinker", "-z", "-Xlinker", "nodelete",
-        "-Xlinker", "-z", "-Xlinker", "defs",
-    ]),
+    ] + (sanitizerBuild ? [] : ["-Xlinker", "-z", "-Xlinker", "defs"])),
 ]
 
 let package = Package(
@@ -79,3 +83,11 @@ let package = Package(
         .testTarget(name: "PKCS11Tests", dependencies: ["PKCS11", "Tokens", "CPKCS11"], swiftSettings: strict),
     ]
 )
+
+if sanitizerBuild {
+    package.targets.append(.executableTarget(
+        name: "keyshare-fuzz",
+        dependencies: ["KeySharing", "KeyshareCrypto"],
+        path: "Tests/fuzz/swift",
+        swiftSettings: strict + [.unsafeFlags(["-parse-as-library"])]))
+}

@@ -37,7 +37,9 @@ static void unexpected(const char *what, CK_RV rv) {
     fprintf(stderr, "pid %d: %s -> 0x%lx\n", (int)getpid(), what, (unsigned long)rv);
     pthread_mutex_unlock(&err_lock);
 }
-#define CALL(what, expr) do { CK_RV rv_ = (expr); if (rv_ != CKR_OK) { unexpected(what, rv_); goto out; } } while (0)
+/* In the TSan run (keep_going) errors are expected and threads carry on. */
+static int keep_going;
+#define CALL(what, expr) do { CK_RV rv_ = (expr); if (rv_ != CKR_OK) { unexpected(what, rv_); if (!keep_going) goto out; } } while (0)
 
 static int load(const char *module, const char *token) {
     void *h = dlopen(module, RTLD_NOW);
@@ -75,7 +77,7 @@ static CK_ULONG find(CK_SESSION_HANDLE s, CK_ATTRIBUTE *t, CK_ULONG n, CK_OBJECT
  * may be gone: OBJECT/KEY_HANDLE_INVALID on a key is expected and only counted. */
 static int gone_keys;
 #define KEYCALL(what, expr) do { CK_RV rv_ = (expr); if (rv_ == CKR_OBJECT_HANDLE_INVALID || rv_ == CKR_KEY_HANDLE_INVALID) \
-    { __atomic_add_fetch(&gone_keys, 1, __ATOMIC_RELAXED); goto next; } if (rv_ != CKR_OK) { unexpected(what, rv_); goto out; } } while (0)
+    { __atomic_add_fetch(&gone_keys, 1, __ATOMIC_RELAXED); goto next; } if (rv_ != CKR_OK) { unexpected(what, rv_); if (!keep_going) goto out; } } while (0)
 static int sign_all(CK_SESSION_HANDLE s, int *signed_keys) {
     CK_OBJECT_CLASS pc = CKO_PRIVATE_KEY;
     CK_ATTRIBUTE t[] = {{CKA_CLASS, &pc, sizeof pc}};
@@ -163,15 +165,32 @@ static void churn(void) {
 out:;
 }
 
+/* TSan run only (one process): a thread that logs the whole process out and in
+ * again while the workers run, so the login table races with everything. The
+ * workers then see expected USER_NOT_LOGGED_IN / handle errors: in that run only
+ * ThreadSanitizer's verdict counts. */
+static CK_SESSION_HANDLE login_session;
+static void *churn_thread(void *arg) {
+    (void)arg;
+    for (int i = 0; i < ops / 5 + 1; i++) {
+        f->C_Logout(login_session);
+        f->C_Login(login_session, CKU_USER, (CK_UTF8CHAR_PTR)pin, strlen(pin));
+    }
+    return NULL;
+}
+
 static int run_process(const char *module, const char *token, int proc, int nthreads) {
     if (load(module, token) != 0) return 100;
     CK_SESSION_HANDLE login;
     CALL("C_OpenSession", f->C_OpenSession(slot, CKF_SERIAL_SESSION, NULL, NULL, &login));
     if (proc < 0) { churn(); goto out; }
     CALL("C_Login", f->C_Login(login, CKU_USER, (CK_UTF8CHAR_PTR)pin, strlen(pin)));
-    pthread_t th[64]; struct worker ws[64];
+    pthread_t th[64], ch; struct worker ws[64];
+    login_session = login;
+    int churning = getenv("STRESS_IN_PROCESS") && pthread_create(&ch, NULL, churn_thread, NULL) == 0;
     for (int t = 0; t < nthreads && t < 64; t++) { ws[t] = (struct worker){proc, t}; pthread_create(&th[t], NULL, work, &ws[t]); }
     for (int t = 0; t < nthreads && t < 64; t++) pthread_join(th[t], NULL);
+    if (churning) pthread_join(ch, NULL);
 out:
     if (gone_keys) fprintf(stderr, "pid %d: %d keys deleted by the CLI while in use (expected)\n", (int)getpid(), gone_keys);
     f->C_Finalize(NULL);
@@ -287,7 +306,8 @@ int main(int argc, char **argv) {
     if (argc >= 6 && !strcmp(argv[1], "check")) { pin = argv[4]; logdir = argv[5]; return check(argv[2], argv[3]); }
     if (argc < 9 || strcmp(argv[1], "run")) { fprintf(stderr, "usage: see the header of stress.c\n"); return 100; }
     pin = argv[4]; int nproc = atoi(argv[5]), nthreads = atoi(argv[6]); ops = atoi(argv[7]); logdir = argv[8];
-    if (nproc == 1 && getenv("STRESS_IN_PROCESS")) return run_process(argv[2], argv[3], 0, nthreads);  /* TSan run */
+    keep_going = getenv("STRESS_IN_PROCESS") != NULL;
+    if (nproc == 1 && keep_going) return run_process(argv[2], argv[3], 0, nthreads);  /* TSan run */
     int total = 0;
     for (int p = -1; p < nproc; p++) {
         if (fork() == 0) _exit(run_process(argv[2], argv[3], p, nthreads));

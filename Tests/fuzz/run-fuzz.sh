@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# `make fuzz` (issue 8): libFuzzer + AddressSanitizer on the four input parsers,
+# FUZZ_SECONDS each (default 450: 30 minutes in total), two at a time, niced.
+#   pkcs12, x509, password: the Swift harness Tests/fuzz/swift/Fuzz.swift
+#     (binary keyshare-fuzz, built with KEYSHARE_SANITIZE=1 -sanitize=fuzzer,address)
+#   module: Tests/fuzz/module_fuzz.c, clang -fsanitize=fuzzer,address, dlopening
+#     the sanitized module from the same build (templates, mechanism parameters)
+# Seeds: Tests/Fixtures/testdata + Tests/fuzz/corpus/<target>. New coverage is
+# merged back into Tests/fuzz/corpus/<target> (small); crashes are written to
+# Tests/fuzz/crashes/<target>-* and replayed by make test from then on.
+# Usage: run-fuzz.sh KEYSHARE FUZZ_BUILD_DIR   (FUZZ_BUILD_DIR holds keyshare-fuzz and the module)
+set -u
+KS=${1:?keyshare binary}
+BUILD=${2:?sanitized build dir}
+SECS=${FUZZ_SECONDS:-450}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+source "$ROOT/Tests/integration/lib.sh"
+new_home
+WORK=$(mktemp -d /tmp/keyshare-fuzz.XXXXXX)
+trap 'rm -rf "$WORK" "$KEYSHARE_HOME"' EXIT
+FZ="$ROOT/Tests/fuzz"
+CLANG=${CLANG:-/opt/swift/usr/bin/clang}
+mkdir -p "$FZ/crashes"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=0}   # leaks: the ABI sweep checks those
+
+# The module target needs a token with keys (the same store format as the CLI's).
+export PIN=1234-user SOPIN=9876-so P12PASS=keyshare-test
+"$KS" token create --label fuzz --pin-source env:PIN --so-pin-source env:SOPIN >/dev/null
+for n in device-ds-ke signature-ds-email; do
+  "$KS" import "$FIXTURES/identities/$n.modern.p12" --pin-source env:PIN --password-source env:P12PASS >/dev/null
+done
+check "compile module fuzzer" "$CLANG" -g -O1 -fsanitize=fuzzer,address -I "$ROOT/pkcs11/types" \
+  -o "$WORK/module_fuzz" "$FZ/module_fuzz.c" -ldl
+
+# Seeds: fixtures for the parsers, a few request lines for the password service.
+for t in pkcs12 x509 password module; do mkdir -p "$WORK/corpus-$t" "$FZ/corpus/$t"; cp "$FZ/corpus/$t"/* "$WORK/corpus-$t/" 2>/dev/null; done
+find "$FIXTURES" -name '*.p12' -exec cp {} "$WORK/corpus-pkcs12/" \;
+find "$FIXTURES" \( -name '*.der' -o -name '*.cert.pem' -o -name 'ca-chain.pem' \) -exec cp {} "$WORK/corpus-x509/" \;
+printf '{"v":1,"service":"red.hound.KeySharingPassword-v1.0.0","call":"fetchPassword"}\n' >"$WORK/corpus-password/ok"
+printf '{"v":2,"service":"x","call":"y"}' >"$WORK/corpus-password/v2"
+printf '{"v":1,"state":"granted","password":"p"}' >"$WORK/corpus-password/reply"
+
+# fuzz TARGET: one libFuzzer run; prints the exec count line.
+fuzz() {
+  local t=$1 bin env=()
+  if [ "$t" = module ]; then bin="$WORK/module_fuzz"; env=(KEYSHARE_FUZZ_MODULE="$BUILD/libkeyshare-pkcs11.so")
+  else bin="$BUILD/keyshare-fuzz"; env=(KEYSHARE_FUZZ_TARGET="$t"); fi
+  local len=8192; [ "$t" = module ] && len=2048
+  env "${env[@]}" nice -n 19 "$bin" -max_total_time="$SECS" -max_len=$len -rss_limit_mb=3072 -timeout=30 \
+    -print_final_stats=1 -artifact_prefix="$FZ/crashes/$t-" "$WORK/corpus-$t" >"$WORK/$t.log" 2>&1
+  echo $? >"$WORK/$t.rc"
+}
+start=$(date +%s)
+fuzz pkcs12 & fuzz x509 & wait
+fuzz password & fuzz module & wait
+secs=$(($(date +%s) - start))
+
+total=0
+for t in pkcs12 x509 password module; do
+  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$WORK/$t.log" | awk '{print $2}' | tail -1)
+  total=$((total + ${execs:-0}))
+  if [ "$(cat "$WORK/$t.rc")" = 0 ] && ! grep -q "ERROR: AddressSanitizer\|ERROR: libFuzzer\|Fatal error" "$WORK/$t.log"; then
+    ok "fuzz $t: ${SECS}s, ${execs:-?} executions, no crash, no sanitizer report"
+  else
+    bad "fuzz $t (exit $(cat "$WORK/$t.rc"))" "$(grep -A12 'ERROR\|Fatal' "$WORK/$t.log" | head -30)"
+  fi
+  # Keep a small corpus: only inputs that add coverage, the 200 smallest of them.
+  if [ "$t" = module ]; then bin="$WORK/module_fuzz"; else bin="$BUILD/keyshare-fuzz"; fi
+  mkdir -p "$WORK/min-$t"
+  KEYSHARE_FUZZ_TARGET=$t KEYSHARE_FUZZ_MODULE="$BUILD/libkeyshare-pkcs11.so" nice -n 19 "$bin" -merge=1 \
+    "$WORK/min-$t" "$WORK/corpus-$t" >/dev/null 2>&1 && { rm -f "$FZ/corpus/$t"/*
+    ls -S -r "$WORK/min-$t" | head -200 | while read -r c; do cp "$WORK/min-$t/$c" "$FZ/corpus/$t/"; done; }
+done
+echo "  fuzzing: $secs s wall, 4 x $SECS s, $total executions in total"
+finish
