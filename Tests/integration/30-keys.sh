@@ -21,7 +21,8 @@ check_out "generate Ed25519" "generated ed25519" ks key generate --type ed25519 
 check_out "generate sign-only RSA" "generated rsa" ks key generate --type rsa --label signer --tag signonly --usage sign "${P[@]}"
 check_fail "duplicate tag" "already exists \(duplicate item\)" ks key generate --type ec --label again --tag ec1 "${P[@]}"
 check_fail "curve on RSA" "curve" ks key generate --type rsa --curve P-256 --label x --tag x "${P[@]}"
-check_out "both keys are permanent items" "private-key.*rsa1" ks list "${P[@]}"
+check_out "both keys are permanent items (private)" "private-key +rsa-key" ks list "${P[@]}"
+check_out "both keys are permanent items (public)" "public-key +rsa-key" ks list "${P[@]}"
 check_out "key list (public, no PIN)" "public-key +rsa-key +rsa1 +rsa +2048" ks key list
 check_out "key list json" '"tag" : "ed1"' ks key list --json --private "${P[@]}"
 
@@ -48,7 +49,7 @@ check_fail "wrong padding" "decryption failed: .*OAEP-SHA-256 padding" ks key de
 check_fail "unknown padding" "padding" ks key encrypt --tag rsa1 --padding oaep-md5 "$W/msg" "$W/x"
 check_fail "EC key cannot encrypt" "unsupported: ec keys do not encrypt" ks key encrypt --tag ec1 "$W/msg" "$W/x"
 check_fail "sign-only key refuses to encrypt" "operation not allowed: .*not allowed to encrypt" ks key encrypt --tag signonly "$W/msg" "$W/x"
-check_fail "private key without PIN" "no private key with tag rsa1" ks key decrypt --tag rsa1 "$W/ct.pkcs1" "$W/x" </dev/null
+check_fail "private key needs the PIN" "user pin.*give a source option" ks key decrypt --tag rsa1 "$W/ct.pkcs1" "$W/x" </dev/null
 check_fail "no such tag" "no public key with tag nope" ks key public --tag nope
 
 # Signatures: keyshare signs (the private key never leaves it), openssl verifies with the exported public key.
