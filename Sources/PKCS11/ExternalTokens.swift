@@ -35,6 +35,13 @@ extension Runtime {
         DriverPoller(store: store, isolation: isolation, timeout: 5).pollAll()
     }
 
+    /// C_Logout (or the last session closed): the card is logged out too.
+    func externalLogout(_ token: TokenID) {
+        let card = lock.withLock { external.sessions.removeValue(forKey: token) }
+        card?.logout()
+        card?.close()
+    }
+
     /// C_Login on an external token: the card checks the PIN.
     func externalLogin(_ s: Session, role: TokenKey.Role, pin: [UInt8]) throws {
         guard role == .user else { throw PKCS11Error.functionNotSupported }

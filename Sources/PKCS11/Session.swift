@@ -147,5 +147,6 @@ extension Runtime {
         }
         // Operations on private keys cannot go on without the key.
         for t in ended { t.endAll() }
+        externalLogout(s.tokenID)  // an external token's card (ExternalTokens.swift)
     }
 }

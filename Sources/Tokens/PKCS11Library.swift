@@ -149,14 +149,22 @@ final class PKCS11Library: @unchecked Sendable {
         _ = f.C_CloseSession?(CK_SESSION_HANDLE(h))
     }
 
-    /// Login as user; "already logged in" (another session of ours did) is fine.
+    /// Login as user. PKCS #11 login is per application: when this process
+    /// is already logged in to the card, log out and in again, so the PIN
+    /// given now is always checked by the card.
     func login(session: UInt, pin: [UInt8]) throws {
         var p = pin
         defer { for i in p.indices { p[i] = 0 } }
-        let rv = p.withUnsafeMutableBufferPointer { b in
-            f.C_Login?(CK_SESSION_HANDLE(session), CK_USER_TYPE(CKU_USER), b.baseAddress, CK_ULONG(b.count))
+        func attempt() -> CK_RV? {
+            p.withUnsafeMutableBufferPointer { b in
+                f.C_Login?(CK_SESSION_HANDLE(session), CK_USER_TYPE(CKU_USER), b.baseAddress, CK_ULONG(b.count))
+            }
         }
-        if rv == CKR_USER_ALREADY_LOGGED_IN { return }
+        var rv = attempt()
+        if rv == CKR_USER_ALREADY_LOGGED_IN {
+            _ = f.C_Logout?(CK_SESSION_HANDLE(session))
+            rv = attempt()
+        }
         try check("C_Login", rv)
     }
 
