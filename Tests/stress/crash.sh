@@ -28,6 +28,7 @@ check "import a resident identity (always there to sign)" "$KS" import "$ID/devi
 IDS=(device-ds-ke device-old-ec signature-ds-email auth-upn-old)
 declare -A LABEL STATE    # STATE[label]: C created, S value set, D destroyed (confirmed outcomes only)
 for n in "${IDS[@]}"; do LABEL[$n]=$(openssl dgst -sha256 -r "$ID/$n.cert.der" | awk '{print toupper($1)}'); done
+declare -A KILLED_BY      # op -> runs killed mid-operation
 declare -A DUR            # op -> ms its last uninterrupted run took
 declare -A IMPORTED       # identity -> 1 present / 0 absent (confirmed), unset = unknown
 killed=0 completed=0 failures=0 init_ok=0
@@ -78,7 +79,7 @@ for ((i = 1; i <= KILLS; i++)); do
   if kill -KILL "$pid" 2>/dev/null; then wait "$pid" 2>/dev/null; rc=137; else wait "$pid"; rc=$?; fi
   [ "$rc" -ne 137 ] && DUR[$op]=$(( ($(date +%s%N) - t0) / 1000000 > 999 ? 999 : ($(date +%s%N) - t0) / 1000000 ))
   # A process can finish between the sleep and the kill: only its exit status says which.
-  if [ "$rc" -eq 137 ]; then outcome=killed; killed=$((killed + 1)); else outcome="exit $rc"; completed=$((completed + 1)); fi
+  if [ "$rc" -eq 137 ]; then outcome=killed; killed=$((killed + 1)); KILLED_BY[$op]=$(( ${KILLED_BY[$op]:-0} + 1 )); else outcome="exit $rc"; completed=$((completed + 1)); fi
   case "$op/$outcome" in
     import/"exit 0") IMPORTED[$target]=1 ;;
     delete/"exit 0") IMPORTED[$target]=0 ;;
@@ -96,6 +97,7 @@ for ((i = 1; i <= KILLS; i++)); do
 done
 secs=$(($(date +%s) - start))
 echo "  $KILLS runs in ${secs}s: $killed killed mid-operation, $completed finished first; $init_ok token inits"
+echo "  killed mid-operation by kind: $(for k in "${!KILLED_BY[@]}"; do printf '%s %s, ' "$k" "${KILLED_BY[$k]}"; done)"
 [ "$failures" -eq 0 ] && ok "$KILLS SIGKILLs: store opens, integrity ok, nothing half-made, successes kept, PIN all-or-nothing" \
   || bad "$failures failed checks after $KILLS SIGKILLs"
 [ "$killed" -ge $((KILLS / 4)) ] && ok "most runs were killed mid-operation ($killed of $KILLS)" || bad "too few kills landed mid-operation ($killed of $KILLS)"
