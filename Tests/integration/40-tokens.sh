@@ -144,8 +144,12 @@ out=$(pkcs11-tool --module "$MODULE" --token-label card --login --pin 9999 --sig
   || { grep -q CKR_PIN_INCORRECT <<<"$out" && ok "wrong card PIN is refused by the card" || bad "wrong card PIN is refused by the card" "$out"; }
 # No private key bytes of the card in the store: the middle of the private exponent.
 D=$(openssl rsa -in "$WORK/rsa.key" -noout -text 2>/dev/null | awk '/privateExponent/ {f=1; next} /prime1/ {f=0} f' | tr -d ' :\n' | cut -c 65-128)
-KEYDER=$(openssl pkey -in "$WORK/rsa.key" -outform DER | xxd -p | tr -d '\n' | cut -c 1200-1264)
-STORE=$(cat "$KEYSHARE_HOME"/keychain.db* | xxd -p | tr -d '\n')
+KEYDER=$(openssl pkey -in "$WORK/rsa.key" -outform DER | od -An -tx1 -v | tr -d ' \n' | cut -c 1200-1264)
+STORE=$(cat "$KEYSHARE_HOME"/keychain.db* | od -An -tx1 -v | tr -d ' \n')
+N=$(openssl rsa -in "$WORK/rsa.key" -noout -text 2>/dev/null | awk '/^modulus/ {f=1; next} /publicExponent/ {f=0} f' | tr -d ' :\n' | cut -c 65-128)
+# The search works (the public modulus, which the store holds, is found) ...
+grep -q "$N" <<<"$STORE" && ok "byte search finds the card's public modulus in the store" || bad "byte search finds the public modulus" "n=${#N}"
+# ... and finds no private key bytes of the card.
 if [ ${#D} -eq 64 ] && ! grep -q "$D" <<<"$STORE" && ! grep -q "$KEYDER" <<<"$STORE"; then ok "no private key bytes of the card in the store"
 else bad "no private key bytes of the card in the store" "d=${#D}"; fi
 REFS=$(ks list --json | json "' '.join(sorted(i['reference'] for i in d if i['tokenID']=='$CARDID'))")
