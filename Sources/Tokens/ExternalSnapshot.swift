@@ -48,9 +48,13 @@ public struct DriverSnapshot: Sendable, Equatable {
         return DriverSnapshot(tokens: out)
     }
 
-    /// Polls the module at `path` in this process.
+    /// Polls the module at `path` in this process. A module loaded earlier is
+    /// re-initialised first when idle, because some (SoftHSM2) only see
+    /// tokens created by other processes at C_Initialize.
     public static func probe(modulePath path: String) throws -> DriverSnapshot {
-        try read(try PKCS11Library.shared(path))
+        let (lib, fresh) = try PKCS11Library.sharedAndFresh(path)
+        if !fresh { lib.rescanIfIdle() }
+        return try read(lib)
     }
 
     // MARK: - text form: one line per token ("T" label serial model, hex) and object ("O" type=hex ...)

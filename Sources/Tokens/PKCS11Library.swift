@@ -32,11 +32,16 @@ final class PKCS11Library: @unchecked Sendable {
     private static let loadLock = Lock()
 
     static func shared(_ path: String) throws -> PKCS11Library {
+        try sharedAndFresh(path).library
+    }
+
+    /// The library, and whether this call loaded (and so just initialised) it.
+    static func sharedAndFresh(_ path: String) throws -> (library: PKCS11Library, fresh: Bool) {
         try loadLock.withLock {
-            if let l = loaded[path] { return l }
+            if let l = loaded[path] { return (l, false) }
             let l = try PKCS11Library(path: path)
             loaded[path] = l
-            return l
+            return (l, true)
         }
     }
 

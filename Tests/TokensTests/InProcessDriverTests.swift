@@ -1,0 +1,52 @@
+import Foundation
+import Testing
+@testable import Keychain
+import KeyshareCrypto
+@testable import Tokens
+
+/// The watcher polling a real module (SoftHSM2) inside this process: a card
+/// initialised and deleted by another process (softhsm2-util) is seen,
+/// although SoftHSM2 reads its token list only at C_Initialize.
+@Suite struct InProcessDriverTests {
+    static let module = "/usr/lib/softhsm/libsofthsm2.so"
+    static let util = "/usr/bin/softhsm2-util"
+
+    static func run(_ args: [String]) throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: util)
+        p.arguments = args
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        p.waitUntilExit()
+    }
+
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: module) && FileManager.default.fileExists(atPath: util)))
+    func watcherSeesSoftHSMCardsComeAndGo() throws {
+        let home = TempHome()
+        let dir = (home.path as NSString).deletingLastPathComponent + "/hsm"
+        try FileManager.default.createDirectory(atPath: dir + "/tokens", withIntermediateDirectories: true)
+        let conf = dir + "/softhsm2.conf"
+        try "directories.tokendir = \(dir)/tokens\nobjectstore.backend = file\nlog.level = ERROR\n".write(toFile: conf, atomically: true, encoding: .utf8)
+        setenv("SOFTHSM2_CONF", conf, 1)
+        let store = try home.store()
+        try store.addDriver(name: "softhsm2", modulePath: Self.module)
+        let w = TokenWatcher(store: store, interval: 0.05, drivers: DriverPoller(store: store, isolation: .inProcess), driverInterval: 0.1)
+        let rec = Recorder()
+        w.setInsertionHandler { [weak w] id in
+            rec.add("inserted \(id)")
+            w?.addRemovalHandler({ rec.add("removed \($0)") }, forTokenID: id)
+        }
+        w.start()
+        defer { w.stop() }
+        func waitFor(_ prefix: String) -> Bool {
+            for _ in 0..<150 where !rec.all.contains(where: { $0.hasPrefix(prefix) }) { usleep(20_000) }
+            return rec.all.contains { $0.hasPrefix(prefix) }
+        }
+        try Self.run(["--init-token", "--free", "--label", "unit", "--pin", "1111", "--so-pin", "2222"])
+        #expect(waitFor("inserted pkcs11.softhsm2:"))
+        try Self.run(["--delete-token", "--token", "unit"])
+        #expect(waitFor("removed pkcs11.softhsm2:"))
+        #expect(rec.all.count == 2)
+    }
+}
