@@ -129,6 +129,7 @@ extension Runtime {
     /// (or since C_Initialize), or nil. Polls the store's change counter, so
     /// it notices other processes' insertions and removals.
     public func pollSlotEvent() throws -> CK_SLOT_ID? {
+        syncExternalTokens()  // cards of configured modules, at most once a second (ExternalTokens.swift)
         let now = Set(try presentTokens().map { CK_SLOT_ID($0.slotID) })
         return lock.withLock { () -> CK_SLOT_ID? in
             guard let changed = now.symmetricDifference(slotEventBaseline).min() else { return nil }

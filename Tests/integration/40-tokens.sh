@@ -217,6 +217,16 @@ check_out "session on a removed token: C_FindObjectsInit" "findinit=0x(32|b3|e0)
 ks token insert alpha >/dev/null
 
 kill "$WATCH_PID" 2>/dev/null; wait "$WATCH_PID" 2>/dev/null; WATCH_PID=
+# With no watcher running, a blocked C_WaitForSlotEvent still sees a card inserted (the module polls the drivers).
+"$WORK/slotevent" "$MODULE" wait >"$WORK/wait2.log" 2>&1 &
+WAITER=$!
+for _ in $(seq 100); do grep -qs waiting "$WORK/wait2.log" && break; sleep 0.02; done
+sleep 1.2
+softhsm2-util --init-token --free --label card3 --pin $CARDPIN --so-pin $CARDSO >/dev/null
+for _ in $(seq 150); do grep -qs event "$WORK/wait2.log" && break; sleep 0.02; done
+kill $WAITER 2>/dev/null; wait $WAITER 2>/dev/null
+CARD3_SLOT=$(ks token list --json | json "[t['slotID'] for t in d if t['label']=='card3'][0]")
+check_out "blocking C_WaitForSlotEvent woken by a card inserted in a driver's module" "^event $CARD3_SLOT [0-9]+ rv=0x0$" cat "$WORK/wait2.log"
 if [ ${#LATENCIES[@]} -gt 0 ]; then
   echo "watcher event latency (ms): $(printf '%s\n' "${LATENCIES[@]}" | sort -n | tr '\n' ' ')"
 fi
