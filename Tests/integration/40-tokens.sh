@@ -63,7 +63,7 @@ check_out "driver list" "softhsm2.*ok" ks driver list
 
 # --- 3. the watcher --------------------------------------------------------
 LOG=$WORK/watch.log
-ks token watch --interval 0.1 --driver-interval 0.3 >"$LOG" 2>"$WORK/watch.err" &
+"$KS" token watch --interval 0.1 --driver-interval 0.3 >"$LOG" 2>"$WORK/watch.err" &  # not through ks(): $! must be the watcher
 WATCH_PID=$!
 LINES=0
 LATENCIES=()
