@@ -18,7 +18,8 @@ check "token create" "$KS" token create --label sens --pin-source env:PIN --so-p
 check "import RSA identity" "$KS" import "$ID/device-ds-ke.modern.p12" --pin-source env:PIN --password-source env:P12PASS
 check "import EC identity" "$KS" import "$ID/signature-ds-email.modern.p12" --pin-source env:PIN --password-source env:P12PASS
 check "generate a key pair with the CLI" "$KS" key generate --type ec --curve P-256 --label gen-cli --tag gen-cli --pin-source env:PIN
-check "compile" cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -o "$WORK/sensitive" "$ROOT/Tests/stress/sensitive.c" -ldl
+check "compile" cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -Wno-deprecated-declarations \
+  -o "$WORK/sensitive" "$ROOT/Tests/stress/sensitive.c" -ldl -lcrypto
 out=$("$WORK/sensitive" "$MODULE" "$PIN" 2>&1)
 echo "$out" | grep -v '^[0-9]* passed'
 PASS=$((PASS + $(grep -c '^ok ' <<<"$out"))); FAIL=$((FAIL + $(grep -c '^FAIL' <<<"$out")))

@@ -8,6 +8,7 @@
  * `keyshare export` must refuse them).
  */
 #include <dlfcn.h>
+#include <openssl/aes.h>
 #include <stdio.h>
 #include <string.h>
 #include "pkcs11_shim.h"
@@ -33,6 +34,34 @@ static CK_OBJECT_HANDLE make_secret(CK_BBOOL sensitive, CK_BBOOL extractable) {
                         {CKA_SENSITIVE, &sensitive, 1}, {CKA_EXTRACTABLE, &extractable, 1}, {CKA_TOKEN, &no, 1}};
     CK_OBJECT_HANDLE h = 0;
     return f->C_CreateObject(s, t, 6, &h) == CKR_OK ? h : 0;
+}
+
+/* One raw AES block decryption through the module: AES-CBC with a zero IV on one block. */
+static int aes_block_decrypt(CK_OBJECT_HANDLE key, const unsigned char in[16], unsigned char out[16]) {
+    unsigned char iv[16] = {0}; CK_MECHANISM m = {CKM_AES_CBC, iv, 16}; CK_ULONG ol = 16;
+    return f->C_DecryptInit(s, &m, key) == CKR_OK && f->C_Decrypt(s, (CK_BYTE_PTR)in, 16, out, &ol) == CKR_OK && ol == 16;
+}
+
+/* Tookan: RFC 3394 unwrap done by hand with the wrapping key's own C_Decrypt (AES-CBC, one
+ * block at a time). Returns 1 when it recovers a key (the integrity value checks out). */
+static int unwrap_with_decrypt(CK_OBJECT_HANDLE kek, const unsigned char *c, CK_ULONG len, unsigned char *key) {
+    if (len < 24 || len % 8 || len > 264) return 0;
+    int n = (int)(len / 8) - 1;
+    unsigned char a[8], r[33][8], b[16];
+    memcpy(a, c, 8);
+    for (int i = 1; i <= n; i++) memcpy(r[i], c + 8 * i, 8);
+    for (int j = 5; j >= 0; j--)
+        for (int i = n; i >= 1; i--) {
+            unsigned long t = (unsigned long)(n * j + i);
+            memcpy(b, a, 8);
+            for (int k = 0; k < 8; k++) b[7 - k] ^= (unsigned char)(t >> (8 * k));
+            memcpy(b + 8, r[i], 8);
+            if (!aes_block_decrypt(kek, b, b)) return 0;
+            memcpy(a, b, 8); memcpy(r[i], b + 8, 8);
+        }
+    for (int k = 0; k < 8; k++) if (a[k] != 0xA6) return 0;
+    for (int i = 1; i <= n; i++) memcpy(key + 8 * (i - 1), r[i], 8);
+    return 1;
 }
 
 static int value_hidden(CK_OBJECT_HANDLE h, CK_ATTRIBUTE_TYPE type) {
@@ -136,6 +165,54 @@ int main(int argc, char **argv) {
                 leaked = contains(clear, cl, secret, 32);
             snprintf(name, sizeof name, "%s: wrap then C_Decrypt with the same key does not reveal the key", names[w]);
             CHECK(name, !leaked);
+        }
+        /* Tookan 1: a generated (unknown) key with WRAP and DECRYPT wraps K1 (RFC 3394); the
+           caller then undoes the wrap block by block with the same key's C_Decrypt (AES-CBC). */
+        if (kek && supported(CKM_AES_KEY_WRAP, CKF_WRAP)) {
+            unsigned char out[64], got[64]; CK_ULONG ol = sizeof out;
+            CK_MECHANISM kw = {CKM_AES_KEY_WRAP, NULL, 0};
+            int leaked = f->C_WrapKey(s, &kw, kek, sens, out, &ol) == CKR_OK && unwrap_with_decrypt(kek, out, ol, got)
+                         && !memcmp(got, secret, 32);
+            CHECK("Tookan: AES_KEY_WRAP with a WRAP+DECRYPT key, then its AES-CBC C_Decrypt, does not reveal the key", !leaked);
+        }
+        /* Tookan 2: a wrapping key the caller knows (C_CreateObject with CKA_VALUE, WRAP and
+           DECRYPT). PKCS #11 lets any wrapping key wrap a sensitive but extractable key; the
+           spec's guard is CKA_WRAP_WITH_TRUSTED, so: with it set the wrap must fail; without it
+           the wrap works (and the attack recovers the key: printed as the documented limit,
+           and it is also the positive control of the hand-made unwrap above). */
+        {
+            static const unsigned char known[32] = "attacker-knows-this-32-byte-key!";
+            CK_OBJECT_CLASS c = CKO_SECRET_KEY; CK_KEY_TYPE kt = CKK_AES;
+            CK_ATTRIBUTE t[] = {{CKA_CLASS, &c, sizeof c}, {CKA_KEY_TYPE, &kt, sizeof kt}, {CKA_VALUE, (void *)known, 32},
+                                {CKA_WRAP, &yes, 1}, {CKA_DECRYPT, &yes, 1}, {CKA_TOKEN, &no, 1}};
+            CK_OBJECT_HANDLE kk = 0; unsigned char out[64], got[64], got2[64]; CK_ULONG ol = sizeof out;
+            CK_MECHANISM kw = {CKM_AES_KEY_WRAP, NULL, 0};
+            int created = f->C_CreateObject(s, t, 6, &kk) == CKR_OK;
+            if (created && supported(CKM_AES_KEY_WRAP, CKF_WRAP)) {
+                CK_OBJECT_CLASS sc = CKO_SECRET_KEY;
+                CK_ATTRIBUTE tt[] = {{CKA_CLASS, &sc, sizeof sc}, {CKA_KEY_TYPE, &kt, sizeof kt}, {CKA_VALUE, (void *)secret, 32},
+                                     {CKA_SENSITIVE, &yes, 1}, {CKA_EXTRACTABLE, &yes, 1}, {CKA_WRAP_WITH_TRUSTED, &yes, 1}, {CKA_TOKEN, &no, 1}};
+                CK_OBJECT_HANDLE guarded = 0;
+                CK_RV rv = f->C_CreateObject(s, tt, 7, &guarded);
+                CHECK("CKA_WRAP_WITH_TRUSTED key: not wrappable under an untrusted key",
+                      rv != CKR_OK || f->C_WrapKey(s, &kw, kk, guarded, out, &ol) != CKR_OK);
+                ol = sizeof out;
+                /* Control for the hand-made unwrap: a decrypt-only key undoes an OpenSSL wrap. */
+                CK_ATTRIBUTE dt[] = {{CKA_CLASS, &c, sizeof c}, {CKA_KEY_TYPE, &kt, sizeof kt}, {CKA_VALUE, (void *)known, 32},
+                                     {CKA_DECRYPT, &yes, 1}, {CKA_TOKEN, &no, 1}};
+                CK_OBJECT_HANDLE dk = 0; AES_KEY ek; unsigned char ctl[40], back[32];
+                AES_set_encrypt_key(known, 256, &ek);
+                CHECK("control: the hand-made RFC 3394 unwrap works through C_Decrypt",
+                      f->C_CreateObject(s, dt, 5, &dk) == CKR_OK && AES_wrap_key(&ek, NULL, ctl, secret, 32) == 40
+                      && unwrap_with_decrypt(dk, ctl, 40, back) && !memcmp(back, secret, 32));
+                if (f->C_WrapKey(s, &kw, kk, sens, out, &ol) == CKR_OK) {
+                    AES_KEY ak; AES_set_decrypt_key(known, 256, &ak);
+                    int offline = AES_unwrap_key(&ak, NULL, got, out, (unsigned)ol) == 32 && !memcmp(got, secret, 32);
+                    int by_hand = unwrap_with_decrypt(kk, out, ol, got2) && !memcmp(got2, secret, 32);
+                    printf("  (limit, as PKCS #11 specifies: a sensitive but extractable key wraps under a caller-known key: "
+                           "recovered offline %s, by C_Decrypt %s)\n", offline ? "yes" : "no", by_hand ? "yes" : "no");
+                }
+            }
         }
         /* RSA: wrap with a public key whose private half the caller can use to decrypt. */
         printf("  (RSA OAEP/PKCS wrap: %s)\n", supported(CKM_RSA_PKCS_OAEP, CKF_WRAP) || supported(CKM_RSA_PKCS, CKF_WRAP)
