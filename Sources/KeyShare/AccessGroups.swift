@@ -6,10 +6,9 @@ enum GroupFilter: Equatable {
     case only(Set<String>)
 }
 
-extension KeychainStore {
-    static var defaultAccessGroup: String { "default" }
-}
-
+/// Access groups in the facade: the store keeps each item's group and
+/// filters queries by `ItemQuery.accessGroups`; the session decides which
+/// groups that is (its binding, narrowed by the query's group).
 extension KeychainSession {
     /// The session's groups narrowed by a query's group. A group the session
     /// is not bound to yields nothing: other groups' items are absent, not denied.
@@ -29,9 +28,17 @@ extension KeychainSession {
         return g
     }
 
-    func restrict(_ q: inout ItemQuery, to groups: GroupFilter) {}
+    func restrict(_ q: inout ItemQuery, to groups: GroupFilter) {
+        if case .only(let set) = groups { q.accessGroups = set }
+    }
 
-    func accessGroup(of ref: PersistentReference) throws -> String { KeychainStore.defaultAccessGroup }
+    func accessGroup(of ref: PersistentReference) throws -> String {
+        try mapped { try store.accessGroup(of: ref) } ?? KeychainStore.defaultAccessGroup
+    }
 
-    func assign(_ ref: PersistentReference, to group: String) throws {}
+    /// Called inside the transaction that added the item, so no other
+    /// consumer ever sees it in the default group first.
+    func assign(_ ref: PersistentReference, to group: String) throws {
+        try mapped { try store.setAccessGroup(ref, group) }
+    }
 }

@@ -32,6 +32,10 @@ public struct ItemQuery: Sendable {
     /// Items of removed tokens stay in the store but are hidden, so a stale
     /// persistent reference never yields them; a few callers (cleanup) need them.
     public var includeAbsentTokens: Bool
+    /// Only items of these access groups; nil: every group. A consumer bound
+    /// to groups (the module: `KeychainStore.processAccessGroups`) sets it on
+    /// every query, so other groups' items are absent for it.
+    public var accessGroups: Set<String>? = nil
 
     public init(tokenID: TokenID? = nil, itemClass: ItemClass? = nil, attributes: AttributeMap = [:],
                 reference: PersistentReference? = nil, limit: MatchLimit = .all, includeAbsentTokens: Bool = false) {

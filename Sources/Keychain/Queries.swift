@@ -100,6 +100,11 @@ extension KeychainStore {
             sql += " AND i.pref = ?"
             args.append(.blob(ref.bytes))
         }
+        if let groups = query.accessGroups {
+            let (cond, condArgs) = Self.accessGroupCondition(groups)
+            sql += cond
+            args += condArgs
+        }
         if let key {
             sql += " AND (i.is_private = 0 OR i.token_id = ?)"
             args.append(.text(key.tokenID.description))

@@ -58,6 +58,10 @@ enum Schema {
             value BLOB
         ) WITHOUT ROWID;
         """,
+        // 2: access groups (see AccessGroups.swift); existing items join the default group.
+        """
+        ALTER TABLE items ADD COLUMN access_group TEXT NOT NULL DEFAULT 'default';
+        """,
     ]
 
     static var currentVersion: Int { migrations.count }
