@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Replays the module fuzzer's kept corpus and crash reproducers (Tests/fuzz,
+# issue 8) against the release module with a plain C build of the harness, so
+# make test catches a regression without a sanitizer build. (The Swift
+# targets' corpora are replayed by Tests/KeySharingTests/FuzzCorpusTests.swift.)
+# Usage: 62-fuzz-replay.sh KEYSHARE MODULE.
+set -u
+KS=${1:?keyshare binary}
+MODULE=${2:?module path}
+MODULE=$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE")
+source "$(dirname "$0")/lib.sh"
+new_home
+WORK=$(mktemp -d /tmp/keyshare-replay.XXXXXX)
+trap 'rm -rf "$WORK" "$KEYSHARE_HOME"' EXIT
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+export PIN=1234-user SOPIN=9876-so P12PASS=keyshare-test
+"$KS" token create --label fuzz --pin-source env:PIN --so-pin-source env:SOPIN >/dev/null
+for n in device-ds-ke signature-ds-email; do
+  "$KS" import "$FIXTURES/identities/$n.modern.p12" --pin-source env:PIN --password-source env:P12PASS >/dev/null
+done
+check "compile replay host" cc -O1 -Wall -Werror -DFUZZ_MAIN_REPLAY -I "$ROOT/pkcs11/types" \
+  -o "$WORK/replay" "$ROOT/Tests/fuzz/module_fuzz.c" -ldl
+files=("$ROOT"/Tests/fuzz/corpus/module/* "$ROOT"/Tests/fuzz/crashes/module-*)
+existing=(); for f in "${files[@]}"; do [ -f "$f" ] && existing+=("$f"); done
+check_out "replay ${#existing[@]} module inputs (corpus + crash reproducers)" "replayed [0-9]+ inputs" \
+  env KEYSHARE_FUZZ_MODULE="$MODULE" "$WORK/replay" "${existing[@]}"
+finish
