@@ -9,6 +9,7 @@
 # merged back into Tests/fuzz/corpus/<target> (small); crashes are written to
 # Tests/fuzz/crashes/<target>-* and replayed by make test from then on.
 # Usage: run-fuzz.sh KEYSHARE FUZZ_BUILD_DIR   (FUZZ_BUILD_DIR holds keyshare-fuzz and the module)
+# FUZZ_SECONDS (per target) and FUZZ_TARGETS (default: all four) choose the run.
 set -u
 KS=${1:?keyshare binary}
 BUILD=${2:?sanitized build dir}
@@ -50,13 +51,15 @@ fuzz() {
     -print_final_stats=1 -artifact_prefix="$FZ/crashes/$t-" "$WORK/corpus-$t" >"$WORK/$t.log" 2>&1
   echo $? >"$WORK/$t.rc"
 }
+TARGETS=(${FUZZ_TARGETS:-pkcs12 x509 password module})   # e.g. FUZZ_TARGETS=module for one
 start=$(date +%s)
-fuzz pkcs12 & fuzz x509 & wait
-fuzz password & fuzz module & wait
+for ((i = 0; i < ${#TARGETS[@]}; i += 2)); do
+  fuzz "${TARGETS[i]}" & [ -n "${TARGETS[i + 1]:-}" ] && fuzz "${TARGETS[i + 1]}" & wait
+done
 secs=$(($(date +%s) - start))
 
 total=0
-for t in pkcs12 x509 password module; do
+for t in "${TARGETS[@]}"; do
   execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$WORK/$t.log" | awk '{print $2}' | tail -1)
   total=$((total + ${execs:-0}))
   if [ "$(cat "$WORK/$t.rc")" = 0 ] && ! grep -q "ERROR: AddressSanitizer\|ERROR: libFuzzer\|Fatal error" "$WORK/$t.log"; then
@@ -71,5 +74,5 @@ for t in pkcs12 x509 password module; do
     "$WORK/min-$t" "$WORK/corpus-$t" >/dev/null 2>&1 && { rm -f "$FZ/corpus/$t"/*
     ls -S -r "$WORK/min-$t" | head -200 | while read -r c; do cp "$WORK/min-$t/$c" "$FZ/corpus/$t/"; done; }
 done
-echo "  fuzzing: $secs s wall, 4 x $SECS s, $total executions in total"
+echo "  fuzzing: $secs s wall, ${#TARGETS[@]} x $SECS s, $total executions in total"
 finish
