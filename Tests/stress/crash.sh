@@ -100,5 +100,8 @@ echo "  $KILLS runs in ${secs}s: $killed killed mid-operation, $completed finish
 echo "  killed mid-operation by kind: $(for k in "${!KILLED_BY[@]}"; do printf '%s %s, ' "$k" "${KILLED_BY[$k]}"; done)"
 [ "$failures" -eq 0 ] && ok "$KILLS SIGKILLs: store opens, integrity ok, nothing half-made, successes kept, PIN all-or-nothing" \
   || bad "$failures failed checks after $KILLS SIGKILLs"
-[ "$killed" -ge $((KILLS / 4)) ] && ok "most runs were killed mid-operation ($killed of $KILLS)" || bad "too few kills landed mid-operation ($killed of $KILLS)"
+# The kill delay adapts to each operation's measured duration; a tenth is a loose floor
+# that only catches a harness whose kills all land after the writer finished.
+[ "$killed" -ge $(( KILLS / 10 > 0 ? KILLS / 10 : 1 )) ] && ok "kills landed mid-operation ($killed of $KILLS)" \
+  || bad "too few kills landed mid-operation ($killed of $KILLS)"
 finish
