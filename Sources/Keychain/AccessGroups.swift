@@ -42,6 +42,24 @@ extension KeychainStore {
                 sorted.map { .text($0) })
     }
 
+    /// Confines this handle to `groups` (see `accessGroupBinding`); new items go
+    /// to `newItems`, which must be one of them.
+    public func bind(accessGroups groups: Set<String>, newItems: String) throws {
+        guard groups.contains(newItems) else {
+            throw KeychainError.invalidArgument("the group for new items must be one of the bound groups")
+        }
+        lock.withLock {
+            accessGroupBinding = groups
+            newItemAccessGroup = newItems
+        }
+    }
+
+    /// Binds this handle to the process's `KEYSHARE_ACCESS_GROUPS`, if set.
+    public func bindToProcessAccessGroups() throws {
+        guard let groups = Self.processAccessGroups else { return }
+        try bind(accessGroups: groups, newItems: Self.processDefaultAccessGroup)
+    }
+
     /// The item's access group; nil when there is no such item.
     public func accessGroup(of ref: PersistentReference) throws -> String? {
         try read {

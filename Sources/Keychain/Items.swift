@@ -33,9 +33,11 @@ extension KeychainStore {
                 while try refUsed(ref) { ref = try PersistentReference.random() }
             }
             let now = Self.now()
-            try db.run("INSERT INTO items (pref, token_id, class, is_private, created, modified) VALUES (?, ?, ?, ?, ?, ?)",
-                       [.blob(ref.bytes), .text(token.description), .int(Int64(itemClass.rawValue)),
-                        .int(isPrivate ? 1 : 0), .int(now), .int(now)])
+            try db.run("""
+                INSERT INTO items (pref, token_id, class, is_private, created, modified, access_group)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                """, [.blob(ref.bytes), .text(token.description), .int(Int64(itemClass.rawValue)),
+                      .int(isPrivate ? 1 : 0), .int(now), .int(now), .text(newItemAccessGroup)])
             let rowID = db.lastInsertRowID
             for (type, value) in attrs {
                 try putAttribute(rowID, ref: ref, itemClass: itemClass, isPrivate: isPrivate, type: type, value: value, key: key)

@@ -13,6 +13,12 @@ public final class KeychainStore: @unchecked Sendable {
     public let path: String
     /// scrypt log2(N) for new PIN wraps; nil → PINKDFParameters' configured default.
     public let kdfLog2N: Int?
+    /// The access groups this store handle is bound to (nil: every group). A
+    /// bound handle sees only those groups' items and files new items under
+    /// the first one: how a consumer such as the PKCS #11 module is confined
+    /// without every caller remembering a filter. Set once, before first use.
+    public internal(set) var accessGroupBinding: Set<String>?
+    public internal(set) var newItemAccessGroup = "default"
 
     let lock = Lock(recursive: true)
     let db: SQLiteConnection

@@ -34,6 +34,9 @@ extension KeychainStore {
     public func item(_ ref: PersistentReference, key: TokenKey?) throws -> Item {
         try read {
             guard let row = try itemRow(ref, includeAbsent: false) else { throw KeychainError.itemNotFound }
+            if let groups = accessGroupBinding, let g = try accessGroup(of: ref), !groups.contains(g) {
+                throw KeychainError.itemNotFound
+            }
             if row.isPrivate && key?.tokenID != row.tokenID { throw KeychainError.itemNotFound }
             return try loadAttributes(row, key: key)
         }
@@ -100,7 +103,7 @@ extension KeychainStore {
             sql += " AND i.pref = ?"
             args.append(.blob(ref.bytes))
         }
-        if let groups = query.accessGroups {
+        if let groups = query.accessGroups ?? accessGroupBinding {
             let (cond, condArgs) = Self.accessGroupCondition(groups)
             sql += cond
             args += condArgs

@@ -25,6 +25,8 @@ public final class Runtime: @unchecked Sendable {
 
     init(home: String?) throws {
         store = try KeychainStore(home: home)
+        // KEYSHARE_ACCESS_GROUPS confines this process: other groups' items are absent.
+        try store.bindToProcessAccessGroups()
         slotEventBaseline = Set(try store.tokens().filter(\.present).map { CK_SLOT_ID($0.slotID) })
     }
 
