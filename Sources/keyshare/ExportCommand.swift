@@ -26,7 +26,7 @@ struct ExportCommand: ParsableCommand {
         let identity = try findIdentity(ctx: ctx, token: token, key: key)
         let password = try SharedPassword.obtain(store: ctx.store, token: token.tokenID, key: key)
         let bytes = try IdentityExport.pkcs12(of: identity, store: ctx.store, key: key, password: password, profile: profile)
-        try AtomicFile.write(bytes, to: out, mode: 0o600)
+        try SecureFile.write(bytes, to: out, mode: 0o600)
         Console.out("exported \(identity.label) to \(out) (\(profile.rawValue) profile; `keyshare password` shows the password)")
     }
 
@@ -42,27 +42,3 @@ struct ExportCommand: ParsableCommand {
 }
 
 extension PKCS12.Profile: ExpressibleByArgument {}
-
-/// Writes a file so that readers see the old file or the whole new one, never
-/// a half-written one, and never with looser permissions than `mode`.
-enum AtomicFile {
-    static func write(_ bytes: [UInt8], to path: String, mode: mode_t) throws {
-        let dir = (path as NSString).deletingLastPathComponent
-        let tmp = (dir.isEmpty ? "." : dir) + "/.keyshare-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).tmp"
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
-        guard fd >= 0 else { throw CLIError("cannot write \(path): \(String(cString: strerror(errno)))") }
-        var ok = fchmod(fd, mode) == 0
-        var offset = 0
-        while ok && offset < bytes.count {
-            let n = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if n <= 0 { ok = false } else { offset += n }
-        }
-        ok = ok && fsync(fd) == 0
-        close(fd)
-        guard ok, rename(tmp, path) == 0 else {
-            let reason = String(cString: strerror(errno))
-            unlink(tmp)
-            throw CLIError("cannot write \(path): \(reason)")
-        }
-    }
-}

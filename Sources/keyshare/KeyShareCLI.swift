@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import KeySharing
 import KeyShare
 
 /// `--access-group` binds this run the way an application's entitlements
@@ -45,7 +46,7 @@ enum FileIO {
 
     static func write(_ bytes: [UInt8], _ path: String) throws {
         if path == "-" { FileHandle.standardOutput.write(Data(bytes)); return }
-        try AtomicFile.write(bytes, to: path, mode: 0o600)
+        try SecureFile.write(bytes, to: path, mode: 0o600)
     }
 
     /// Every certificate in a PEM bundle or one DER certificate.
