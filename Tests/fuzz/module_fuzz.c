@@ -76,19 +76,24 @@ static void mechanism_from(struct in *in, CK_MECHANISM *m, uint8_t *buf, size_t 
     memcpy(buf, v, len);
     m->pParameter = len || (sel & 1) ? buf : NULL;
     m->ulParameterLen = len;
+    /* The three parameter structs the module decodes that carry pointers are always built
+       here with valid pointers and truthful lengths (raw bytes there would be a lying caller,
+       as the first crash input of this harness was); a wrong ulParameterLen is still tried. */
     static CK_RSA_PKCS_OAEP_PARAMS oaep; static CK_GCM_PARAMS gcm; static CK_ECDH1_DERIVE_PARAMS ecdh;
-    static uint8_t extra[256];
+    static uint8_t extra[512];
     size_t half = len / 2;
-    if (m->mechanism == CKM_RSA_PKCS_OAEP && take(in)) {
+    unsigned shape = take(in);
+    CK_ULONG wrong = (shape & 0x80) ? (shape & 1 ? 1 : (CK_ULONG)-1) : 0;   /* 0: exact size */
+    if (m->mechanism == CKM_RSA_PKCS_OAEP) {
         oaep = (CK_RSA_PKCS_OAEP_PARAMS){take(in) % 8 + 0x250, take(in) % 5, take(in) & 1, buf, half};
-        m->pParameter = &oaep; m->ulParameterLen = sizeof oaep;
-    } else if (m->mechanism == CKM_AES_GCM && take(in)) {
+        m->pParameter = &oaep; m->ulParameterLen = sizeof oaep - (wrong == 1);
+    } else if (m->mechanism == CKM_AES_GCM) {
         memcpy(extra, buf, len);
-        gcm = (CK_GCM_PARAMS){extra, half, half * 8, extra + half, len - half, take(in)};
-        m->pParameter = &gcm; m->ulParameterLen = sizeof gcm;
-    } else if (m->mechanism == CKM_ECDH1_DERIVE && take(in)) {
+        gcm = (CK_GCM_PARAMS){extra, half, (shape & 2) ? half * 8 : take(in), extra + half, len - half, take(in)};
+        m->pParameter = &gcm; m->ulParameterLen = sizeof gcm - (wrong == 1);
+    } else if (m->mechanism == CKM_ECDH1_DERIVE) {
         ecdh = (CK_ECDH1_DERIVE_PARAMS){take(in) % 3, half, buf, len - half, buf + half};
-        m->pParameter = &ecdh; m->ulParameterLen = sizeof ecdh;
+        m->pParameter = &ecdh; m->ulParameterLen = sizeof ecdh - (wrong == 1);
     }
 }
 
