@@ -53,6 +53,16 @@ struct ObjectTable {
     /// Decrypted private keys by handle, so a second signature does not parse
     /// PKCS #8 again. Dropped at logout together with the handles.
     var keyCache: [CK_OBJECT_HANDLE: PrivateKey] = [:]
+    /// Parsed public keys by handle (C_VerifyInit), likewise.
+    var publicKeyCache: [CK_OBJECT_HANDLE: PublicKey] = [:]
+    /// Token objects as last read from the store, with the store's change
+    /// counter at that read and whether the user key was in force: while the
+    /// counter has not moved (no process committed anything) the view is
+    /// current, and C_SignInit/C_GetAttributeValue skip the read and the
+    /// decryption of every attribute. Dropped with the handle, and for the
+    /// whole token at logout (views read with the key hold opened values).
+    var viewCache: [CK_OBJECT_HANDLE: CachedView] = [:]
+    static let viewCacheLimit = 4096
 
     mutating func handle(token: TokenID, reference: PersistentReference, isPrivate: Bool) -> CK_OBJECT_HANDLE {
         if let h = byReference[reference] { return h }
@@ -75,6 +85,8 @@ struct ObjectTable {
     mutating func remove(_ h: CK_OBJECT_HANDLE) {
         if case .token(_, let ref, _)? = entries.removeValue(forKey: h) { byReference[ref] = nil }
         keyCache[h] = nil
+        publicKeyCache[h] = nil
+        viewCache[h] = nil
     }
 
     mutating func forget(token: TokenID) {
@@ -83,6 +95,7 @@ struct ObjectTable {
 
     mutating func forgetPrivate(token: TokenID) {
         for (h, e) in entries where e.tokenID == token && e.isPrivate { remove(h) }
+        for (h, c) in viewCache where c.view.entry.tokenID == token { viewCache[h] = nil }
     }
 
     mutating func destroySessionObjects(of session: CK_SESSION_HANDLE) {
@@ -95,6 +108,8 @@ struct ObjectTable {
         entries.removeAll()
         byReference.removeAll()
         keyCache.removeAll()
+        publicKeyCache.removeAll()
+        viewCache.removeAll()
     }
 
     private mutating func allocate() -> CK_OBJECT_HANDLE {
@@ -102,6 +117,12 @@ struct ObjectTable {
         next += 1
         return h
     }
+}
+
+struct CachedView {
+    let counter: UInt64
+    let keyed: Bool
+    let view: ObjectView
 }
 
 /// An object as a chapter sees it: its class and every attribute, with the
@@ -130,6 +151,11 @@ extension Runtime {
         }
         switch entry {
         case .token(_, let ref, _):
+            // One PRAGMA instead of a read (and a decryption of every
+            // attribute) when no process changed the store since the last read.
+            let counter = try store.changeCounter()
+            let keyed = key != nil
+            if let c = lock.withLock({ objects.viewCache[h] }), c.counter == counter, c.keyed == keyed { return c.view }
             let item: Item
             do {
                 // The user key also opens the sealed values of public
@@ -144,7 +170,20 @@ extension Runtime {
             a[CKA_TOKEN] = AttributeCoding.bool(true)
             a[CKA_PRIVATE] = AttributeCoding.bool(item.isPrivate)
             a[CKA_UNIQUE_ID] = AttributeCoding.string(ref.base64url)
-            return ObjectView(handle: h, entry: entry, objectClass: item.itemClass.rawValue, attributes: a)
+            let view = ObjectView(handle: h, entry: entry, objectClass: item.itemClass.rawValue, attributes: a)
+            lock.withLock {
+                // Not for a handle that went meanwhile (logout, destroy), nor
+                // with a key that a logout meanwhile took away.
+                guard objects.entries[h] != nil, keyed == (logins[s.tokenID].map { $0.role == .user } ?? false) else { return }
+                if let old = objects.viewCache[h], old.view.attributes != a {
+                    // Changed by someone: keys parsed from the old attributes go too.
+                    objects.keyCache[h] = nil
+                    objects.publicKeyCache[h] = nil
+                }
+                if objects.viewCache.count >= ObjectTable.viewCacheLimit { objects.viewCache.removeAll() }
+                objects.viewCache[h] = CachedView(counter: counter, keyed: keyed, view: view)
+            }
+            return view
         case .session(let o):
             var a = lock.withLock { o.attributes }
             a[CKA_CLASS] = AttributeCoding.ulong(o.objectClass)
@@ -161,7 +200,8 @@ extension Runtime {
         guard view.objectClass == CKO_PRIVATE_KEY else { throw PKCS11Error.keyTypeInconsistent }
         guard let der = view.attributes[CKA.keysharePKCS8] else { throw PKCS11Error.keyHandleInvalid }
         let k = try PrivateKey(der: der)
-        lock.withLock { objects.keyCache[view.handle] = k }
+        // Not for a handle that went meanwhile (a logout must not leave a parsed key behind).
+        lock.withLock { if objects.entries[view.handle] != nil { objects.keyCache[view.handle] = k } }
         return k
     }
 }

@@ -16,10 +16,15 @@ extension Runtime {
         case CKO_PRIVATE_KEY:
             return try privateKey(view).publicKey
         case CKO_PUBLIC_KEY:
-            if let spki = view.attributes[CKA_PUBLIC_KEY_INFO], !spki.isEmpty, let k = try? PublicKey(spkiDER: spki) {
-                return k
+            if let k = lock.withLock({ objects.publicKeyCache[view.handle] }) { return k }
+            let k: PublicKey
+            if let spki = view.attributes[CKA_PUBLIC_KEY_INFO], !spki.isEmpty, let parsed = try? PublicKey(spkiDER: spki) {
+                k = parsed
+            } else {
+                k = try ObjectFactory.publicKey(view.attributes)
             }
-            return try ObjectFactory.publicKey(view.attributes)
+            lock.withLock { if objects.entries[view.handle] != nil { objects.publicKeyCache[view.handle] = k } }
+            return k
         default:
             throw PKCS11Error.keyTypeInconsistent
         }

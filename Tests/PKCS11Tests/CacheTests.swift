@@ -1,0 +1,68 @@
+import CPKCS11
+import Keychain
+@testable import PKCS11
+import Testing
+
+/// The per-process caches (object views, parsed keys) never serve stale data:
+/// another process's change is seen on the next call, and logout drops keys.
+struct CacheTests {
+    func data(_ label: String) -> Template {
+        [.ulong(CKA_CLASS, CKO_DATA), .bool(CKA_TOKEN, true), .bool(CKA_PRIVATE, false),
+         Attribute(CKA_LABEL, Array(label.utf8)), Attribute(CKA_VALUE, [1, 2, 3])]
+    }
+
+    @Test func anotherProcessesChangeIsSeenOnTheNextCall() throws {
+        let f = try Fixture()
+        let slot = try f.makeToken()
+        let s = try f.rw(slot)
+        let h = try f.rt.createObject(session: s, template: data("before"))
+        #expect(try f.rt.getAttributeValue(session: s, object: h, types: [CKA_LABEL]) == [.value(Array("before".utf8))])
+        // Twice: the second answer comes from the cache.
+        #expect(try f.rt.getAttributeValue(session: s, object: h, types: [CKA_LABEL]) == [.value(Array("before".utf8))])
+
+        // A second runtime on the same store stands for another process (its own SQLite connection).
+        let other = try Runtime(home: f.home)
+        defer { other.shutdown() }
+        let o = try other.openSession(slot: slot, flags: CKF_SERIAL_SESSION | CKF_RW_SESSION)
+        try other.findObjectsInit(session: o, template: [Attribute(CKA_LABEL, Array("before".utf8))])
+        let found = try other.findObjects(session: o, max: 10)
+        try other.findObjectsFinal(session: o)
+        #expect(found.count == 1)
+        try other.setAttributeValue(session: o, object: found[0], template: [Attribute(CKA_LABEL, Array("after".utf8))])
+        #expect(try f.rt.getAttributeValue(session: s, object: h, types: [CKA_LABEL]) == [.value(Array("after".utf8))])
+
+        try other.destroyObject(session: o, object: found[0])
+        #expect(rv { _ = try f.rt.getAttributeValue(session: s, object: h, types: [CKA_LABEL]) } == CKR_OBJECT_HANDLE_INVALID)
+    }
+
+    @Test func logoutDropsCachedKeysAndPrivateViews() throws {
+        let f = try Fixture()
+        let slot = try f.makeToken()
+        let s = try f.rw(slot)
+        try f.rt.login(session: s, userType: CKU_USER, pin: userPIN)
+        let priv = try f.rt.createObject(session: s, template: [
+            .ulong(CKA_CLASS, CKO_DATA), .bool(CKA_TOKEN, true), .bool(CKA_PRIVATE, true),
+            Attribute(CKA_LABEL, Array("secret".utf8)), Attribute(CKA_VALUE, [9])])
+        _ = try f.rt.getAttributeValue(session: s, object: priv, types: [CKA_VALUE])
+        #expect(f.rt.lock.withLock { f.rt.objects.viewCache[priv] != nil })
+        try f.rt.logout(session: s)
+        #expect(f.rt.lock.withLock { f.rt.objects.viewCache.isEmpty && f.rt.objects.keyCache.isEmpty })
+        #expect(rv { _ = try f.rt.getAttributeValue(session: s, object: priv, types: [CKA_VALUE]) } == CKR_OBJECT_HANDLE_INVALID)
+    }
+
+    @Test func valuesOpenedWithTheKeyAreNotServedAfterLogout() throws {
+        let f = try Fixture()
+        let slot = try f.makeToken()
+        let s = try f.rw(slot)
+        try f.rt.login(session: s, userType: CKU_USER, pin: userPIN)
+        let secret = [UInt8](repeating: 7, count: 32)
+        let h = try f.rt.createObject(session: s, template: [
+            .ulong(CKA_CLASS, CKO_SECRET_KEY), .ulong(CKA_KEY_TYPE, CKK_AES), .bool(CKA_TOKEN, true),
+            .bool(CKA_PRIVATE, false), .bool(CKA_SENSITIVE, false), .bool(CKA_EXTRACTABLE, true),
+            Attribute(CKA_VALUE, secret)])
+        #expect(try f.rt.getAttributeValue(session: s, object: h, types: [CKA_VALUE]) == [.value(secret)])
+        try f.rt.logout(session: s)
+        let after = try? f.rt.getAttributeValue(session: s, object: h, types: [CKA_VALUE])
+        #expect(after != [.value(secret)])
+    }
+}
