@@ -36,10 +36,15 @@ extension Runtime {
         guard keyType == CKK_GENERIC_SECRET || keyType == CKK_AES else { throw PKCS11Error.templateInconsistent }
 
         var z: [UInt8]
-        do {
-            z = try privateKey(base).deriveECDH(peerPoint: p.publicData)
-        } catch {
-            throw PKCS11Error.mechanismParamInvalid
+        if base.isExternalKey {
+            // A key of an external token: Z is computed on the card (ExternalTokens.swift).
+            z = try externalDeriveECDH(s, base, publicData: p.publicData)
+        } else {
+            do {
+                z = try privateKey(base).deriveECDH(peerPoint: p.publicData)
+            } catch {
+                throw PKCS11Error.mechanismParamInvalid
+            }
         }
         defer { for i in z.indices { z[i] = 0 } }
         let defaultLength = keyType == CKK_AES && z.count > 32 ? 32 : z.count

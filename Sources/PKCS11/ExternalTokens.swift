@@ -91,6 +91,22 @@ extension Runtime {
                                         size: Self.signatureLength(view.attributes))
     }
 
+    /// C_DeriveKey (CKM_ECDH1_DERIVE) with a key proxy: the card computes the
+    /// shared secret Z (CKD_NULL) on the logged-in card session; the KDF,
+    /// length and template are then applied here as for any key.
+    func externalDeriveECDH(_ s: Session, _ view: ObjectView, publicData: [UInt8]) throws -> [UInt8] {
+        guard let keyID = view.attributes[CKA.keyshareExternal] else { throw PKCS11Error.keyHandleInvalid }
+        guard let card = lock.withLock({ logins[s.tokenID] == nil ? nil : external.sessions[s.tokenID] }) else {
+            throw PKCS11Error.userNotLoggedIn
+        }
+        guard try store.token(card.tokenID)?.present == true else { throw PKCS11Error(CKR_DEVICE_REMOVED) }
+        do {
+            return try Self.cardCall { try card.deriveECDH(keyID: keyID, publicData: publicData) }
+        } catch let e as PKCS11Error where e.rv == CKR_KEY_HANDLE_INVALID {
+            throw PKCS11Error(CKR_DEVICE_REMOVED)  // the key is gone from the card: it was removed or replaced
+        }
+    }
+
     static func signatureLength(_ a: AttributeMap) -> Int {
         if let m = a[CKA.modulus] { return m.drop { $0 == 0 }.count }
         if let p = a[CKA.ecParams], let c = ECCurve(paramsDER: p) { return 2 * c.byteSize }

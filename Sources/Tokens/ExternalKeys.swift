@@ -75,15 +75,29 @@ public final class ExternalTokenSession: @unchecked Sendable {
         try run(.decrypt, keyID: keyID, mechanism: mechanism, parameter: parameter, data: data)
     }
 
+    /// ECDH (CKD_NULL) with the card's private key `keyID`: the shared
+    /// secret Z; the card's temporary secret object is destroyed at once.
+    public func deriveECDH(keyID: [UInt8], publicData: [UInt8]) throws -> [UInt8] {
+        try lock.withLock {
+            let key = try privateKey(keyID)
+            return try lib.deriveECDH(session: session, key: key, publicData: publicData)
+        }
+    }
+
+    private func privateKey(_ keyID: [UInt8]) throws -> UInt {
+        let keys = try lib.find(session: session, template: [
+            CKA.class: AttributeCoding.ulong(CKO.privateKey), CKA.id: keyID,
+        ])
+        guard let key = keys.first else {
+            throw ExternalModuleError(function: "C_FindObjects", rv: 0x60 /* CKR_KEY_HANDLE_INVALID */,
+                                      message: "the card has no private key with this CKA_ID (not logged in?)")
+        }
+        return key
+    }
+
     private func run(_ op: PKCS11Library.Operation, keyID: [UInt8], mechanism: UInt, parameter: [UInt8], data: [UInt8]) throws -> [UInt8] {
         try lock.withLock {
-            let keys = try lib.find(session: session, template: [
-                CKA.class: AttributeCoding.ulong(CKO.privateKey), CKA.id: keyID,
-            ])
-            guard let key = keys.first else {
-                throw ExternalModuleError(function: "C_FindObjects", rv: 0x60 /* CKR_KEY_HANDLE_INVALID */,
-                                          message: "the card has no private key with this CKA_ID (not logged in?)")
-            }
+            let key = try privateKey(keyID)
             return try lib.perform(op, session: session, mechanism: mechanism, parameter: parameter, key: key, input: data)
         }
     }

@@ -250,6 +250,58 @@ final class PKCS11Library: @unchecked Sendable {
     }
 }
 
+extension PKCS11Library {
+    /// CKM_ECDH1_DERIVE (CKD_NULL, no shared data) with the card's private
+    /// key `key`: the card makes the shared secret Z as a session generic
+    /// secret, whose CKA_VALUE is read and the card object destroyed at once
+    /// (also when reading fails). Only Z leaves the card, as in any ECDH.
+    func deriveECDH(session: UInt, key: UInt, publicData: [UInt8]) throws -> [UInt8] {
+        let s = CK_SESSION_HANDLE(session)
+        let no = AttributeCoding.bool(false), yes = AttributeCoding.bool(true)
+        var template: [(UInt, [UInt8])] = [
+            (CKA.class, AttributeCoding.ulong(CKO.secretKey)), (CKA.keyType, AttributeCoding.ulong(CKK.genericSecret)),
+            (CKA.token, no), (CKA.sensitive, no), (CKA.extractable, yes),
+        ]
+        var pub = publicData
+        var handle: CK_OBJECT_HANDLE = 0
+        try pub.withUnsafeMutableBufferPointer { pb in
+            var params = CK_ECDH1_DERIVE_PARAMS(kdf: CK_ULONG(CKD_NULL), ulSharedDataLen: 0, pSharedData: nil,
+                                                ulPublicDataLen: CK_ULONG(pb.count), pPublicData: pb.baseAddress)
+            try withUnsafeMutablePointer(to: &params) { pp in
+                var m = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(CKM_ECDH1_DERIVE), pParameter: UnsafeMutableRawPointer(pp),
+                                     ulParameterLen: CK_ULONG(MemoryLayout<CK_ECDH1_DERIVE_PARAMS>.size))
+                try withAttributePointers(&template) { pointers in
+                    var attrs = pointers
+                    try check("C_DeriveKey", f.C_DeriveKey?(s, &m, CK_OBJECT_HANDLE(key), &attrs, CK_ULONG(attrs.count), &handle))
+                }
+            }
+        }
+        guard handle != 0 else {
+            throw ExternalModuleError(function: "C_DeriveKey", rv: UInt(CKR_GENERAL_ERROR))
+        }
+        defer { _ = f.C_DestroyObject?(s, handle) }
+        var a = CK_ATTRIBUTE(type: CK_ATTRIBUTE_TYPE(CKA_VALUE), pValue: nil, ulValueLen: 0)
+        try check("C_GetAttributeValue", f.C_GetAttributeValue?(s, handle, &a, 1))
+        guard a.ulValueLen != KS_CK_UNAVAILABLE_INFORMATION, a.ulValueLen > 0, a.ulValueLen <= 1024 else {
+            throw ExternalModuleError(function: "C_GetAttributeValue", rv: UInt(CKR_ATTRIBUTE_SENSITIVE))
+        }
+        var value = [UInt8](repeating: 0, count: Int(a.ulValueLen))
+        do {
+            try value.withUnsafeMutableBytes { b in
+                a.pValue = b.baseAddress
+                try check("C_GetAttributeValue", f.C_GetAttributeValue?(s, handle, &a, 1))
+            }
+        } catch {
+            for i in value.indices { value[i] = 0 }
+            throw error
+        }
+        let n = min(Int(a.ulValueLen), value.count)
+        for i in n..<value.count { value[i] = 0 }
+        value.removeLast(value.count - n)
+        return value
+    }
+}
+
 /// A C template whose value buffers stay allocated for the call.
 private func withAttributePointers<R>(_ storage: inout [(UInt, [UInt8])], _ body: ([CK_ATTRIBUTE]) throws -> R) rethrows -> R {
     var buffers: [UnsafeMutableRawPointer] = []

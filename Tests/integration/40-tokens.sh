@@ -135,6 +135,14 @@ check "sign through libkeyshare-pkcs11.so (ECDSA)" pkcs11-tool --module "$MODULE
 pkcs11-tool --module "$SOFTHSM" --token-label card --read-object --type pubkey --label ec -o "$WORK/ec.pub.der" >/dev/null 2>&1
 check "ECDSA signature verifies with the card's public key" openssl dgst -sha256 -verify <(openssl pkey -pubin -inform DER -in "$WORK/ec.pub.der") \
   -signature "$WORK/ec.sig" "$WORK/data"
+# ECDH on the card: Z is computed by the card, the derived key made in keyshare.
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$WORK/peer.key" 2>/dev/null
+openssl pkey -in "$WORK/peer.key" -pubout -outform DER -out "$WORK/peer_pub.der"
+check "ECDH1-DERIVE through libkeyshare-pkcs11.so with the card's EC key" pkcs11-tool --module "$MODULE" --token-label card \
+  --login --pin $CARDPIN --derive -m ECDH1-DERIVE --id 02 --input-file "$WORK/peer_pub.der" --output-file "$WORK/ecdh.card"
+openssl pkeyutl -derive -inkey "$WORK/peer.key" -peerform DER -peerkey "$WORK/ec.pub.der" -out "$WORK/ecdh.ref"
+check_out "ECDH on the card: a 32-byte shared secret" "^32$" stat -c %s "$WORK/ecdh.card"
+check "ECDH on the card: the secret equals openssl's with the peer's private key" cmp "$WORK/ecdh.card" "$WORK/ecdh.ref"
 check "OpenSSL engine signs through keyshare" env PKCS11_MODULE_PATH="$MODULE" openssl dgst -sha256 -engine pkcs11 -keyform engine \
   -sign "pkcs11:token=card;object=rsa;type=private;pin-value=$CARDPIN" -out "$WORK/engine.sig" "$WORK/data"
 check "engine signature verifies with the certificate" openssl dgst -sha256 -verify <(openssl x509 -in "$WORK/rsa.pem" -pubkey -noout) \
