@@ -143,8 +143,8 @@ extension Runtime {
         }
         if tokenFilter != true {
             let candidates = lock.withLock { () -> [(CK_OBJECT_HANDLE, SessionObject)] in
-                objects.entries.compactMap { h, e in
-                    if case .session(let o) = e, o.tokenID == s.tokenID { return (h, o) }
+                objects.sessionHandles.compactMap { h in
+                    if case .session(let o)? = objects.entries[h], o.tokenID == s.tokenID { return (h, o) }
                     return nil
                 }
             }

@@ -50,6 +50,9 @@ struct ObjectTable {
     private var next: CK_OBJECT_HANDLE = 1
     private(set) var entries: [CK_OBJECT_HANDLE: ObjectEntry] = [:]
     private var byReference: [PersistentReference: CK_OBJECT_HANDLE] = [:]
+    /// The session objects' handles, so a find does not walk every token
+    /// object handle this process holds (100,000 after listing a big token).
+    private(set) var sessionHandles: Set<CK_OBJECT_HANDLE> = []
     /// Decrypted private keys by handle, so a second signature does not parse
     /// PKCS #8 again. Dropped at logout together with the handles.
     var keyCache: [CK_OBJECT_HANDLE: PrivateKey] = [:]
@@ -75,6 +78,7 @@ struct ObjectTable {
     mutating func add(_ object: SessionObject) -> CK_OBJECT_HANDLE {
         let h = allocate()
         entries[h] = .session(object)
+        sessionHandles.insert(h)
         return h
     }
 
@@ -84,6 +88,7 @@ struct ObjectTable {
 
     mutating func remove(_ h: CK_OBJECT_HANDLE) {
         if case .token(_, let ref, _)? = entries.removeValue(forKey: h) { byReference[ref] = nil }
+        sessionHandles.remove(h)
         keyCache[h] = nil
         publicKeyCache[h] = nil
         viewCache[h] = nil
@@ -107,6 +112,7 @@ struct ObjectTable {
     mutating func removeAll() {
         entries.removeAll()
         byReference.removeAll()
+        sessionHandles.removeAll()
         keyCache.removeAll()
         publicKeyCache.removeAll()
         viewCache.removeAll()
