@@ -92,6 +92,10 @@ enum ObjectFactory {
         case CKK_EC:
             guard let params = t[CKA_EC_PARAMS], let d = t[CKA_VALUE] else { throw PKCS11Error.templateIncomplete }
             der = DER.sequence(DER.integer([1]) + DER.tlv(0x04, d) + DER.tlv(0xA0, params))
+        case CKK_EC_EDWARDS:
+            // RFC 8410 keys have no DER private form of their own here: the 32-byte seed is the key.
+            guard let seed = t[CKA_VALUE] else { throw PKCS11Error.templateIncomplete }
+            do { return try PrivateKey.fromEd25519(privateRaw: seed) } catch { throw PKCS11Error.attributeValueInvalid }
         default:
             throw PKCS11Error.attributeValueInvalid
         }
