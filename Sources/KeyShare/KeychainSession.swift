@@ -91,6 +91,8 @@ public final class KeychainSession: @unchecked Sendable {
         if let label = query.label { attrs[CKA.label] = AttributeCoding.string(label) }
         if let tag = query.applicationTag { attrs[KeyShareAttribute.applicationTag] = tag }
         if let v = query.exactValue { attrs[CKA.value] = v }
+        if let subject = query.subjectDER { attrs[CKA.subject] = subject }
+        if query.trustedOnly { attrs[CKA.trusted] = AttributeCoding.bool(true) }
         if let t = query.keyType { attrs[CKA.keyType] = AttributeCoding.ulong(ObjectTemplates.keyType(t)) }
         for (flag, type) in UsageFlags.attributes where query.usage.contains(flag) { attrs[type] = AttributeCoding.bool(true) }
         let tokenIDs: [TokenID]

@@ -50,11 +50,34 @@ extension KeychainSession {
     func certificates(trustedOnly: Bool) throws -> [Certificate] {
         var q = Query(itemClass: .certificate, returning: .data)
         q.matchLimit = .all
+        q.trustedOnly = trustedOnly
         let items = try findItems(q)
         return items.compactMap { item in
             if trustedOnly && item.attributes.bool(CKA.trusted) != true { return nil }
             return item.attributes[CKA.value].flatMap { try? Certificate(der: $0) }
         }
+    }
+
+    /// The keychain's certificates that can sit above `certs` in a chain,
+    /// found by walking issuer names through the store's subject index: the
+    /// cost follows the chain's depth, not the keychain's size (parsing every
+    /// certificate made each `keyshare import` linear, a batch quadratic).
+    func keychainIssuers(of certs: [Certificate]) throws -> [Certificate] {
+        var found: [Certificate] = []
+        var seenSubjects: Set<[UInt8]> = []
+        var pending = certs.filter { $0.issuerDER != $0.subjectDER }.map(\.issuerDER)
+        while let subject = pending.popLast(), found.count < 64 {
+            guard seenSubjects.insert(subject).inserted else { continue }
+            var q = Query(itemClass: .certificate, returning: .data)
+            q.matchLimit = .all
+            q.subjectDER = subject
+            for item in try findItems(q) {
+                guard let der = item.attributes[CKA.value], let cert = try? Certificate(der: der) else { continue }
+                found.append(cert)
+                if cert.issuerDER != cert.subjectDER { pending.append(cert.issuerDER) }
+            }
+        }
+        return found
     }
 
     /// The keychain's anchors (certificates with CKA_TRUSTED set).
@@ -64,7 +87,7 @@ extension KeychainSession {
     /// certificates and the keychain's, up to the chosen anchors, under the
     /// policy and at the date, and answers in the keychain's vocabulary.
     public func evaluateTrust(_ r: TrustRequest) throws -> TrustEvaluation {
-        let keychainCerts = try certificates(trustedOnly: false)
+        let keychainCerts = try keychainIssuers(of: [r.certificate] + r.chain)
         let anchors: [Certificate]
         var source = TrustAnchorSource.explicit
         switch r.anchors {

@@ -124,6 +124,10 @@ public struct Query: Sendable {
     public var returning: ReturnOptions
     /// Exact CKA_VALUE (certificates by their DER); internal to anchors and duplicates.
     var exactValue: [UInt8]? = nil
+    /// CKA_SUBJECT to match exactly (internal: issuer lookups during trust evaluation).
+    var subjectDER: [UInt8]? = nil
+    /// Only trust anchors (CKA_TRUSTED true), found through the index.
+    var trustedOnly = false
 
     public init(itemClass: ItemClass? = nil, label: String? = nil, applicationTag: [UInt8]? = nil,
                 keyType: KeyType? = nil, keySizeInBits: Int? = nil, tokenID: TokenID? = nil,
