@@ -76,8 +76,10 @@ let package = Package(
             swiftSettings: strict),
 
         .testTarget(name: "KeyshareCryptoTests", dependencies: ["KeyshareCrypto"], swiftSettings: strict),
-        .testTarget(name: "KeychainTests", dependencies: ["Keychain", "KeyshareCrypto"], swiftSettings: strict),
-        .testTarget(name: "TokensTests", dependencies: ["Tokens", "Keychain", "KeyshareCrypto"], swiftSettings: strict),
+        // Shared test helpers (a throwaway store home); only test targets depend on it.
+        .target(name: "KeychainTestSupport", dependencies: ["Keychain"], path: "Tests/KeychainTestSupport", swiftSettings: strict),
+        .testTarget(name: "KeychainTests", dependencies: ["Keychain", "KeyshareCrypto", "KeychainTestSupport"], swiftSettings: strict),
+        .testTarget(name: "TokensTests", dependencies: ["Tokens", "Keychain", "KeyshareCrypto", "KeychainTestSupport"], swiftSettings: strict),
         .testTarget(name: "KeySharingTests", dependencies: ["KeySharing", "Tokens", "KeyshareCrypto"], swiftSettings: strict),
         .testTarget(name: "KeyShareTests", dependencies: ["KeyShare"], swiftSettings: strict),
         .testTarget(name: "PKCS11Tests", dependencies: ["PKCS11", "Tokens", "CPKCS11"], swiftSettings: strict),

@@ -1,30 +1,8 @@
 import Foundation
+import KeychainTestSupport
 @testable import Keychain
 import KeyshareCrypto
 
-/// A throwaway KEYSHARE_HOME per test, removed when the test ends.
-final class TempHome {
-    let path: String
-
-    init() {
-        var template = Array((NSTemporaryDirectory() + "keychain-test-XXXXXX").utf8CString)
-        let p = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-        path = String(cString: p!) + "/home"
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
-
-    func store() throws -> KeychainStore { try KeychainStore(home: path, kdfLog2N: 10) }
-
-    /// Every byte the store has on disk: the database, its WAL and shared memory.
-    func allBytes() -> [UInt8] {
-        var out: [UInt8] = []
-        for suffix in ["", "-wal", "-shm", "-journal"] {
-            if let d = FileManager.default.contents(atPath: path + "/keychain.db" + suffix) { out += Array(d) }
-        }
-        return out
-    }
-}
 
 let soPIN = Array("so-secret-9931".utf8)
 let userPIN = Array("user-secret-4417".utf8)

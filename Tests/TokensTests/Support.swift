@@ -1,29 +1,8 @@
 import Foundation
+import KeychainTestSupport
 @testable import Keychain
 import KeyshareCrypto
 import Tokens
-
-final class TempHome {
-    let path: String
-
-    init() {
-        var template = Array((NSTemporaryDirectory() + "tokens-test-XXXXXX").utf8CString)
-        let p = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-        path = String(cString: p!) + "/home"
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
-
-    func store() throws -> KeychainStore { try KeychainStore(home: path, kdfLog2N: 10) }
-
-    func allBytes() -> [UInt8] {
-        var out: [UInt8] = []
-        for suffix in ["", "-wal", "-shm", "-journal"] {
-            if let d = FileManager.default.contents(atPath: path + "/keychain.db" + suffix) { out += Array(d) }
-        }
-        return out
-    }
-}
 
 enum Fixture {
     static let root: String = {

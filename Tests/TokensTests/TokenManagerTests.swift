@@ -1,4 +1,5 @@
 import Testing
+import KeychainTestSupport
 @testable import Keychain
 import KeyshareCrypto
 import Tokens
