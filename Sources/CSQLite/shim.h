@@ -1,6 +1,44 @@
 #ifndef KEYSHARE_CSQLITE_SHIM_H
 #define KEYSHARE_CSQLITE_SHIM_H
 #include <sqlite3.h>
+#include <stdint.h>
+#include <string.h>
+
 // SQLITE_TRANSIENT is a cast macro, which Swift does not import.
 static inline sqlite3_destructor_type ks_sqlite_transient(void) { return SQLITE_TRANSIENT; }
+
+/// The connection's own mapping of the WAL-index (the -shm file), or NULL
+/// before the connection has opened its WAL. Obtained through the VFS's
+/// xShmMap on the main database file, which returns the region the pager
+/// already mapped (no new file descriptor: closing one would drop SQLite's
+/// POSIX locks). The mapping lives as long as the connection.
+static inline const volatile void *ks_sqlite_wal_index(sqlite3 *db) {
+    sqlite3_file *file = 0;
+    if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &file) != SQLITE_OK || !file) return 0;
+    const sqlite3_io_methods *m = file->pMethods;
+    if (!m || m->iVersion < 2 || !m->xShmMap) return 0;
+    volatile void *region = 0;
+    if (m->xShmMap(file, 0, 32768, 0, &region) != SQLITE_OK) return 0;
+    return region;
+}
+
+/// A digest of the WAL-index header, which every commit of every process
+/// rewrites (change counter, last frame, salts, checksums; the format is
+/// https://www.sqlite.org/walformat.html). Equal stamps mean nothing was
+/// committed in between; 0 means a writer is updating the header right now
+/// (the two copies differ) or the index is not initialised: the caller
+/// asks SQLite instead. SQLite writes copy 2, a barrier, then copy 1, and
+/// reads copy 1, a barrier, then copy 2: the same order here.
+static inline uint64_t ks_sqlite_wal_stamp(const volatile void *index) {
+    const volatile uint32_t *h = (const volatile uint32_t *)index;
+    uint32_t first[12], second[12];
+    for (int i = 0; i < 12; i++) first[i] = h[i];
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    for (int i = 0; i < 12; i++) second[i] = h[12 + i];
+    if (memcmp(first, second, sizeof first) != 0) return 0;
+    if (((const uint8_t *)first)[12] == 0) return 0; /* isInit */
+    uint64_t x = 14695981039346656037ULL; /* FNV-1a over the header words */
+    for (int i = 0; i < 12; i++) { x ^= first[i]; x *= 1099511628211ULL; }
+    return x | 1;
+}
 #endif

@@ -67,7 +67,7 @@ public enum ECCurve: String, Sendable, CaseIterable {
 }
 
 /// Mechanism-level signature choices; each maps to one PKCS #11 mechanism family.
-public enum SignatureAlgorithm: Sendable, Equatable {
+public enum SignatureAlgorithm: Sendable, Hashable {
     /// nil: the input is already a DigestInfo (CKM_RSA_PKCS).
     case rsaPKCS1(DigestAlgorithm?)
     case rsaPSS(DigestAlgorithm, mgf1: DigestAlgorithm, saltLength: Int)

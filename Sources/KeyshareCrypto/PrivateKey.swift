@@ -8,6 +8,7 @@ public final class PrivateKey: @unchecked Sendable {
     public let keyType: KeyType
     public let curve: ECCurve?
     public let publicKey: PublicKey
+    let signingContexts = SigningContexts()
 
     /// Takes ownership of `pkey` (freed on deinit, also when init throws).
     init(owning pkey: OpaquePointer) throws {

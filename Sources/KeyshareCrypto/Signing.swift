@@ -42,15 +42,17 @@ extension PrivateKey {
         case .ecdsa(nil):
             guard !digest.isEmpty else { throw CryptoError(.invalidInput, "ECDSA sign", reason: "empty digest") }
         }
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl("sign") }
+        let ctx = try signingContexts.context(algorithm, pkey: pkey)
         defer { EVP_PKEY_CTX_free(ctx) }
-        guard EVP_PKEY_sign_init(ctx) == 1, Signer.configure(ctx, algorithm) else { throw CryptoError.openssl("sign init") }
-        var len = 0
-        guard EVP_PKEY_sign(ctx, nil, &len, input, input.count) == 1 else { throw CryptoError.openssl("sign") }
+        // The key's maximum signature size, instead of a length-query call.
+        var len = Int(EVP_PKEY_get_size(pkey))
+        guard len > 0 else { throw CryptoError.openssl("sign") }
         var sig = [UInt8](repeating: 0, count: len)
         guard EVP_PKEY_sign(ctx, &sig, &len, input, input.count) == 1 else { throw CryptoError.openssl("sign") }
-        sig = Array(sig[0..<len])
-        if case .ecdsa = algorithm, let curve { return try ECDSASignature.rawFromDER(sig, curve: curve) }
+        if case .ecdsa = algorithm, let curve {
+            return try ECDSASignature.rawFromDER(sig[0..<len], curve: curve)
+        }
+        sig.removeLast(sig.count - len)
         return sig
     }
 }
@@ -175,9 +177,8 @@ enum Signer {
         guard EVP_DigestSign(mdctx, nil, &len, message, message.count) == 1 else { throw CryptoError.openssl("sign") }
         var sig = [UInt8](repeating: 0, count: len)
         guard EVP_DigestSign(mdctx, &sig, &len, message, message.count) == 1 else { throw CryptoError.openssl("sign") }
-        sig = Array(sig[0..<len])
-        if let curve { return try ECDSASignature.rawFromDER(sig, curve: curve) }
-        return sig
+        if let curve { return try ECDSASignature.rawFromDER(sig[0..<len], curve: curve) }
+        return Array(sig[0..<len])
     }
 
     /// Raw RSA works on whole modulus-sized blocks; PKCS #11 lets callers

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import CPKCS11
 import Keychain
+import KeyshareCrypto
 
 /// C_Initialize's arguments, decoded by the C layer.
 public struct InitializeArguments: Sendable, Equatable {

@@ -1,5 +1,6 @@
 import CPKCS11
 import Keychain
+import KeyshareCrypto
 
 /// Everything one C_Initialize .. C_Finalize span owns: the store connection
 /// and the per-process tables (slots, sessions, logins, object handles).

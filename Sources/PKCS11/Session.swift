@@ -1,5 +1,6 @@
 import CPKCS11
 import Keychain
+import KeyshareCrypto
 
 /// One PKCS #11 session. Its operation state has its own lock so a long
 /// signature in one session never blocks another session or the tables.

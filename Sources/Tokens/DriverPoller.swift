@@ -1,4 +1,5 @@
 import Keychain
+import KeyshareCrypto
 
 /// Polls every configured external PKCS #11 module and mirrors what it sees
 /// into the store. How a module is asked is the isolation: in a child

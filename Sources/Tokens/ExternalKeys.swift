@@ -1,4 +1,5 @@
 import Keychain
+import KeyshareCrypto
 
 /// Routes private-key operations of an external token to the card: a
 /// session on the token in the other module, logged in with the PIN the

@@ -3,6 +3,7 @@ import Glibc
 #endif
 internal import CPKCS11
 import Keychain
+import KeyshareCrypto
 
 /// Why talking to another PKCS #11 module failed. Carries the CK_RV and the
 /// function, never an argument (a PIN could be one).

@@ -1,4 +1,5 @@
 import Keychain
+import KeyshareCrypto
 
 /// Something that happened to a token, in the order it happened.
 public enum TokenEvent: Equatable, Sendable, CustomStringConvertible {

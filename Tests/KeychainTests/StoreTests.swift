@@ -165,6 +165,8 @@ import KeyshareCrypto
         let a = try home.store()
         let b = try home.store()
         let token = try makeToken(a)
+        // Read from the WAL-index in shared memory, not through a PRAGMA.
+        #expect(a.changeCounterIsLockFree && b.changeCounterIsLockFree)
         let before = try b.changeCounter()
         #expect(try b.changeCounter() == before)
         let ref = try a.add(token: token, itemClass: .data, attributes: [CKA.label: [5]], key: nil)
@@ -173,6 +175,24 @@ import KeyshareCrypto
         let mine = try a.changeCounter()
         try a.delete(ref)
         #expect(try a.changeCounter() != mine)
+    }
+
+    /// Every commit moves the counter, also across checkpoints that restart
+    /// the WAL from its first frame (the header then repeats its frame count).
+    @Test func changeCounterMovesOnEveryCommitAcrossCheckpoints() throws {
+        let home = TempHome()
+        let a = try home.store()
+        let b = try home.store()
+        let token = try makeToken(a)
+        var seen: Set<UInt64> = [try b.changeCounter()]
+        for i in 0..<40 {
+            _ = try a.add(token: token, itemClass: .data, attributes: [CKA.label: [UInt8(i)]], key: nil)
+            if i % 10 == 9 { try a.checkpoint() }
+            let now = try b.changeCounter()
+            #expect(!seen.contains(now), "commit \(i) left the counter at a value already seen")
+            seen.insert(now)
+            #expect(try b.changeCounter() == now)
+        }
     }
 
     @Test func concurrentThreadsAndStores() async throws {
