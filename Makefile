@@ -50,7 +50,7 @@ demo: build
 ## bench: keyshare's module vs SoftHSM2 vs raw OpenSSL, one table (docs/benchmarks.md); BENCH_SMOKE=1 for a quick run.
 BENCH_BIN := Benchmarks/p11bench
 $(BENCH_BIN): Benchmarks/p11bench.c
-	$(CC) -O2 -Wall -I/usr/include/p11-kit-1 $$(pkg-config --cflags p11-kit-1 2>/dev/null) -o $@ $< -lcrypto -ldl -lpthread
+	$(CC) -O2 -Wall -I/usr/include/p11-kit-1 $$(pkg-config --cflags p11-kit-1 2>/dev/null) -o $@ $< -lcrypto -lsqlite3 -ldl -lpthread
 
 bench: build $(BENCH_BIN)
 	@bash Benchmarks/run.sh "$(KEYSHARE)" "$(MODULE)" "$(BENCH_BIN)"

@@ -24,6 +24,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -47,6 +48,7 @@
 #include <openssl/x509.h>
 
 #include <p11-kit/pkcs11.h>
+#include <sqlite3.h>
 
 #ifndef CKK_EC_EDWARDS
 #define CKK_EC_EDWARDS 0x40UL
@@ -856,6 +858,89 @@ static void kdf_row(void) {
     put(r, RAW, s, n);
 }
 
+/* ------------------------------------------------- durable-write floor */
+
+/* What one durable commit costs on this disk, whoever makes it: a 4 KiB
+ * overwrite + fdatasync, and the smallest SQLite transaction (one 200-byte row,
+ * WAL, synchronous=FULL). Every C_CreateObject that is durable on return pays
+ * at least one of these, so they bound the create rows; they go in the raw
+ * (baseline) column. */
+static double floor_fdatasync(const char *dir, int n) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/floor.dat", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) return -1;
+    unsigned char buf[4096];
+    memset(buf, 0x5a, sizeof buf);
+    for (int i = 0; i < 256; i++)
+        if (write(fd, buf, sizeof buf) != (ssize_t)sizeof buf) { close(fd); return -1; }
+    fsync(fd);
+    double t0 = now();
+    for (int i = 0; i < n; i++) {
+        if (pwrite(fd, buf, sizeof buf, (off_t)(i % 256) * 4096) != (ssize_t)sizeof buf || fdatasync(fd)) {
+            close(fd);
+            return -1;
+        }
+    }
+    double dt = now() - t0;
+    close(fd);
+    unlink(path);
+    return n / dt;
+}
+
+static double floor_sqlite(const char *dir, int n) {
+    char path[512], wal[520], shm[520];
+    snprintf(path, sizeof path, "%s/floor.db", dir);
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    snprintf(shm, sizeof shm, "%s-shm", path);
+    sqlite3 *db = NULL;
+    double rate = -1;
+    if (sqlite3_open(path, &db) != SQLITE_OK) goto out;
+    if (sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+                         "CREATE TABLE t (id INTEGER PRIMARY KEY, v BLOB NOT NULL);", NULL, NULL, NULL) != SQLITE_OK)
+        goto out;
+    sqlite3_stmt *ins = NULL;
+    if (sqlite3_prepare_v2(db, "INSERT INTO t (v) VALUES (?)", -1, &ins, NULL) != SQLITE_OK) goto out;
+    unsigned char v[200];
+    memset(v, 0xa5, sizeof v);
+    double t0 = now();
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++) {
+        ok = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK &&
+             sqlite3_bind_blob(ins, 1, v, sizeof v, SQLITE_STATIC) == SQLITE_OK && sqlite3_step(ins) == SQLITE_DONE &&
+             sqlite3_reset(ins) == SQLITE_OK && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK;
+    }
+    if (ok) rate = n / (now() - t0);
+    sqlite3_finalize(ins);
+out:
+    sqlite3_close(db);
+    unlink(path);
+    unlink(wal);
+    unlink(shm);
+    return rate;
+}
+
+static void floor_rows(void) {
+    const char *dir = getenv("BENCH_SCRATCH") ? getenv("BENCH_SCRATCH") : "/tmp";
+    int n = SMOKE ? 20 : 2000;
+    struct { const char *name; double (*fn)(const char *, int); } f[] = {
+        {"durable-write floor: 4 KiB overwrite + fdatasync", floor_fdatasync},
+        {"durable-write floor: SQLite 1-row transaction (WAL, FULL)", floor_sqlite},
+    };
+    for (int k = 0; k < 2; k++) {
+        if (!wanted(f[k].name) && !wanted("C_CreateObject")) continue;
+        row_t *r = row("ops/s", HIGHER, "%s", f[k].name);
+        double s[64];
+        int m = 0;
+        for (int rep = 0; rep < REPS && rep < 64; rep++) {
+            double v = f[k].fn(dir, n);
+            if (v < 0) { note(r, RAW, "n/a (%s)", strerror(errno)); m = 0; break; }
+            s[m++] = v;
+        }
+        put(r, RAW, s, m);
+    }
+}
+
 /* ------------------------------------------------------- keygen rows */
 
 static int p11_genpair(work_t *w) {
@@ -1004,6 +1089,7 @@ static void object_rows(void) {
     if (do_cold) cold_rows(0);
     snprintf(cursection, sizeof cursection, "objects");
     row_t *rc = NULL, *rd = NULL, *rc10 = NULL;
+    floor_rows();
     if (do_create) {
         rc10 = row("s", LOWER, "create %ld token objects (half data, half EC public keys), total", refstage);
         rc = row("ops/s", HIGHER, "C_CreateObject token object (0→%ld objects)", refstage);

@@ -19,7 +19,7 @@ done
 
 WORK=$(mktemp -d /tmp/p11bench.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-export BENCH_PIN=123456 BENCH_SO=12345678
+export BENCH_PIN=123456 BENCH_SO=12345678 BENCH_SCRATCH=$WORK
 # The PIN KDF cost: the default (2^15) unless the caller chose one; smoke runs use the minimum.
 if [ "${BENCH_SMOKE:-0}" != 0 ]; then export KEYSHARE_KDF_LOG2N=${KEYSHARE_KDF_LOG2N:-10}; fi
 export BENCH_KDF_LOG2N=${KEYSHARE_KDF_LOG2N:-15}

@@ -101,9 +101,9 @@ public enum AESGCM {
 
     static func cipherFor(keySize: Int) -> OpaquePointer? {
         switch keySize {
-        case 16: EVP_aes_128_gcm()
-        case 24: EVP_aes_192_gcm()
-        case 32: EVP_aes_256_gcm()
+        case 16: Fetched.aes128GCM
+        case 24: Fetched.aes192GCM
+        case 32: Fetched.aes256GCM
         default: nil
         }
     }

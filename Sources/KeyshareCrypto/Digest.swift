@@ -17,11 +17,11 @@ public enum DigestAlgorithm: Sendable, CaseIterable, Equatable, Hashable {
 
     var md: OpaquePointer {
         switch self {
-        case .sha1: EVP_sha1()
-        case .sha224: EVP_sha224()
-        case .sha256: EVP_sha256()
-        case .sha384: EVP_sha384()
-        case .sha512: EVP_sha512()
+        case .sha1: Fetched.sha1
+        case .sha224: Fetched.sha224
+        case .sha256: Fetched.sha256
+        case .sha384: Fetched.sha384
+        case .sha512: Fetched.sha512
         }
     }
 
