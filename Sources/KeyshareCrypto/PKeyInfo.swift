@@ -53,7 +53,29 @@ enum PKeyInfo {
         return Array(out[0..<len])
     }
 
+    /// EC and Ed25519 through the ASN.1 layer (`ks_spki_der`: a tenth of
+    /// i2d_PUBKEY's cost), RSA and anything it declines through i2d_PUBKEY.
     static func spkiDER(_ pkey: OpaquePointer) throws -> [UInt8] {
+        let type = try? keyType(pkey)
+        let nid: Int32? = switch type {
+        case .ec: curve(pkey)?.nid
+        case .ed25519: NID_undef
+        default: nil
+        }
+        if let nid {
+            var out: UnsafeMutablePointer<UInt8>? = nil
+            let len = ks_spki_der(pkey, nid, &out)
+            if len > 0, let out {
+                defer { ks_OPENSSL_free(out) }
+                return Array(UnsafeBufferPointer(start: out, count: Int(len)))
+            }
+            CryptoError.clearQueue()
+        }
+        return try OSSL.i2d("public key encode") { i2d_PUBKEY(pkey, $0) }
+    }
+
+    /// The same through i2d_PUBKEY only: the reference the fast path is tested against.
+    static func spkiDERViaEncoder(_ pkey: OpaquePointer) throws -> [UInt8] {
         try OSSL.i2d("public key encode") { i2d_PUBKEY(pkey, $0) }
     }
 

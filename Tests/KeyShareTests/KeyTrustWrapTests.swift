@@ -10,7 +10,11 @@ struct KeyTrustWrapTests {
         let oaep = RSAPadding.oaep(.sha256, mgf1: .sha256, label: [])
         let ct = try rsa.publicKey.encrypt(Array("hello".utf8), padding: oaep)
         #expect(try rsa.privateKey.decrypt(ct, padding: oaep) == Array("hello".utf8))
-        #expect(throws: KeyShareError.self) { try rsa.privateKey.decrypt(ct, padding: .pkcs1) }
+        // Wrong padding: a block that is not PKCS #1 v1.5 type 2 (it starts 00 01) fails every
+        // time. (Not the OAEP ciphertext: its block starts with 00 too, so about 1 in 440
+        // happen to parse as type 2 and "decrypt" to noise; that made this test flaky.)
+        let notType2 = try rsa.publicKey.encrypt([0, 1] + [UInt8](repeating: 0xff, count: 254), padding: .raw)
+        #expect(throws: KeyShareError.self) { try rsa.privateKey.decrypt(notType2, padding: .pkcs1) }
         #expect(throws: KeyShareError.messageTooLong("300 bytes, but a 2048-bit RSA key with PKCS #1 v1.5 padding takes at most 245")) {
             try rsa.publicKey.encrypt([UInt8](repeating: 0, count: 300), padding: .pkcs1)
         }

@@ -80,7 +80,9 @@ import KeyshareCrypto
                 #expect(try !k.publicKey.verify(signature: Self.noise(n, seed: UInt64(n + 1)), message: msg, algorithm: alg))
             }
         }
-        #expect(throws: CryptoError.self) { try Keys.rsa.decrypt(Self.noise(256, seed: 3), padding: .pkcs1) }
+        // Not type 2 (00 01 ...) whatever the key: noise would parse as type 2 now and then.
+        let notType2 = try Keys.rsa.publicKey.encrypt([0, 1] + Self.noise(254, seed: 3).map { $0 | 1 }, padding: .raw)
+        #expect(throws: CryptoError.self) { try Keys.rsa.decrypt(notType2, padding: .pkcs1) }
         #expect(throws: CryptoError.self) { try Keys.rsa.decrypt([1, 2, 3], padding: .pkcs1) }
     }
 }
