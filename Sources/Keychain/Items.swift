@@ -40,7 +40,8 @@ extension KeychainStore {
                       .int(isPrivate ? 1 : 0), .int(now), .int(now), .text(newItemAccessGroup)])
             let rowID = db.lastInsertRowID
             for (type, value) in attrs {
-                try putAttribute(rowID, ref: ref, itemClass: itemClass, isPrivate: isPrivate, type: type, value: value, key: key)
+                try putAttribute(rowID, ref: ref, itemClass: itemClass, isPrivate: isPrivate, type: type, value: value,
+                                 key: key, replacing: false)
             }
             return ref
         }
@@ -62,8 +63,10 @@ extension KeychainStore {
                       [.blob(ref.bytes)]) { _ in true }.isEmpty
     }
 
+    /// `replacing`: the item may already hold this attribute, whose lookup
+    /// entry (keyed by the old digest) must go first.
     private func putAttribute(_ rowID: Int64, ref: PersistentReference, itemClass: ItemClass, isPrivate: Bool,
-                              type: AttributeType, value: [UInt8], key: TokenKey?) throws {
+                              type: AttributeType, value: [UInt8], key: TokenKey?, replacing: Bool) throws {
         let stored: [UInt8]
         let digest: [UInt8]
         let secret = ItemCrypto.isSecret(type, itemClass: itemClass, isPrivate: isPrivate)
@@ -79,6 +82,12 @@ extension KeychainStore {
                    [.int(rowID), .int(Int64(type)), .blob(stored), .int(secret ? 1 : 0)])
         try db.run("INSERT OR REPLACE INTO attr_index (item, type, digest) VALUES (?, ?, ?)",
                    [.int(rowID), .int(Int64(type)), .blob(digest)])
+        guard Schema.isLookupIndexed(type) else { return }
+        if replacing {
+            try db.run("DELETE FROM attr_lookup WHERE item = ? AND type = ?", [.int(rowID), .int(Int64(type))])
+        }
+        try db.run("INSERT OR REPLACE INTO attr_lookup (type, digest, item) VALUES (?, ?, ?)",
+                   [.int(Int64(type)), .blob(digest), .int(rowID)])
     }
 
     /// Sets (adds or replaces) the given attributes. Changing CKA_PRIVATE
@@ -101,13 +110,16 @@ extension KeychainStore {
                 all.merge(attributes) { _, new in new }
                 try db.run("DELETE FROM attributes WHERE item = ?", [.int(row.id)])
                 try db.run("DELETE FROM attr_index WHERE item = ?", [.int(row.id)])
+                try db.run("DELETE FROM attr_lookup WHERE item = ?", [.int(row.id)])
                 try db.run("UPDATE items SET is_private = ? WHERE id = ?", [.int(newPrivate ? 1 : 0), .int(row.id)])
                 for (type, value) in all {
-                    try putAttribute(row.id, ref: ref, itemClass: row.itemClass, isPrivate: newPrivate, type: type, value: value, key: key)
+                    try putAttribute(row.id, ref: ref, itemClass: row.itemClass, isPrivate: newPrivate, type: type, value: value,
+                                     key: key, replacing: false)
                 }
             } else {
                 for (type, value) in attributes {
-                    try putAttribute(row.id, ref: ref, itemClass: row.itemClass, isPrivate: newPrivate, type: type, value: value, key: key)
+                    try putAttribute(row.id, ref: ref, itemClass: row.itemClass, isPrivate: newPrivate, type: type, value: value,
+                                     key: key, replacing: true)
                 }
             }
             try db.run("UPDATE items SET modified = ? WHERE id = ?", [.int(Self.now()), .int(row.id)])

@@ -86,11 +86,13 @@ extension KeychainStore {
         var sql = "SELECT \(Self.rowColumns) FROM items i JOIN tokens t ON t.token_id = i.token_id WHERE 1"
         var args: [SQLValue] = []
         if !query.includeAbsentTokens { sql += " AND t.present = 1" }
-        // With attribute conditions, the attr_index seeks must drive the
+        // With a lookup-indexed attribute, its attr_lookup seek must drive the
         // plan: without ANALYZE statistics SQLite would otherwise walk every
         // item of the token through items_token_class (a find among 100,000
-        // objects took 85 ms). The unary + keeps these as plain filters.
-        let filter = query.attributes.isEmpty ? "" : "+"
+        // objects took 85 ms). The unary + keeps these as plain filters. With
+        // flags only, the token and class narrow and the flags are checked per
+        // candidate.
+        let filter = query.attributes.keys.contains(where: Schema.isLookupIndexed) ? "+" : ""
         if let tid = query.tokenID {
             sql += " AND \(filter)i.token_id = ?"
             args.append(.text(tid.description))
@@ -117,7 +119,9 @@ extension KeychainStore {
         // Sorted so the generated SQL (and its cached statement) is stable.
         for type in query.attributes.keys.sorted() {
             let value = query.attributes[type]!
-            sql += " AND i.id IN (SELECT item FROM attr_index WHERE type = ? AND digest IN (?, ?))"
+            sql += Schema.isLookupIndexed(type)
+                ? " AND i.id IN (SELECT item FROM attr_lookup WHERE type = ? AND digest IN (?, ?))"
+                : " AND EXISTS (SELECT 1 FROM attr_index x WHERE x.item = i.id AND x.type = ? AND x.digest IN (?, ?))"
             args.append(.int(Int64(bitPattern: UInt64(type))))
             args.append(.blob(ItemCrypto.publicDigest(type, value)))
             args.append(try key.map { .blob(try ItemCrypto.keyedDigest(type, value, key: $0)) } ?? .null)
