@@ -33,7 +33,7 @@ extension KeychainStore {
     /// The SQL condition for a group filter (appended to a WHERE clause on
     /// items aliased `i`); an empty set matches nothing. The column has no
     /// index and the unary + keeps it that way for the planner: the group
-    /// only filters the candidates the attr_index seek found, it never
+    /// only filters the candidates the attribute seek found, it never
     /// drives the search (one group may hold every item).
     static func accessGroupCondition(_ groups: Set<String>) -> (sql: String, args: [SQLValue]) {
         guard !groups.isEmpty else { return (" AND 0", []) }

@@ -1,5 +1,5 @@
 /// SecItemAdd / SecItemUpdate / SecItemDelete over the items, attributes and
-/// attr_index tables. Every write is one transaction; a nested call joins the
+/// attr_lookup tables. Every write is one transaction; a nested call joins the
 /// caller's `transaction`.
 extension KeychainStore {
     /// Adds an item. `key` must be the token's key when the item is private or
@@ -78,10 +78,8 @@ extension KeychainStore {
             stored = value
             digest = ItemCrypto.publicDigest(type, value)
         }
-        try db.run("INSERT OR REPLACE INTO attributes (item, type, value, encrypted) VALUES (?, ?, ?, ?)",
-                   [.int(rowID), .int(Int64(type)), .blob(stored), .int(secret ? 1 : 0)])
-        try db.run("INSERT OR REPLACE INTO attr_index (item, type, digest) VALUES (?, ?, ?)",
-                   [.int(rowID), .int(Int64(type)), .blob(digest)])
+        try db.run("INSERT OR REPLACE INTO attributes (item, type, value, encrypted, digest) VALUES (?, ?, ?, ?, ?)",
+                   [.int(rowID), .int(Int64(type)), .blob(stored), .int(secret ? 1 : 0), .blob(digest)])
         guard Schema.isLookupIndexed(type) else { return }
         if replacing {
             try db.run("DELETE FROM attr_lookup WHERE item = ? AND type = ?", [.int(rowID), .int(Int64(type))])
@@ -109,7 +107,6 @@ extension KeychainStore {
                 var all = try loadAttributes(row, key: key).attributes
                 all.merge(attributes) { _, new in new }
                 try db.run("DELETE FROM attributes WHERE item = ?", [.int(row.id)])
-                try db.run("DELETE FROM attr_index WHERE item = ?", [.int(row.id)])
                 try db.run("DELETE FROM attr_lookup WHERE item = ?", [.int(row.id)])
                 try db.run("UPDATE items SET is_private = ? WHERE id = ?", [.int(newPrivate ? 1 : 0), .int(row.id)])
                 for (type, value) in all {

@@ -1,4 +1,4 @@
-/// SecItemCopyMatching: lookups go through attr_index (an index seek on
+/// SecItemCopyMatching: lookups go through attr_lookup (an index seek on
 /// (type, digest)), so finding one object never scans or decrypts the store;
 /// only the candidate rows are loaded and, when private, decrypted.
 struct ItemRow {
@@ -80,8 +80,9 @@ extension KeychainStore {
         }
     }
 
-    /// The candidate SELECT of `find`: each attribute condition is an index
-    /// seek on attr_index_lookup (tests check the query plan has no scan).
+    /// The candidate SELECT of `find`: an attribute that narrows is an index
+    /// seek on attr_lookup, a flag a primary-key probe of its attribute row
+    /// per candidate (tests check the query plans).
     func findSQL(_ query: ItemQuery, key: TokenKey?) throws -> (String, [SQLValue]) {
         var sql = "SELECT \(Self.rowColumns) FROM items i JOIN tokens t ON t.token_id = i.token_id WHERE 1"
         var args: [SQLValue] = []
@@ -121,7 +122,7 @@ extension KeychainStore {
             let value = query.attributes[type]!
             sql += Schema.isLookupIndexed(type)
                 ? " AND i.id IN (SELECT item FROM attr_lookup WHERE type = ? AND digest IN (?, ?))"
-                : " AND EXISTS (SELECT 1 FROM attr_index x WHERE x.item = i.id AND x.type = ? AND x.digest IN (?, ?))"
+                : " AND EXISTS (SELECT 1 FROM attributes x WHERE x.item = i.id AND x.type = ? AND x.digest IN (?, ?))"
             args.append(.int(Int64(bitPattern: UInt64(type))))
             args.append(.blob(ItemCrypto.publicDigest(type, value)))
             args.append(try key.map { .blob(try ItemCrypto.keyedDigest(type, value, key: $0)) } ?? .null)

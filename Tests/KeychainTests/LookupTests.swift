@@ -55,7 +55,7 @@ import KeyshareCrypto
 
     /// Flags are not in the lookup index (each would dirty a page of its own
     /// per create); a find on them with a class narrows by token and class
-    /// and checks the flags per candidate through attr_index's primary key,
+    /// and checks the flags per candidate through the attributes' primary key,
     /// with the same answers as a seek would give.
     @Test func flagsAreCheckedPerCandidate() throws {
         let home = TempHome()
@@ -102,8 +102,9 @@ import KeyshareCrypto
         #expect(try store.db.query("SELECT COUNT(*) FROM attr_lookup") { $0.int(0) } == [0])
     }
 
-    /// A version-2 store (every attribute in one lookup index) migrates: the
-    /// indexed attributes move to attr_lookup and finds give the same answers.
+    /// A version-2 store (digests in attr_index, every attribute in one lookup
+    /// index) migrates through 3 and 4: the digests join their attribute rows,
+    /// the indexed attributes move to attr_lookup, and finds give the same answers.
     @Test func versionTwoStoreMigrates() throws {
         let home = TempHome()
         let token: TokenID
@@ -118,12 +119,22 @@ import KeyshareCrypto
             // Back to the version-2 layout.
             try store.db.exec("""
                 DROP TABLE attr_lookup;
+                CREATE TABLE attr_index (
+                    item INTEGER NOT NULL REFERENCES items(id) ON DELETE CASCADE,
+                    type INTEGER NOT NULL,
+                    digest BLOB NOT NULL,
+                    PRIMARY KEY (item, type)
+                ) WITHOUT ROWID;
+                INSERT INTO attr_index SELECT item, type, digest FROM attributes;
+                ALTER TABLE attributes DROP COLUMN digest;
                 CREATE INDEX attr_index_lookup ON attr_index(type, digest);
                 PRAGMA user_version = 2;
                 """)
         }
         let store = try home.store()
         #expect(try store.db.query("PRAGMA user_version") { Int($0.int(0)) } == [Schema.currentVersion])
+        #expect(try store.db.query("SELECT COUNT(*) FROM sqlite_master WHERE name = 'attr_index'") { $0.int(0) } == [0])
+        #expect(try store.db.query("SELECT COUNT(*) FROM attributes WHERE digest IS NULL") { $0.int(0) } == [0])
         #expect(try store.db.query("SELECT COUNT(*) FROM attr_lookup WHERE type = ?", [.int(Int64(CKA.label))]) { $0.int(0) } == [20])
         #expect(try store.db.query("SELECT COUNT(*) FROM attr_lookup WHERE type = ?", [.int(Int64(CKA.modifiable))]) { $0.int(0) } == [0])
         #expect(try store.find(ItemQuery(attributes: [CKA.label: Array("d 3".utf8)]), key: nil).count == 1)

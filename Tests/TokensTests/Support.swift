@@ -42,7 +42,7 @@ struct Env {
     }
 
     func rowCounts() throws -> [Int64] {
-        try ["items", "attributes", "attr_index", "retired_refs"].map { t in
+        try ["items", "attributes", "attr_lookup", "retired_refs"].map { t in
             try store.db.query("SELECT COUNT(*) FROM \(t)") { $0.int(0) }[0]
         }
     }
