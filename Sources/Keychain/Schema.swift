@@ -64,9 +64,10 @@ enum Schema {
         """,
         // 3: the lookup index holds only attributes that narrow a search (see
         // `unindexedV3`); the rest are checked per candidate through
-        // attr_index's primary key (since 4: attributes'). Every entry of (type, digest) sits at the
-        // tail of its own cluster, so each indexed attribute dirtied a page
-        // of its own per create: 22 pages per C_CreateObject on average.
+        // attr_index's primary key (since 4: attributes'). Every entry of
+        // (type, digest) sits at the tail of its own cluster, so each indexed
+        // attribute dirtied a page of its own per create: 22 pages per
+        // C_CreateObject on average.
         """
         CREATE TABLE attr_lookup (
             type INTEGER NOT NULL,
