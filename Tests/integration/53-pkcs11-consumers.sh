@@ -108,16 +108,19 @@ fi
 # p11-kit and GnuTLS through a user module file, as an unprivileged user.
 if command -v p11-kit >/dev/null && command -v setpriv >/dev/null && getent passwd 1000 >/dev/null; then
   UH=$WORK/user; mkdir -p "$UH/.config/pkcs11/modules" "$UH/ks"
+  # The user gets its own copies: the checkout may be private to root (mktemp -d is 0700).
   cp "$MODULE" "$UH/libkeyshare-pkcs11.so"
+  cp "$KEYSHARE" "$UH/keyshare"
+  cp "$ID/device-ds-ke.key.pem" "$ID/device-ds-ke.cert.pem" "$UH/"
   printf 'module: %s\n' "$UH/libkeyshare-pkcs11.so" > "$UH/.config/pkcs11/modules/keyshare.module"
   chown -R 1000:1000 "$UH"; chmod 755 "$WORK"
   asuser() { setpriv --reuid=1000 --regid=1000 --clear-groups env -i PATH="$PATH" HOME="$UH" KEYSHARE_HOME="$UH/ks" \
     KEYSHARE_KDF_LOG2N=10 PIN=$PIN SOPIN=$SOPIN GNUTLS_PIN=$PIN "$@"; }
-  asuser "$KEYSHARE" token create --label user-tok --pin-source env:PIN --so-pin-source env:SOPIN >/dev/null 2>&1 || true
-  asuser "$KEYSHARE" import "$ID/device-ds-ke.key.pem" "$ID/device-ds-ke.cert.pem" --token user-tok --pin-source env:PIN >/dev/null 2>&1 || true
+  asuser "$UH/keyshare" token create --label user-tok --pin-source env:PIN --so-pin-source env:SOPIN >/dev/null 2>&1 || true
+  asuser "$UH/keyshare" import "$UH/device-ds-ke.key.pem" "$UH/device-ds-ke.cert.pem" --token user-tok --pin-source env:PIN >/dev/null 2>&1 || true
   check_out "p11-kit list-modules shows the token" 'user-tok' asuser p11-kit list-modules
   check_out "p11tool --list-all on the token" 'X.509 Certificate' asuser p11tool --list-all 'pkcs11:token=user-tok'
-  key_uri=$(asuser "$KEYSHARE" list --token user-tok --private --pin-source env:PIN --json 2>/dev/null | python3 -c '
+  key_uri=$(asuser "$UH/keyshare" list --token user-tok --private --pin-source env:PIN --json 2>/dev/null | python3 -c '
 import json,sys
 print(next(i["uri"] for i in json.load(sys.stdin) if i.get("itemClass")=="private-key"))' || true)
   printf 'cn = "gnutls-self-signed"\nexpiration_days = 2\nsigning_key\n' > "$UH/tmpl"; chown 1000 "$UH/tmpl"
