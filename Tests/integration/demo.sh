@@ -12,7 +12,7 @@ if [ -z "${KEYSHARE_HOME:-}" ]; then
   rm -rf "$ROOT/demo"
   WORK="$ROOT/demo/work"
 else
-  WORK=$(mktemp -d /tmp/keyshare-demo.XXXXXX)
+  WORK=${DEMO_WORK:-$(mktemp -d /tmp/keyshare-demo.XXXXXX)}
 fi
 mkdir -p "$WORK"
 # Demo secrets come from the environment (never the command line); a real user
@@ -44,24 +44,29 @@ run "$KS" list
 
 step "4. List it through the PKCS #11 module with pkcs11-tool"
 run pkcs11-tool --module "$MODULE" -L
-run pkcs11-tool --module "$MODULE" --token-label demo --login --pin "$DEMO_USER_PIN" -O 2>&1 | sed 's/^/    /'
+# pkcs11-tool reads the PIN from the environment with `--pin env:VAR`: the PIN is never in argv.
+run pkcs11-tool --module "$MODULE" --token-label demo --login --pin env:DEMO_USER_PIN -O 2>&1 | sed 's/^/    /'
 
 step "5. Sign with OpenSSL through the module (the key never leaves the keychain)"
 URI=$("$KS" list --json | python3 -c 'import json,sys; print([r["uri"] for r in json.load(sys.stdin) if r["itemClass"]=="certificate" and "Demo User" in (r.get("subject") or "")][0])')
 KEYURI="${URI%;type=cert};type=private"
 echo "key URI: $KEYURI"
 echo "hello from keyshare" > "$WORK/message.txt"
+# RFC 7512's pin-source: libp11 reads the PIN from a file, here a pipe on fd 3, so it is
+# never in argv (`ps` shows every argument to every local user) and never on disk.
 run env PKCS11_MODULE_PATH="$MODULE" openssl dgst -sha256 -engine pkcs11 -keyform engine \
-  -sign "$KEYURI;pin-value=$DEMO_USER_PIN" -out "$WORK/message.sig" "$WORK/message.txt" 2>&1 | grep -v '^Engine "pkcs11" set' || true
+  -sign "$KEYURI;pin-source=file:/dev/fd/3" -out "$WORK/message.sig" "$WORK/message.txt" \
+  3< <(printf '%s' "$DEMO_USER_PIN") 2>&1 | grep -v '^Engine "pkcs11" set' || true
 openssl x509 -in "$WORK/user.pem" -pubkey -noout > "$WORK/user.pub"
 run openssl dgst -sha256 -verify "$WORK/user.pub" -signature "$WORK/message.sig" "$WORK/message.txt"
 
 step "6. Export the identity as PKCS #12 (the key-sharing fallback)"
 LABEL=$(openssl x509 -in "$WORK/user.pem" -outform DER | openssl dgst -sha256 -r | awk '{print toupper($1)}')
 run "$KS" export "$LABEL" --out "$WORK/shared.p12" --pin-source env:DEMO_USER_PIN
-echo "the shared export password (kept in the keychain):"
-"$KS" password --stdout --pin-source env:DEMO_USER_PIN | sed 's/^/    /'
+# The shared export password stays in the keychain (`keyshare password` shows it on a
+# terminal); here it goes from keyshare to openssl through the environment only.
+echo "the shared export password is kept in the keychain: \`keyshare password\` shows it"
 SHARED=$("$KS" password --stdout --pin-source env:DEMO_USER_PIN)
-SHARED="$SHARED" openssl pkcs12 -info -noout -in "$WORK/shared.p12" -passin env:SHARED 2>&1 | sed 's/^/    /'
+SHARED="$SHARED" run openssl pkcs12 -info -noout -in "$WORK/shared.p12" -passin env:SHARED 2>&1 | sed 's/^/    /'
 
 printf '\n\033[1mdemo complete\033[0m: store %s, files in %s\n' "$KEYSHARE_HOME" "$WORK"
