@@ -40,6 +40,8 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CPKCS11", path: "pkcs11/types"),
+        // Linux calls with variadic C prototypes (prctl), as inline wrappers.
+        .systemLibrary(name: "CLinux"),
 
         // Layers.
         .target(name: "KeyshareCrypto", dependencies: ["COpenSSL"], swiftSettings: strict),
@@ -70,7 +72,7 @@ let package = Package(
         .executableTarget(
             name: "keyshare",
             dependencies: [
-                "KeySharing", "KeyShare", "Tokens", "Keychain", "KeyshareCrypto",
+                "KeySharing", "KeyShare", "Tokens", "Keychain", "KeyshareCrypto", "CLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict),

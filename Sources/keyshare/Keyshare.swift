@@ -23,6 +23,7 @@ struct Keyshare: ParsableCommand {
     /// ArgumentParser's own errors (usage) keep its formatting; every other error
     /// becomes exactly one line on stderr and exit status 1.
     static func main() {
+        ProcessHardening.apply(arguments: CommandLine.arguments)
         do {
             var command = try parseAsRoot()
             try command.run()
