@@ -23,20 +23,27 @@ import Keychain
 /// - encrypt/unwrap: K has ENCRYPT and UNWRAP; the caller encrypts a value
 ///   of its choice into a wrapped-key blob (AES-CBC on single blocks is AES
 ///   itself, so any wrap format can be built) and unwraps it, planting a key
-///   whose value it knows. Rule 3 (`checkUnwrappingKey`): a key that can
-///   encrypt never unwraps.
+///   whose value it knows, then wraps S under that key. Rule 2 stops the
+///   extraction: the planted key is not local, so it wraps no sensitive key.
+///   The unwrap itself is allowed: refusing unwrapping keys that can encrypt
+///   (the Tookan configuration) would break OpenSC's own flow, where
+///   `pkcs11-tool --keygen --usage-wrap` makes a key with ENCRYPT, DECRYPT,
+///   WRAP and UNWRAP (the defaults below) and `--unwrap` uses it, and it
+///   would add nothing here: a planted key is no more than a key the caller
+///   could create with C_CreateObject.
 /// - flag changes and copies: K wraps S while it cannot decrypt, then
 ///   C_SetAttributeValue (or C_CopyObject) gives K, or a copy with K's
-///   value, CKA_DECRYPT. Rule 4 (`checkChange`): on a secret key
+///   value, CKA_DECRYPT. Rule 3 (`checkChange`): on a secret key
 ///   CKA_ENCRYPT, CKA_DECRYPT, CKA_WRAP and CKA_UNWRAP are fixed at creation.
 /// - re-import: C_WrapKey(K, S), then C_UnwrapKey(K, blob) with
-///   CKA_SENSITIVE=false reads S's value. Rule 5 (`checkUnwrapTemplate`): a
-///   key unwrapped under a key that can also wrap (so the blob may be one of
-///   this token's own exports) is sensitive. A re-imported copy with other
+///   CKA_SENSITIVE=false and CKA_EXTRACTABLE=true reads S's value. Rule 4
+///   (`checkUnwrapTemplate`): a key unwrapped under a key that can also wrap
+///   (so the blob may be one of this token's own exports) is never readable
+///   (not both non-sensitive and extractable). A re-imported copy with other
 ///   flags cannot wrap sensitive keys (rule 2: it is not local).
 /// - re-imported wrapping key: an extractable wrapping key W is wrapped,
 ///   then unwrapped as W' with CKA_DECRYPT; S is wrapped under W (allowed:
-///   W cannot decrypt) and decrypted with W'. Rule 6 (`checkWrap`): a
+///   W cannot decrypt) and decrypted with W'. Rule 5 (`checkWrap`): a
 ///   sensitive key that can wrap is wrapped only under a CKA_TRUSTED key.
 ///
 /// What the rules leave alone: encrypt/decrypt with a key that also wraps
@@ -63,7 +70,7 @@ enum KeyUsagePolicy {
         for (type, value) in secretKeyDefaults where a[type] == nil { a[type] = AttributeCoding.bool(value) }
     }
 
-    /// Rule 4: the secret-key flags the wrap rules read cannot change after
+    /// Rule 3: the secret-key flags the wrap rules read cannot change after
     /// creation (setting the value a key already has is accepted). PKCS #11
     /// 3.0 §4.10 marks them modifiable, but lets a token refuse a change
     /// with CKR_ATTRIBUTE_READ_ONLY, which is what this does.
@@ -83,7 +90,7 @@ enum KeyUsagePolicy {
         view.bool(CKA_LOCAL) == true && view.bool(CKA_ALWAYS_SENSITIVE) == true
     }
 
-    /// Rules 1, 2 and 6, and CKA_WRAP_WITH_TRUSTED, for C_WrapKey of `target`
+    /// Rules 1, 2 and 5, and CKA_WRAP_WITH_TRUSTED, for C_WrapKey of `target`
     /// under `wrapper` (whose CKA_WRAP is already checked). The answer is
     /// CKR_KEY_NOT_WRAPPABLE: "the token can only wrap a given key with
     /// certain types of keys, and the wrapping key specified is not one of
@@ -100,17 +107,16 @@ enum KeyUsagePolicy {
         if target.bool(CKA_WRAP) == true, !trusted { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
     }
 
-    /// Rule 3, for C_UnwrapKey's unwrapping key (whose CKA_UNWRAP is
-    /// already checked).
-    static func checkUnwrappingKey(_ unwrapper: ObjectView) throws {
-        if unwrapper.bool(CKA_ENCRYPT) == true { throw PKCS11Error.keyFunctionNotPermitted }
-    }
-
-    /// Rule 5, for C_UnwrapKey's template: under a key that can also wrap,
-    /// the new key is sensitive (CKR_TEMPLATE_INCONSISTENT for a template
-    /// asking otherwise; the default is sensitive anyway).
+    /// Rule 4, for C_UnwrapKey's template: under a key that can also wrap,
+    /// the new key's value is not readable, i.e. not both CKA_SENSITIVE false
+    /// and CKA_EXTRACTABLE true (CKR_TEMPLATE_INCONSISTENT; the defaults,
+    /// sensitive and unextractable, pass). A non-sensitive but unextractable
+    /// key is still allowed (pkcs11-tool --unwrap asks for one), and
+    /// CKA_EXTRACTABLE can never be turned on later.
     static func checkUnwrapTemplate(unwrapper: ObjectView, _ t: AttributeMap) throws {
         guard unwrapper.bool(CKA_WRAP) == true else { return }
-        if try t.checkedBool(CKA_SENSITIVE) == false { throw PKCS11Error.templateInconsistent }
+        if try t.checkedBool(CKA_SENSITIVE) == false, try t.checkedBool(CKA_EXTRACTABLE) == true {
+            throw PKCS11Error.templateInconsistent
+        }
     }
 }

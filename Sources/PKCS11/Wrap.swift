@@ -11,9 +11,8 @@ import Tokens
 // leaves only when CKA_EXTRACTABLE is true (sensitive or not: that is what
 // wrapping is for), and then only as KeyUsagePolicy allows: CKA_WRAP_WITH_TRUSTED
 // keys only under a CKA_TRUSTED wrapping key; a sensitive key never under a
-// key that can decrypt or whose value was ever known outside the token; a
-// key that can encrypt never unwraps (KeyUsagePolicy.swift has the attacks
-// each rule stops).
+// key that can decrypt or whose value was ever known outside the token
+// (KeyUsagePolicy.swift has the attacks each rule stops).
 
 extension Runtime {
     /// The wrapping or unwrapping key's value, after its flag check.
@@ -65,7 +64,6 @@ extension Runtime {
         let s = try session(h)
         guard case .aesKeyWrap(let pad) = mechanism else { throw PKCS11Error.mechanismInvalid }
         let (unwrapper, kekValue) = try kek(s, unwrappingKey, usage: CKA_UNWRAP)
-        try KeyUsagePolicy.checkUnwrappingKey(unwrapper)
         let t = try template.map()
         try KeyUsagePolicy.checkUnwrapTemplate(unwrapper: unwrapper, t)
         guard let cls = try t.checkedULong(CKA_CLASS), let keyType = try t.checkedULong(CKA_KEY_TYPE) else {

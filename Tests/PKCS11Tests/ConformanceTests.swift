@@ -118,20 +118,25 @@ struct ConformanceTests {
         ])
         #expect(rv { _ = try f.rt.wrapKey(session: s, mechanism: kw, wrappingKey: imported, key: data, capacity: 64) }
                 == CKR_KEY_NOT_WRAPPABLE)
-        // Rule 3: a key that can encrypt does not unwrap.
-        #expect(rv { _ = try f.rt.unwrapKey(session: s, mechanism: kw, unwrappingKey: everything, wrapped: blob, template: [
-            .ulong(CKA_CLASS, CKO_SECRET_KEY), .ulong(CKA_KEY_TYPE, CKK_AES)]) } == CKR_KEY_FUNCTION_NOT_PERMITTED)
-        // Rule 4: the four flags are fixed, for the key and its copies.
+        // A key that can encrypt may unwrap (OpenSC's --usage-wrap keys do), but a
+        // key planted that way is not local, so rule 2 keeps it from wrapping S.
+        let planted = try f.rt.unwrapKey(session: s, mechanism: kw, unwrappingKey: everything, wrapped: blob, template: [
+            .ulong(CKA_CLASS, CKO_SECRET_KEY), .ulong(CKA_KEY_TYPE, CKK_AES), .bool(CKA_WRAP, true)])
+        #expect(rv { _ = try f.rt.wrapKey(session: s, mechanism: kw, wrappingKey: planted, key: data, capacity: 64) }
+                == CKR_KEY_NOT_WRAPPABLE)
+        // Rule 3: the four flags are fixed, for the key and its copies.
         #expect(rv { try f.rt.setAttributeValue(session: s, object: kek, template: [.bool(CKA_DECRYPT, true)]) }
                 == CKR_ATTRIBUTE_READ_ONLY)
         #expect(rv { _ = try f.rt.copyObject(session: s, object: kek, template: [.bool(CKA_WRAP, false)]) }
                 == CKR_ATTRIBUTE_READ_ONLY)
         try f.rt.setAttributeValue(session: s, object: kek, template: [.bool(CKA_WRAP, true), .bool(CKA_SIGN, false)])
-        // Rule 5: unwrapped under a key that can wrap, a key stays sensitive.
+        // Rule 4: unwrapped under a key that can wrap, a key is never readable.
         #expect(rv { _ = try f.rt.unwrapKey(session: s, mechanism: kw, unwrappingKey: kek, wrapped: blob, template: [
-            .ulong(CKA_CLASS, CKO_SECRET_KEY), .ulong(CKA_KEY_TYPE, CKK_AES), .bool(CKA_SENSITIVE, false)]) }
-                == CKR_TEMPLATE_INCONSISTENT)
-        // Rule 6: a sensitive key that can wrap is not wrapped (unless under a trusted key).
+            .ulong(CKA_CLASS, CKO_SECRET_KEY), .ulong(CKA_KEY_TYPE, CKK_AES), .bool(CKA_SENSITIVE, false),
+            .bool(CKA_EXTRACTABLE, true)]) } == CKR_TEMPLATE_INCONSISTENT)
+        _ = try f.rt.unwrapKey(session: s, mechanism: kw, unwrappingKey: kek, wrapped: blob, template: [
+            .ulong(CKA_CLASS, CKO_SECRET_KEY), .ulong(CKA_KEY_TYPE, CKK_AES), .bool(CKA_SENSITIVE, false)])
+        // Rule 5: a sensitive key that can wrap is not wrapped (unless under a trusted key).
         let wrapper = try aes(f, s, [CKA_ENCRYPT: false, CKA_DECRYPT: false, CKA_WRAP: true], extractable: true)
         #expect(rv { _ = try f.rt.wrapKey(session: s, mechanism: kw, wrappingKey: kek, key: wrapper, capacity: 64) }
                 == CKR_KEY_NOT_WRAPPABLE)

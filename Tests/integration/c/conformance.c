@@ -457,16 +457,21 @@ static void wrap_policy(CK_SESSION_HANDLE s) {
     CHECK("known-wrapping-key attack fails: a created (imported) key does not wrap sensitive keys",
           KK && rv == CKR_KEY_NOT_WRAPPABLE);
 
-    /* Attack 3 (encrypt/unwrap): forge a blob of a known value with C_Encrypt, unwrap it. */
+    /* Attack 3 (encrypt/unwrap): forge a blob of a known value with C_Encrypt,
+     * unwrap it as a wrapping key, wrap S under it (then open it off the
+     * token). The unwrap is allowed (OpenSC's --usage-wrap keys can encrypt);
+     * the planted key is not local, so it wraps no sensitive key. */
     CK_OBJECT_HANDLE U = gen_aes(s, yes, no, no, yes, no);
     unsigned char forged[24], planted_value[16] = "planted-key-0001";
     int forged_ok = U && kw_forge_with_encrypt(s, U, planted_value, forged);
-    CK_ATTRIBUTE wrapflag[] = {{CKA_WRAP, &yes, 1}};
+    CK_ATTRIBUTE wrapflag[] = {{CKA_WRAP, &yes, 1}, {CKA_DECRYPT, &no, 1}};
     CK_OBJECT_HANDLE planted = 0;
-    rv = unwrap(s, U, forged, 24, wrapflag, 1, &planted);
-    if (rv == CKR_OK) printf("  note: encrypt/unwrap planted a key of the attacker's value\n");
-    CHECK("encrypt/unwrap attack fails: a key that can encrypt does not unwrap (CKR_KEY_FUNCTION_NOT_PERMITTED)",
-          forged_ok && rv == CKR_KEY_FUNCTION_NOT_PERMITTED);
+    rv = unwrap(s, U, forged, 24, wrapflag, 2, &planted);
+    CHECK("a key that can encrypt unwraps (the forged blob becomes a key)", forged_ok && rv == CKR_OK);
+    rv = planted ? wrap(s, planted, S, blob, &n) : CKR_GENERAL_ERROR;
+    LEAK_NOTE(rv == CKR_OK, "encrypt/unwrap (S wrapped under the planted key of known value)");
+    CHECK("encrypt/unwrap attack fails: the planted key does not wrap sensitive keys (CKR_KEY_NOT_WRAPPABLE)",
+          rv == CKR_KEY_NOT_WRAPPABLE);
 
     /* Attack 4 (flag change / copy): K2 wraps S while it cannot decrypt,
      * then K2 or a copy of it gains CKA_DECRYPT. */
@@ -489,6 +494,7 @@ static void wrap_policy(CK_SESSION_HANDLE s) {
     /* Attack 5 (re-import): wrap S under a KEK, unwrap it as non-sensitive. */
     CHECK("the KEK wraps S", wrap(s, kek, S, blob, &n) == CKR_OK);
     CK_ATTRIBUTE readable[] = {{CKA_SENSITIVE, &no, 1}, {CKA_EXTRACTABLE, &yes, 1}};
+    CK_ATTRIBUTE unreadable[] = {{CKA_SENSITIVE, &no, 1}};
     CK_OBJECT_HANDLE copy = 0;
     rv = unwrap(s, kek, blob, n, readable, 2, &copy);
     leaked = 0;
@@ -497,8 +503,10 @@ static void wrap_policy(CK_SESSION_HANDLE s) {
         leaked = f->C_GetAttributeValue(s, copy, &va, 1) == CKR_OK && memcmp(got, secret, 16) == 0;
     }
     LEAK_NOTE(leaked, "re-import");
-    CHECK("re-import attack fails: unwrapping as non-sensitive under a key that can wrap is CKR_TEMPLATE_INCONSISTENT",
+    CHECK("re-import attack fails: unwrapping as readable under a key that can wrap is CKR_TEMPLATE_INCONSISTENT",
           rv == CKR_TEMPLATE_INCONSISTENT && !leaked);
+    CHECK("a non-sensitive unextractable unwrap (pkcs11-tool --unwrap's template) is allowed",
+          unwrap(s, kek, blob, n, unreadable, 1, &copy) == CKR_OK);
 
     /* Attack 6 (re-imported wrapping key): wrap an extractable KEK W, unwrap
      * it as W' with DECRYPT, wrap S under W, decrypt with W'. */
