@@ -120,7 +120,12 @@ struct ConformanceTests {
                 == CKR_KEY_NOT_WRAPPABLE)
         // A key that can encrypt may unwrap (OpenSC's --usage-wrap keys do), but a
         // key planted that way is not local, so rule 2 keeps it from wrapping S.
-        let planted = try f.rt.unwrapKey(session: s, mechanism: kw, unwrappingKey: everything, wrapped: blob, template: [
+        let open = try f.rt.createObject(session: s, template: [
+            .ulong(CKA_CLASS, CKO_SECRET_KEY), .ulong(CKA_KEY_TYPE, CKK_AES), Attribute(CKA_VALUE, [UInt8](repeating: 4, count: 16)),
+            .bool(CKA_SENSITIVE, false), .bool(CKA_EXTRACTABLE, true),
+        ])
+        let openBlob = bytes(try f.rt.wrapKey(session: s, mechanism: kw, wrappingKey: everything, key: open, capacity: 64))
+        let planted = try f.rt.unwrapKey(session: s, mechanism: kw, unwrappingKey: everything, wrapped: openBlob, template: [
             .ulong(CKA_CLASS, CKO_SECRET_KEY), .ulong(CKA_KEY_TYPE, CKK_AES), .bool(CKA_WRAP, true)])
         #expect(rv { _ = try f.rt.wrapKey(session: s, mechanism: kw, wrappingKey: planted, key: data, capacity: 64) }
                 == CKR_KEY_NOT_WRAPPABLE)
