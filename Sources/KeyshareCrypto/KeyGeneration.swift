@@ -1,11 +1,18 @@
 import COpenSSL
 
 extension PrivateKey {
-    /// RSA from 1024 to 8192 bits (PKCS #11 callers ask for 2048-4096; the
-    /// wider range keeps C_GenerateKeyPair honest about what it refuses).
+    /// The modulus sizes RSA generation accepts: the range C_GetMechanismInfo
+    /// reports for CKM_RSA_PKCS_KEY_PAIR_GEN and for every RSA mechanism
+    /// (SoftHSM2 offers the same upper bound). 1024 is the floor because
+    /// binding test suites and older deployments still generate 1024-bit
+    /// keys; the CLI's own default stays 2048.
+    public static let rsaGenerationBits = 1024...16384
+
+    /// RSA of `rsaGenerationBits`, any size in that range (OpenSSL makes
+    /// moduli of exactly the requested bit length).
     public static func generateRSA(bits: Int, publicExponent: [UInt8] = [1, 0, 1]) throws -> PrivateKey {
-        guard (1024...8192).contains(bits), bits % 8 == 0 else {
-            throw CryptoError(.invalidInput, "RSA key generation", reason: "modulus size must be 1024-8192 bits, a multiple of 8")
+        guard rsaGenerationBits.contains(bits) else {
+            throw CryptoError(.invalidInput, "RSA key generation", reason: "modulus size must be 1024-16384 bits")
         }
         let e = try OSSL.bignum(publicExponent)
         defer { BN_free(e) }

@@ -108,14 +108,20 @@ final class AESCBCOperation: CipherOperation {
     }
 }
 
-/// AES-GCM. The tag covers the whole message, so both directions collect
-/// their input and produce everything at the final call (C_*Update returns
-/// no bytes, which the spec allows).
+/// AES-GCM. Encryption streams: C_EncryptUpdate returns the ciphertext of
+/// its input at once (GCM is a counter mode) and C_EncryptFinal the tag, as
+/// the spec's multi-part convention expects and other tokens do. Decryption
+/// collects its input and returns the plaintext only from the final call,
+/// after the tag (the last tagBytes of the input) is verified: unverified
+/// plaintext is never released (C_DecryptUpdate returns no bytes, which
+/// the spec allows).
 final class AESGCMOperation: CipherOperation {
     let key: [UInt8]
     let parameters: GCMParameters
     let encrypting: Bool
+    /// Decryption's collected input; encryption's streaming context.
     var buffer: [UInt8] = []
+    var stream: AESGCMEncryptContext?
 
     init(key: [UInt8], parameters: GCMParameters, encrypting: Bool) throws {
         guard [16, 24, 32].contains(key.count) else { throw PKCS11Error(CKR_KEY_SIZE_RANGE) }
@@ -127,16 +133,27 @@ final class AESGCMOperation: CipherOperation {
     func outputLength(input: Int) -> Int {
         encrypting ? input + parameters.tagBytes : Swift.max(0, input - parameters.tagBytes)
     }
-    func updateOutputLength(input: Int) -> Int { 0 }
-    var finalOutputLength: Int { outputLength(input: buffer.count) }
+    func updateOutputLength(input: Int) -> Int { encrypting ? input : 0 }
+    var finalOutputLength: Int { encrypting ? parameters.tagBytes : outputLength(input: buffer.count) }
 
     func oneShot(_ data: [UInt8]) throws -> [UInt8] {
+        let p = parameters
+        if encrypting {
+            let (ct, tag) = try AESGCM.encrypt(key: key, iv: p.iv, plaintext: data, aad: p.aad, tagLength: p.tagBytes)
+            return ct + tag
+        }
         buffer = data
         return try finish()
     }
 
     func update(_ part: [UInt8]) throws -> [UInt8] {
-        guard buffer.count + part.count <= 1 << 26 else { throw PKCS11Error.dataLenRange }
+        if encrypting {
+            let s = try stream ?? AESGCMEncryptContext(key: key, iv: parameters.iv, aad: parameters.aad,
+                                                       tagLength: parameters.tagBytes)
+            stream = s
+            return try s.update(part)
+        }
+        guard buffer.count + part.count <= 1 << 26 else { throw PKCS11Error(CKR_ENCRYPTED_DATA_LEN_RANGE) }
         buffer += part
         return []
     }
@@ -144,8 +161,8 @@ final class AESGCMOperation: CipherOperation {
     func finish() throws -> [UInt8] {
         let p = parameters
         if encrypting {
-            let (ct, tag) = try AESGCM.encrypt(key: key, iv: p.iv, plaintext: buffer, aad: p.aad, tagLength: p.tagBytes)
-            return ct + tag
+            let s = try stream ?? AESGCMEncryptContext(key: key, iv: p.iv, aad: p.aad, tagLength: p.tagBytes)
+            return try s.finish()
         }
         guard buffer.count >= p.tagBytes else { throw PKCS11Error(CKR_ENCRYPTED_DATA_LEN_RANGE) }
         let ct = Array(buffer[..<(buffer.count - p.tagBytes)])
@@ -195,12 +212,12 @@ extension Runtime {
         }
     }
 
-    /// The value of an AES key for a cipher. Wrap/decrypt separation (see
-    /// docs/pkcs11-module.md): a key that may wrap never decrypts, so a
-    /// sensitive key wrapped under it cannot be recovered with C_Decrypt.
+    /// The value of an AES key for a cipher. A key may both wrap and decrypt
+    /// (common templates set both): the wrap-then-decrypt attack is stopped
+    /// at C_WrapKey instead, which never wraps a sensitive key under a key
+    /// that can decrypt (KeyUsagePolicy.checkWrap).
     func aesKey(_ view: ObjectView, encrypting: Bool) throws -> [UInt8] {
         guard view.objectClass == CKO_SECRET_KEY, view.keyType == CKK_AES else { throw PKCS11Error.keyTypeInconsistent }
-        if !encrypting, view.bool(CKA_WRAP) == true { throw PKCS11Error.keyFunctionNotPermitted }
         guard let v = view.attributes[CKA_VALUE], [16, 24, 32].contains(v.count) else {
             throw PKCS11Error(CKR_KEY_SIZE_RANGE)
         }

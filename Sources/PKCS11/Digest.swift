@@ -64,7 +64,7 @@ extension Runtime {
     }
 
     public func digestFinal(session h: CK_SESSION_HANDLE, capacity: Int?) throws -> OutputResult {
-        try session(h).step(.digest, as: DigestOperation.self) { op, keep in
+        try session(h).step(.digest, as: DigestOperation.self, phase: .final) { op, keep in
             if let r = OutputResult.decide(needed: op.digestLength, capacity: capacity) {
                 keep = true
                 return r

@@ -60,7 +60,7 @@ extension Runtime {
     }
 
     func cipherFinal(_ kind: OperationKind, _ h: CK_SESSION_HANDLE, _ capacity: Int?) throws -> OutputResult {
-        try session(h).step(kind, as: CipherOperation.self) { op, keep in
+        try session(h).step(kind, as: CipherOperation.self, phase: .final) { op, keep in
             if let r = OutputResult.decide(needed: op.finalOutputLength, capacity: capacity) {
                 keep = true
                 return r

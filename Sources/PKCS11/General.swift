@@ -107,5 +107,5 @@ public struct ModuleInfo: Sendable {
     public static let cryptokiVersion = (major: UInt8(3), minor: UInt8(0))
     public static let manufacturer = "keyshare"
     public static let description = "keyshare keychain PKCS#11 module"
-    public static let libraryVersion = (major: UInt8(0), minor: UInt8(1))
+    public static let libraryVersion = (major: KeyshareVersion.major, minor: KeyshareVersion.minor)
 }

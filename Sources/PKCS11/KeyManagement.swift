@@ -75,7 +75,10 @@ extension Runtime {
         switch KeyGenerationRules.mechanismType(mechanism) {
         case CKM_RSA_PKCS_KEY_PAIR_GEN?:
             guard let bits = try pubT.checkedULong(CKA_MODULUS_BITS) else { throw PKCS11Error.templateIncomplete }
-            guard (2048...4096).contains(bits) else { throw PKCS11Error(CKR_KEY_SIZE_RANGE) }
+            // The range C_GetMechanismInfo reports (MechanismCatalog.rsaSizes).
+            guard let b = Int(exactly: bits), PrivateKey.rsaGenerationBits.contains(b) else {
+                throw PKCS11Error(CKR_KEY_SIZE_RANGE)
+            }
             spec = .rsa(bits: Int(bits))
         case CKM_EC_KEY_PAIR_GEN?, CKM_EC_EDWARDS_KEY_PAIR_GEN?:
             guard let p = pubT[CKA_EC_PARAMS] ?? privT[CKA_EC_PARAMS] else { throw PKCS11Error.templateIncomplete }
@@ -151,6 +154,7 @@ extension Runtime {
     func secretKeyAttributes(value: [UInt8], keyType: CK_KEY_TYPE, template t: AttributeMap,
                              mechanism: CK_MECHANISM_TYPE?, bornSecret: Bool = true) throws -> AttributeMap {
         var a = try KeyGenerationRules.callerPart(t, objectClass: CKO_SECRET_KEY, keyType: keyType)
+        KeyUsagePolicy.applySecretKeyDefaults(&a)
         let sensitive = try t.checkedBool(CKA_SENSITIVE) ?? true
         let extractable = try t.checkedBool(CKA_EXTRACTABLE) ?? false
         a[CKA_CLASS] = AttributeCoding.ulong(CKO_SECRET_KEY)

@@ -58,8 +58,12 @@ extension Mechanism {
         let raw = try load(p, as: CK_GCM_PARAMS.self)
         let iv = try copy(raw.pIv, raw.ulIvLen, max: 256)
         guard !iv.isEmpty else { throw PKCS11Error.mechanismParamInvalid }
-        // ulIvBits is informative in 3.0; when given it must agree with ulIvLen.
-        if raw.ulIvBits != 0, raw.ulIvBits != raw.ulIvLen * 8 { throw PKCS11Error.mechanismParamInvalid }
+        // ulIvLen is authoritative. PKCS #11 3.0 §2.12.3 (CK_GCM_PARAMS) and
+        // its errata: "Do not use ulIvBits to specify the length of the
+        // initialization vector, but ulIvLen instead"; callers fill ulIvBits
+        // inconsistently (0, 8*ulIvLen, or garbage from 2.40 code), and
+        // SoftHSM2, Kryoptic and NSS ignore it, so a disagreeing value is
+        // tolerated, not CKR_MECHANISM_PARAM_INVALID.
         let aad = try copy(raw.pAAD, raw.ulAADLen)
         guard raw.ulTagBits % 8 == 0, (32...128).contains(raw.ulTagBits) else { throw PKCS11Error.mechanismParamInvalid }
         return GCMParameters(iv: iv, aad: aad, tagBytes: Int(raw.ulTagBits / 8))

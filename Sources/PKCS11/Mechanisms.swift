@@ -125,7 +125,10 @@ public struct MechanismInfo: Sendable, Equatable {
 /// What C_GetMechanismList and C_GetMechanismInfo report: only mechanisms
 /// some chapter actually runs, with the key sizes OpenSSL accepts for them.
 public enum MechanismCatalog {
-    static let rsaSizes = (CK_ULONG(1024), CK_ULONG(16384))
+    /// Generation and use share one range (PrivateKey.rsaGenerationBits), so
+    /// a caller that reads CKM_RSA_PKCS_KEY_PAIR_GEN's info can generate
+    /// every size it is told of.
+    static let rsaSizes = (CK_ULONG(PrivateKey.rsaGenerationBits.lowerBound), CK_ULONG(PrivateKey.rsaGenerationBits.upperBound))
     static let ecSizes = (CK_ULONG(256), CK_ULONG(521))
     static let ecFlags = CKF_EC_F_P | CKF_EC_NAMEDCURVE | CKF_EC_UNCOMPRESS
 
@@ -133,7 +136,7 @@ public enum MechanismCatalog {
         var e: [(CK_MECHANISM_TYPE, MechanismInfo)] = []
         let sv = CKF_SIGN | CKF_VERIFY
         let ed = CKF_ENCRYPT | CKF_DECRYPT
-        e.append((CKM_RSA_PKCS_KEY_PAIR_GEN, MechanismInfo(minKeySize: 2048, maxKeySize: 4096, flags: CKF_GENERATE_KEY_PAIR)))
+        e.append((CKM_RSA_PKCS_KEY_PAIR_GEN, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: CKF_GENERATE_KEY_PAIR)))
         e.append((CKM_RSA_PKCS, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv | ed)))
         e.append((CKM_RSA_X_509, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv | ed)))
         e.append((CKM_RSA_PKCS_OAEP, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: ed)))

@@ -113,6 +113,7 @@ enum ObjectFactory {
         }
         if let len = try t.checkedULong(CKA_VALUE_LEN), len != value.count { throw PKCS11Error.templateInconsistent }
         var out = t
+        KeyUsagePolicy.applySecretKeyDefaults(&out)  // usage defaults (KeyUsagePolicy.swift)
         out[CKA_VALUE_LEN] = AttributeCoding.ulong(CK_ULONG(value.count))
         out[CKA_LOCAL] = AttributeCoding.bool(false)
         let sensitive = try t.checkedBool(CKA_SENSITIVE) ?? true

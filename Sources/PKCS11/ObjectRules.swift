@@ -112,6 +112,7 @@ enum ObjectRules {
         if hidden.contains(a.type) { throw PKCS11Error.attributeTypeInvalid }
         if readOnly.contains(a.type) { throw PKCS11Error.attributeReadOnly }
         if a.type == CKA_VALUE, view.objectClass != CKO_DATA { throw PKCS11Error.attributeReadOnly }
+        try KeyUsagePolicy.checkChange(view, a)  // fixed secret-key usage (KeyUsagePolicy.swift)
         if booleans.contains(a.type) {
             guard let new = AttributeCoding.decodeBool(a.value) else { throw PKCS11Error.attributeValueInvalid }
             let old = view.bool(a.type)

@@ -33,8 +33,12 @@ public enum OutputResult: Sendable, Equatable {
     }
 }
 
-/// Which kind of call a step is: single-part calls may not follow updates.
-enum StepPhase { case any, single, update }
+/// Which kind of call a step is. PKCS #11 3.0 §5.8 (and the same text in
+/// §5.10, §5.12, §5.13, §5.15): a single-part call (C_Encrypt, C_Sign, ...)
+/// "MUST be called after C_EncryptInit without intervening C_EncryptUpdate
+/// calls", and an operation a single-part length query left active is
+/// finished by that same single-part call, never by C_*Update / C_*Final.
+enum StepPhase { case any, single, update, final }
 
 extension Session {
     /// Starts an operation: CKR_OPERATION_ACTIVE if one of this kind runs.
@@ -42,6 +46,8 @@ extension Session {
         try lock.withLock { () throws in
             guard operations[kind] == nil else { throw PKCS11Error.operationActive }
             operations[kind] = op
+            multipart.remove(kind)
+            singlePart.remove(kind)
         }
     }
 
@@ -49,7 +55,16 @@ extension Session {
         lock.withLock {
             operations[kind] = nil
             multipart.remove(kind)
+            singlePart.remove(kind)
         }
+    }
+
+    /// Ends the operations of `kinds` (whichever are active). The C layer
+    /// calls this when a call fails before it reaches `step`, e.g. a NULL
+    /// length pointer: PKCS #11 3.0 §5.2 and §5.8 leave an operation active
+    /// only after CKR_BUFFER_TOO_SMALL or a successful length query.
+    public func endOperations(_ kinds: [OperationKind]) {
+        for k in kinds { end(k) }
     }
 
     public func isActive(_ kind: OperationKind) -> Bool {
@@ -63,7 +78,11 @@ extension Session {
     /// body reports by returning normally with `keep` set.
     ///
     /// `phase` enforces the spec's rule that a single-part call (C_Sign,
-    /// C_Verify, ...) may not finish an operation fed by C_*Update.
+    /// C_Verify, ...) may not finish an operation fed by C_*Update, and that
+    /// an operation kept by a single-part length query (or
+    /// CKR_BUFFER_TOO_SMALL) goes on only with that single-part call: the
+    /// wrong kind of call is CKR_OPERATION_ACTIVE and, like every error,
+    /// ends the operation.
     func step<O, R>(_ kind: OperationKind, as type: O.Type, phase: StepPhase = .any,
                     _ body: (O, inout Bool) throws -> R) throws -> R {
         try lock.withLock {
@@ -71,12 +90,18 @@ extension Session {
             func finish() {
                 operations[kind] = nil
                 multipart.remove(kind)
+                singlePart.remove(kind)
             }
             guard let op = any as? O else {
                 finish()
                 throw PKCS11Error.operationNotInitialized
             }
-            if phase == .single, multipart.contains(kind) {
+            let wrongCall = switch phase {
+            case .single: multipart.contains(kind)
+            case .update, .final: singlePart.contains(kind)
+            case .any: false
+            }
+            if wrongCall {
                 finish()
                 throw PKCS11Error.operationActive
             }
@@ -84,6 +109,7 @@ extension Session {
             do {
                 let r = try body(op, &keep)
                 if phase == .update { multipart.insert(kind) }
+                if phase == .single, keep { singlePart.insert(kind) }
                 if !keep { finish() }
                 return r
             } catch {

@@ -15,6 +15,9 @@ public final class Session: @unchecked Sendable {
     var operations: [OperationKind: any Operation] = [:]
     /// Kinds whose operation has had a C_*Update call.
     var multipart: Set<OperationKind> = []
+    /// Kinds whose operation a single-part call (a length query or
+    /// CKR_BUFFER_TOO_SMALL) left active: only that call may finish it.
+    var singlePart: Set<OperationKind> = []
 
     init(handle: CK_SESSION_HANDLE, slotID: CK_SLOT_ID, tokenID: TokenID, readWrite: Bool) {
         self.handle = handle
@@ -27,6 +30,7 @@ public final class Session: @unchecked Sendable {
         lock.withLock {
             operations.removeAll()
             multipart.removeAll()
+            singlePart.removeAll()
         }
     }
 }

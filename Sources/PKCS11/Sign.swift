@@ -162,7 +162,7 @@ extension Runtime {
     }
 
     public func signFinal(session h: CK_SESSION_HANDLE, capacity: Int?) throws -> OutputResult {
-        try session(h).step(.sign, as: SignOperation.self) { op, keep in
+        try session(h).step(.sign, as: SignOperation.self, phase: .final) { op, keep in
             if let r = OutputResult.decide(needed: op.signatureLength, capacity: capacity) {
                 keep = true
                 return r

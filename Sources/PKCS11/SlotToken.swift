@@ -104,8 +104,12 @@ extension Runtime {
 
     /// The PIN flags come straight from the store's counters, which every
     /// process shares, so they are truthful across processes.
+    ///
+    /// CKF_DUAL_CRYPTO_OPERATIONS (PKCS #11 3.0 §3.2, CK_TOKEN_INFO): the four
+    /// dual functions of §5.17 run on every token (DualFunction.swift), so
+    /// callers that look at this flag before using them may.
     static func tokenFlags(_ rec: TokenRecord) -> CK_FLAGS {
-        var f: CK_FLAGS = CKF_RNG | CKF_TOKEN_INITIALIZED
+        var f: CK_FLAGS = CKF_RNG | CKF_TOKEN_INITIALIZED | CKF_DUAL_CRYPTO_OPERATIONS
         // External tokens: the card asks for its user PIN (ExternalTokens.swift).
         guard rec.hasPINs else { return f | CKF_LOGIN_REQUIRED | CKF_USER_PIN_INITIALIZED }
         f |= CKF_LOGIN_REQUIRED

@@ -62,7 +62,7 @@ extension Runtime {
     }
 
     public func verifyFinal(session h: CK_SESSION_HANDLE, signature: [UInt8]?) throws {
-        try session(h).step(.verify, as: VerifyOperation.self) { op, _ in
+        try session(h).step(.verify, as: VerifyOperation.self, phase: .final) { op, _ in
             guard let signature else { throw PKCS11Error.argumentsBad }
             try op.finish(signature: signature)
         }

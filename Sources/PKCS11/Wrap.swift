@@ -3,15 +3,16 @@ import Keychain
 import KeyshareCrypto
 import Tokens
 
-// PKCS #11 §5.14 C_WrapKey / C_UnwrapKey with CKM_AES_KEY_WRAP (RFC 3394)
+// PKCS #11 3.0 §5.18 C_WrapKey / C_UnwrapKey with CKM_AES_KEY_WRAP (RFC 3394)
 // and CKM_AES_KEY_WRAP_PAD (RFC 5649). Secret keys wrap as their value,
 // private keys as PKCS #8 PrivateKeyInfo.
 //
-// Policy (docs/pkcs11-module.md, "Wrapping"): a key leaves only when
-// CKA_EXTRACTABLE is true (sensitive or not: that is what wrapping is for);
-// CKA_WRAP_WITH_TRUSTED keys only under a CKA_TRUSTED wrapping key; and a
-// key with CKA_WRAP never decrypts (Cipher.swift `aesKey`), so a wrapped
-// sensitive key cannot be turned back into plaintext with C_Decrypt.
+// Policy (docs/pkcs11-conformance.md, "Wrap/decrypt separation"): a key
+// leaves only when CKA_EXTRACTABLE is true (sensitive or not: that is what
+// wrapping is for), and then only as KeyUsagePolicy allows: CKA_WRAP_WITH_TRUSTED
+// keys only under a CKA_TRUSTED wrapping key; a sensitive key never under a
+// key that can decrypt or whose value was ever known outside the token
+// (KeyUsagePolicy.swift has the attacks each rule stops).
 
 extension Runtime {
     /// The wrapping or unwrapping key's value, after its flag check.
@@ -39,9 +40,7 @@ extension Runtime {
         let (wrapper, kekValue) = try kek(s, wrappingKey, usage: CKA_WRAP)
         let target = try resolveKey(s, key)
         guard target.bool(CKA_EXTRACTABLE) == true else { throw PKCS11Error(CKR_KEY_UNEXTRACTABLE) }
-        if target.bool(CKA_WRAP_WITH_TRUSTED) == true, wrapper.bool(CKA_TRUSTED) != true {
-            throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE)
-        }
+        try KeyUsagePolicy.checkWrap(wrapper: wrapper, target: target)
         var material: [UInt8]
         switch target.objectClass {
         case CKO_SECRET_KEY:
@@ -64,8 +63,9 @@ extension Runtime {
                           wrapped: [UInt8], template: Template) throws -> CK_OBJECT_HANDLE {
         let s = try session(h)
         guard case .aesKeyWrap(let pad) = mechanism else { throw PKCS11Error.mechanismInvalid }
-        let (_, kekValue) = try kek(s, unwrappingKey, usage: CKA_UNWRAP)
+        let (unwrapper, kekValue) = try kek(s, unwrappingKey, usage: CKA_UNWRAP)
         let t = try template.map()
+        try KeyUsagePolicy.checkUnwrapTemplate(unwrapper: unwrapper, t)
         guard let cls = try t.checkedULong(CKA_CLASS), let keyType = try t.checkedULong(CKA_KEY_TYPE) else {
             throw PKCS11Error.templateIncomplete
         }

@@ -2,15 +2,17 @@ import CPKCS11
 import CPKCS11ABI
 import PKCS11
 
-// PKCS #11 §5.9: decryption.
+// PKCS #11 3.0 §5.10: decryption. Session first (§5.1.7); every call after
+// Init ends the operation on any outcome but CKR_BUFFER_TOO_SMALL or a
+// successful length query (`operationCall`, Session.swift).
 
 @c @implementation
 public func ks_C_DecryptInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
                              _ hKey: CK_OBJECT_HANDLE) -> CK_RV {
     entry("C_DecryptInit", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hKey=\(hKey)") {
-        let rt = try runtime()
-        try rt.decryptInit(session: hSession, mechanism: try mechanism(pMechanism), key: hKey)
-        return CKR_OK
+        try operationInit(hSession, .decrypt, pMechanism) { rt, m in
+            try rt.decryptInit(session: hSession, mechanism: m, key: hKey)
+        }
     }
 }
 
@@ -19,10 +21,11 @@ public func ks_C_Decrypt(_ hSession: CK_SESSION_HANDLE, _ pEncryptedData: Unsafe
                          _ ulEncryptedDataLen: CK_ULONG, _ pData: UnsafeMutablePointer<CK_BYTE>?,
                          _ pulDataLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
     entry("C_Decrypt", "hSession=\(hSession) len=\(ulEncryptedDataLen)") {
-        let rt = try runtime()
-        let r = try rt.decrypt(session: hSession, data: try input(pEncryptedData, ulEncryptedDataLen),
-                               capacity: try capacity(pData, pulDataLen))
-        return deliver(r, pData, pulDataLen)
+        try operationCall(hSession, [.decrypt]) { rt in
+            let r = try rt.decrypt(session: hSession, data: try input(pEncryptedData, ulEncryptedDataLen),
+                                   capacity: try capacity(pData, pulDataLen))
+            return deliver(r, pData, pulDataLen)
+        }
     }
 }
 
@@ -31,10 +34,11 @@ public func ks_C_DecryptUpdate(_ hSession: CK_SESSION_HANDLE, _ pEncryptedPart: 
                                _ ulEncryptedPartLen: CK_ULONG, _ pPart: UnsafeMutablePointer<CK_BYTE>?,
                                _ pulPartLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
     entry("C_DecryptUpdate", "hSession=\(hSession) len=\(ulEncryptedPartLen)") {
-        let rt = try runtime()
-        let r = try rt.decryptUpdate(session: hSession, part: try input(pEncryptedPart, ulEncryptedPartLen),
-                                     capacity: try capacity(pPart, pulPartLen))
-        return deliver(r, pPart, pulPartLen)
+        try operationCall(hSession, [.decrypt]) { rt in
+            let r = try rt.decryptUpdate(session: hSession, part: try input(pEncryptedPart, ulEncryptedPartLen),
+                                         capacity: try capacity(pPart, pulPartLen))
+            return deliver(r, pPart, pulPartLen)
+        }
     }
 }
 
@@ -42,8 +46,9 @@ public func ks_C_DecryptUpdate(_ hSession: CK_SESSION_HANDLE, _ pEncryptedPart: 
 public func ks_C_DecryptFinal(_ hSession: CK_SESSION_HANDLE, _ pLastPart: UnsafeMutablePointer<CK_BYTE>?,
                               _ pulLastPartLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
     entry("C_DecryptFinal", "hSession=\(hSession)") {
-        let rt = try runtime()
-        let r = try rt.decryptFinal(session: hSession, capacity: try capacity(pLastPart, pulLastPartLen))
-        return deliver(r, pLastPart, pulLastPartLen)
+        try operationCall(hSession, [.decrypt]) { rt in
+            let r = try rt.decryptFinal(session: hSession, capacity: try capacity(pLastPart, pulLastPartLen))
+            return deliver(r, pLastPart, pulLastPartLen)
+        }
     }
 }

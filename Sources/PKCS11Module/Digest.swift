@@ -2,14 +2,16 @@ import CPKCS11
 import CPKCS11ABI
 import PKCS11
 
-// PKCS #11 §5.10: message digesting.
+// PKCS #11 3.0 §5.12: message digesting. Session first (§5.1.7); every call
+// after Init ends the operation on any outcome but CKR_BUFFER_TOO_SMALL or a
+// successful length query (`operationCall`, Session.swift).
 
 @c @implementation
 public func ks_C_DigestInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?) -> CK_RV {
     entry("C_DigestInit", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism))") {
-        let rt = try runtime()
-        try rt.digestInit(session: hSession, mechanism: try mechanism(pMechanism))
-        return CKR_OK
+        try operationInit(hSession, .digest, pMechanism) { rt, m in
+            try rt.digestInit(session: hSession, mechanism: m)
+        }
     }
 }
 
@@ -17,10 +19,11 @@ public func ks_C_DigestInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeM
 public func ks_C_Digest(_ hSession: CK_SESSION_HANDLE, _ pData: UnsafeMutablePointer<CK_BYTE>?, _ ulDataLen: CK_ULONG,
                         _ pDigest: UnsafeMutablePointer<CK_BYTE>?, _ pulDigestLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
     entry("C_Digest", "hSession=\(hSession) len=\(ulDataLen)") {
-        let rt = try runtime()
-        let r = try rt.digest(session: hSession, data: try input(pData, ulDataLen),
-                              capacity: try capacity(pDigest, pulDigestLen))
-        return deliver(r, pDigest, pulDigestLen)
+        try operationCall(hSession, [.digest]) { rt in
+            let r = try rt.digest(session: hSession, data: try input(pData, ulDataLen),
+                                  capacity: try capacity(pDigest, pulDigestLen))
+            return deliver(r, pDigest, pulDigestLen)
+        }
     }
 }
 
@@ -28,17 +31,20 @@ public func ks_C_Digest(_ hSession: CK_SESSION_HANDLE, _ pData: UnsafeMutablePoi
 public func ks_C_DigestUpdate(_ hSession: CK_SESSION_HANDLE, _ pPart: UnsafeMutablePointer<CK_BYTE>?,
                               _ ulPartLen: CK_ULONG) -> CK_RV {
     entry("C_DigestUpdate", "hSession=\(hSession) len=\(ulPartLen)") {
-        let rt = try runtime()
-        try rt.digestUpdate(session: hSession, part: try input(pPart, ulPartLen))
-        return CKR_OK
+        try operationCall(hSession, [.digest]) { rt in
+            try rt.digestUpdate(session: hSession, part: try input(pPart, ulPartLen))
+            return CKR_OK
+        }
     }
 }
 
 @c @implementation
 public func ks_C_DigestKey(_ hSession: CK_SESSION_HANDLE, _ hKey: CK_OBJECT_HANDLE) -> CK_RV {
     entry("C_DigestKey", "hSession=\(hSession) hKey=\(hKey)") {
-        try runtime().digestKey(session: hSession, key: hKey)
-        return CKR_OK
+        try operationCall(hSession, [.digest]) { rt in
+            try rt.digestKey(session: hSession, key: hKey)
+            return CKR_OK
+        }
     }
 }
 
@@ -46,8 +52,9 @@ public func ks_C_DigestKey(_ hSession: CK_SESSION_HANDLE, _ hKey: CK_OBJECT_HAND
 public func ks_C_DigestFinal(_ hSession: CK_SESSION_HANDLE, _ pDigest: UnsafeMutablePointer<CK_BYTE>?,
                              _ pulDigestLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
     entry("C_DigestFinal", "hSession=\(hSession)") {
-        let rt = try runtime()
-        let r = try rt.digestFinal(session: hSession, capacity: try capacity(pDigest, pulDigestLen))
-        return deliver(r, pDigest, pulDigestLen)
+        try operationCall(hSession, [.digest]) { rt in
+            let r = try rt.digestFinal(session: hSession, capacity: try capacity(pDigest, pulDigestLen))
+            return deliver(r, pDigest, pulDigestLen)
+        }
     }
 }

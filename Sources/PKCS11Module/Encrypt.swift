@@ -2,15 +2,17 @@ import CPKCS11
 import CPKCS11ABI
 import PKCS11
 
-// PKCS #11 §5.8: encryption.
+// PKCS #11 3.0 §5.8: encryption. Session first (§5.1.7); every call after
+// Init ends the operation on any outcome but CKR_BUFFER_TOO_SMALL or a
+// successful length query (`operationCall`, Session.swift).
 
 @c @implementation
 public func ks_C_EncryptInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
                              _ hKey: CK_OBJECT_HANDLE) -> CK_RV {
     entry("C_EncryptInit", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hKey=\(hKey)") {
-        let rt = try runtime()
-        try rt.encryptInit(session: hSession, mechanism: try mechanism(pMechanism), key: hKey)
-        return CKR_OK
+        try operationInit(hSession, .encrypt, pMechanism) { rt, m in
+            try rt.encryptInit(session: hSession, mechanism: m, key: hKey)
+        }
     }
 }
 
@@ -19,10 +21,11 @@ public func ks_C_Encrypt(_ hSession: CK_SESSION_HANDLE, _ pData: UnsafeMutablePo
                          _ pEncryptedData: UnsafeMutablePointer<CK_BYTE>?,
                          _ pulEncryptedDataLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
     entry("C_Encrypt", "hSession=\(hSession) len=\(ulDataLen)") {
-        let rt = try runtime()
-        let r = try rt.encrypt(session: hSession, data: try input(pData, ulDataLen),
-                               capacity: try capacity(pEncryptedData, pulEncryptedDataLen))
-        return deliver(r, pEncryptedData, pulEncryptedDataLen)
+        try operationCall(hSession, [.encrypt]) { rt in
+            let r = try rt.encrypt(session: hSession, data: try input(pData, ulDataLen),
+                                   capacity: try capacity(pEncryptedData, pulEncryptedDataLen))
+            return deliver(r, pEncryptedData, pulEncryptedDataLen)
+        }
     }
 }
 
@@ -31,10 +34,11 @@ public func ks_C_EncryptUpdate(_ hSession: CK_SESSION_HANDLE, _ pPart: UnsafeMut
                                _ pEncryptedPart: UnsafeMutablePointer<CK_BYTE>?,
                                _ pulEncryptedPartLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
     entry("C_EncryptUpdate", "hSession=\(hSession) len=\(ulPartLen)") {
-        let rt = try runtime()
-        let r = try rt.encryptUpdate(session: hSession, part: try input(pPart, ulPartLen),
-                                     capacity: try capacity(pEncryptedPart, pulEncryptedPartLen))
-        return deliver(r, pEncryptedPart, pulEncryptedPartLen)
+        try operationCall(hSession, [.encrypt]) { rt in
+            let r = try rt.encryptUpdate(session: hSession, part: try input(pPart, ulPartLen),
+                                         capacity: try capacity(pEncryptedPart, pulEncryptedPartLen))
+            return deliver(r, pEncryptedPart, pulEncryptedPartLen)
+        }
     }
 }
 
@@ -42,8 +46,9 @@ public func ks_C_EncryptUpdate(_ hSession: CK_SESSION_HANDLE, _ pPart: UnsafeMut
 public func ks_C_EncryptFinal(_ hSession: CK_SESSION_HANDLE, _ pLastEncryptedPart: UnsafeMutablePointer<CK_BYTE>?,
                               _ pulLastEncryptedPartLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
     entry("C_EncryptFinal", "hSession=\(hSession)") {
-        let rt = try runtime()
-        let r = try rt.encryptFinal(session: hSession, capacity: try capacity(pLastEncryptedPart, pulLastEncryptedPartLen))
-        return deliver(r, pLastEncryptedPart, pulLastEncryptedPartLen)
+        try operationCall(hSession, [.encrypt]) { rt in
+            let r = try rt.encryptFinal(session: hSession, capacity: try capacity(pLastEncryptedPart, pulLastEncryptedPartLen))
+            return deliver(r, pLastEncryptedPart, pulLastEncryptedPartLen)
+        }
     }
 }

@@ -2,14 +2,16 @@ import CPKCS11
 import CPKCS11ABI
 import PKCS11
 
-// PKCS #11 §5.14: key management.
+// PKCS #11 3.0 §5.18: key management. The session is checked before any
+// other argument is decoded (§5.1.7), so a bad session with an unknown
+// mechanism is CKR_SESSION_HANDLE_INVALID.
 
 @c @implementation
 public func ks_C_GenerateKey(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
                              _ pTemplate: UnsafeMutablePointer<CK_ATTRIBUTE>?, _ ulCount: CK_ULONG,
                              _ phKey: UnsafeMutablePointer<CK_OBJECT_HANDLE>?) -> CK_RV {
     entry("C_GenerateKey", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism))") {
-        let rt = try runtime()
+        let rt = try runtime(session: hSession)
         guard let phKey else { throw PKCS11Error.argumentsBad }
         phKey.pointee = try rt.generateKey(session: hSession, mechanism: try mechanism(pMechanism),
                                            template: try template(pTemplate, ulCount))
@@ -26,7 +28,7 @@ public func ks_C_GenerateKeyPair(_ hSession: CK_SESSION_HANDLE, _ pMechanism: Un
                                  _ phPublicKey: UnsafeMutablePointer<CK_OBJECT_HANDLE>?,
                                  _ phPrivateKey: UnsafeMutablePointer<CK_OBJECT_HANDLE>?) -> CK_RV {
     entry("C_GenerateKeyPair", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism))") {
-        let rt = try runtime()
+        let rt = try runtime(session: hSession)
         guard let phPublicKey, let phPrivateKey else { throw PKCS11Error.argumentsBad }
         let (pub, priv) = try rt.generateKeyPair(
             session: hSession, mechanism: try mechanism(pMechanism),
@@ -44,7 +46,7 @@ public func ks_C_WrapKey(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMuta
                          _ pWrappedKey: UnsafeMutablePointer<CK_BYTE>?,
                          _ pulWrappedKeyLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
     entry("C_WrapKey", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hWrappingKey=\(hWrappingKey) hKey=\(hKey)") {
-        let rt = try runtime()
+        let rt = try runtime(session: hSession)
         let r = try rt.wrapKey(session: hSession, mechanism: try mechanism(pMechanism), wrappingKey: hWrappingKey,
                                key: hKey, capacity: try capacity(pWrappedKey, pulWrappedKeyLen))
         return deliver(r, pWrappedKey, pulWrappedKeyLen)
@@ -57,7 +59,7 @@ public func ks_C_UnwrapKey(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMu
                            _ ulWrappedKeyLen: CK_ULONG, _ pTemplate: UnsafeMutablePointer<CK_ATTRIBUTE>?,
                            _ ulAttributeCount: CK_ULONG, _ phKey: UnsafeMutablePointer<CK_OBJECT_HANDLE>?) -> CK_RV {
     entry("C_UnwrapKey", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hUnwrappingKey=\(hUnwrappingKey)") {
-        let rt = try runtime()
+        let rt = try runtime(session: hSession)
         guard let phKey else { throw PKCS11Error.argumentsBad }
         phKey.pointee = try rt.unwrapKey(session: hSession, mechanism: try mechanism(pMechanism),
                                          unwrappingKey: hUnwrappingKey, wrapped: try required(pWrappedKey, ulWrappedKeyLen),
@@ -71,7 +73,7 @@ public func ks_C_DeriveKey(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMu
                            _ hBaseKey: CK_OBJECT_HANDLE, _ pTemplate: UnsafeMutablePointer<CK_ATTRIBUTE>?,
                            _ ulAttributeCount: CK_ULONG, _ phKey: UnsafeMutablePointer<CK_OBJECT_HANDLE>?) -> CK_RV {
     entry("C_DeriveKey", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hBaseKey=\(hBaseKey)") {
-        let rt = try runtime()
+        let rt = try runtime(session: hSession)
         guard let phKey else { throw PKCS11Error.argumentsBad }
         phKey.pointee = try rt.deriveKey(session: hSession, mechanism: try mechanism(pMechanism), baseKey: hBaseKey,
                                          template: try template(pTemplate, ulAttributeCount))

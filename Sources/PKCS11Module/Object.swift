@@ -8,7 +8,7 @@ import PKCS11
 public func ks_C_CreateObject(_ hSession: CK_SESSION_HANDLE, _ pTemplate: UnsafeMutablePointer<CK_ATTRIBUTE>?,
                               _ ulCount: CK_ULONG, _ phObject: UnsafeMutablePointer<CK_OBJECT_HANDLE>?) -> CK_RV {
     entry("C_CreateObject", "hSession=\(hSession) count=\(ulCount)") {
-        let rt = try runtime()
+        let rt = try runtime(session: hSession)
         guard let phObject else { throw PKCS11Error.argumentsBad }
         phObject.pointee = try rt.createObject(session: hSession, template: try template(pTemplate, ulCount))
         return CKR_OK
@@ -20,7 +20,7 @@ public func ks_C_CopyObject(_ hSession: CK_SESSION_HANDLE, _ hObject: CK_OBJECT_
                             _ pTemplate: UnsafeMutablePointer<CK_ATTRIBUTE>?, _ ulCount: CK_ULONG,
                             _ phNewObject: UnsafeMutablePointer<CK_OBJECT_HANDLE>?) -> CK_RV {
     entry("C_CopyObject", "hSession=\(hSession) hObject=\(hObject)") {
-        let rt = try runtime()
+        let rt = try runtime(session: hSession)
         guard let phNewObject else { throw PKCS11Error.argumentsBad }
         phNewObject.pointee = try rt.copyObject(session: hSession, object: hObject, template: try template(pTemplate, ulCount))
         return CKR_OK
@@ -39,7 +39,7 @@ public func ks_C_DestroyObject(_ hSession: CK_SESSION_HANDLE, _ hObject: CK_OBJE
 public func ks_C_GetObjectSize(_ hSession: CK_SESSION_HANDLE, _ hObject: CK_OBJECT_HANDLE,
                                _ pulSize: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
     entry("C_GetObjectSize", "hSession=\(hSession) hObject=\(hObject)") {
-        let rt = try runtime()
+        let rt = try runtime(session: hSession)
         guard let pulSize else { throw PKCS11Error.argumentsBad }
         pulSize.pointee = try rt.objectSize(session: hSession, object: hObject)
         return CKR_OK
@@ -52,7 +52,7 @@ public func ks_C_GetObjectSize(_ hSession: CK_SESSION_HANDLE, _ hObject: CK_OBJE
 public func ks_C_GetAttributeValue(_ hSession: CK_SESSION_HANDLE, _ hObject: CK_OBJECT_HANDLE,
                                    _ pTemplate: UnsafeMutablePointer<CK_ATTRIBUTE>?, _ ulCount: CK_ULONG) -> CK_RV {
     entry("C_GetAttributeValue", "hSession=\(hSession) hObject=\(hObject) count=\(ulCount)") {
-        let rt = try runtime()
+        let rt = try runtime(session: hSession)
         let count = try length(ulCount)
         guard let pTemplate else {
             // Still an error for a bad session or object, as with a template.
@@ -85,7 +85,7 @@ public func ks_C_GetAttributeValue(_ hSession: CK_SESSION_HANDLE, _ hObject: CK_
 public func ks_C_SetAttributeValue(_ hSession: CK_SESSION_HANDLE, _ hObject: CK_OBJECT_HANDLE,
                                    _ pTemplate: UnsafeMutablePointer<CK_ATTRIBUTE>?, _ ulCount: CK_ULONG) -> CK_RV {
     entry("C_SetAttributeValue", "hSession=\(hSession) hObject=\(hObject) count=\(ulCount)") {
-        let rt = try runtime()
+        let rt = try runtime(session: hSession)
         try rt.setAttributeValue(session: hSession, object: hObject, template: try template(pTemplate, ulCount))
         return CKR_OK
     }
@@ -95,7 +95,7 @@ public func ks_C_SetAttributeValue(_ hSession: CK_SESSION_HANDLE, _ hObject: CK_
 public func ks_C_FindObjectsInit(_ hSession: CK_SESSION_HANDLE, _ pTemplate: UnsafeMutablePointer<CK_ATTRIBUTE>?,
                                  _ ulCount: CK_ULONG) -> CK_RV {
     entry("C_FindObjectsInit", "hSession=\(hSession) count=\(ulCount)") {
-        let rt = try runtime()
+        let rt = try runtime(session: hSession)
         try rt.findObjectsInit(session: hSession, template: try template(pTemplate, ulCount))
         return CKR_OK
     }
@@ -105,7 +105,7 @@ public func ks_C_FindObjectsInit(_ hSession: CK_SESSION_HANDLE, _ pTemplate: Uns
 public func ks_C_FindObjects(_ hSession: CK_SESSION_HANDLE, _ phObject: UnsafeMutablePointer<CK_OBJECT_HANDLE>?,
                              _ ulMaxObjectCount: CK_ULONG, _ pulObjectCount: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
     entry("C_FindObjects", "hSession=\(hSession) max=\(ulMaxObjectCount)") {
-        let rt = try runtime()
+        let rt = try runtime(session: hSession)
         guard let pulObjectCount, phObject != nil || ulMaxObjectCount == 0 else { throw PKCS11Error.argumentsBad }
         let found = try rt.findObjects(session: hSession, max: try length(ulMaxObjectCount))
         if let phObject {

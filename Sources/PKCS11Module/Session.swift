@@ -36,7 +36,7 @@ public func ks_C_CloseAllSessions(_ slotID: CK_SLOT_ID) -> CK_RV {
 @c @implementation
 public func ks_C_GetSessionInfo(_ hSession: CK_SESSION_HANDLE, _ pInfo: UnsafeMutablePointer<CK_SESSION_INFO>?) -> CK_RV {
     entry("C_GetSessionInfo", "hSession=\(hSession)") {
-        let rt = try runtime()
+        let rt = try runtime(session: hSession)
         guard let pInfo else { throw PKCS11Error.argumentsBad }
         let i = try rt.sessionInfo(hSession)
         pInfo.pointee = CK_SESSION_INFO(slotID: i.slotID, state: i.state, flags: i.flags, ulDeviceError: 0)
@@ -65,13 +65,23 @@ public func ks_C_SetOperationState(_ hSession: CK_SESSION_HANDLE, _ pOperationSt
     }
 }
 
+/// The PIN of C_Login / C_LoginUser. PKCS #11 3.0 §5.6.8: a NULL pPin
+/// means "use the protected authentication path"; no keyshare token has one
+/// (CKF_PROTECTED_AUTHENTICATION_PATH is never set), so a NULL pPin is
+/// CKR_ARGUMENTS_BAD whatever ulPinLen says, and it is refused before the
+/// token sees it: it is not a failed login and does not count towards the
+/// PIN lockout.
+func loginPIN(_ pPin: UnsafeMutablePointer<CK_UTF8CHAR>?, _ ulPinLen: CK_ULONG) throws -> [UInt8] {
+    guard pPin != nil else { throw PKCS11Error.argumentsBad }
+    return try required(pPin, ulPinLen)
+}
+
 @c @implementation
 public func ks_C_Login(_ hSession: CK_SESSION_HANDLE, _ userType: CK_USER_TYPE,
                        _ pPin: UnsafeMutablePointer<CK_UTF8CHAR>?, _ ulPinLen: CK_ULONG) -> CK_RV {
     entry("C_Login", "hSession=\(hSession) userType=\(userType)") {
-        let rt = try runtime()
-        // No protected authentication path: a NULL PIN is a bad argument.
-        try rt.login(session: hSession, userType: userType, pin: try required(pPin, ulPinLen))
+        let rt = try runtime(session: hSession)
+        try rt.login(session: hSession, userType: userType, pin: try loginPIN(pPin, ulPinLen))
         return CKR_OK
     }
 }
@@ -81,10 +91,10 @@ public func ks_C_LoginUser(_ hSession: CK_SESSION_HANDLE, _ userType: CK_USER_TY
                            _ pPin: UnsafeMutablePointer<CK_UTF8CHAR>?, _ ulPinLen: CK_ULONG,
                            _ pUsername: UnsafeMutablePointer<CK_UTF8CHAR>?, _ ulUsernameLen: CK_ULONG) -> CK_RV {
     entry("C_LoginUser", "hSession=\(hSession) userType=\(userType)") {
-        let rt = try runtime()
+        let rt = try runtime(session: hSession)
         // Tokens have one user: a user name is accepted and has no effect.
         _ = try input(pUsername, ulUsernameLen)
-        try rt.login(session: hSession, userType: userType, pin: try required(pPin, ulPinLen))
+        try rt.login(session: hSession, userType: userType, pin: try loginPIN(pPin, ulPinLen))
         return CKR_OK
     }
 }
@@ -104,4 +114,56 @@ public func ks_C_SessionCancel(_ hSession: CK_SESSION_HANDLE, _ flags: CK_FLAGS)
         _ = try runtime().session(hSession)
         return CKR_FUNCTION_NOT_SUPPORTED
     }
+}
+
+// MARK: - Argument order and operation termination, shared by the C wrappers
+
+/// The runtime, after the session handle is checked. PKCS #11 3.0 §5.1.7:
+/// the session-handle errors of §5.1.2 take precedence over those of §5.1.6
+/// (CKR_ARGUMENTS_BAD, CKR_MECHANISM_INVALID, ...), so every entry point
+/// that takes a session checks it before it decodes any other argument:
+/// CKR_CRYPTOKI_NOT_INITIALIZED, then CKR_SESSION_HANDLE_INVALID, then the rest.
+func runtime(session hSession: CK_SESSION_HANDLE) throws -> Runtime {
+    let rt = try runtime()
+    _ = try rt.session(hSession)
+    return rt
+}
+
+/// One call of an active operation (C_Encrypt, C_SignUpdate, C_DigestFinal,
+/// a dual function, ...). PKCS #11 3.0 §5.2 and §5.8 (C_Encrypt: "always
+/// terminates the active encryption operation unless it returns
+/// CKR_BUFFER_TOO_SMALL or is a successful call ... to determine the length";
+/// C_EncryptUpdate: "an error other than CKR_BUFFER_TOO_SMALL terminates the
+/// current encryption operation"): any other outcome ends the operations of
+/// `kinds`, including an argument error found here before the operation is
+/// reached (a NULL length pointer, a length no buffer can have).
+func operationCall(_ hSession: CK_SESSION_HANDLE, _ kinds: [OperationKind],
+                   _ body: (Runtime) throws -> CK_RV) throws -> CK_RV {
+    let rt = try runtime()
+    let s = try rt.session(hSession)
+    do {
+        let rv = try body(rt)
+        if rv != CKR_OK, rv != CKR_BUFFER_TOO_SMALL { s.endOperations(kinds) }
+        return rv
+    } catch {
+        s.endOperations(kinds)
+        throw error
+    }
+}
+
+/// C_EncryptInit, C_DecryptInit, C_DigestInit, C_SignInit and C_VerifyInit.
+/// PKCS #11 3.0 §5.8 (and §5.10, §5.12, §5.13, §5.15): "can be called with
+/// pMechanism set to NULL_PTR to terminate an active ... operation". An
+/// Init that fails never ends the operation already active (its error is
+/// CKR_OPERATION_ACTIVE).
+func operationInit(_ hSession: CK_SESSION_HANDLE, _ kind: OperationKind, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
+                   _ body: (Runtime, Mechanism) throws -> Void) throws -> CK_RV {
+    let rt = try runtime()
+    let s = try rt.session(hSession)
+    guard pMechanism != nil else {
+        s.endOperations([kind])
+        return CKR_OK
+    }
+    try body(rt, try mechanism(pMechanism))
+    return CKR_OK
 }

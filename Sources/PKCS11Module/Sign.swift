@@ -2,15 +2,17 @@ import CPKCS11
 import CPKCS11ABI
 import PKCS11
 
-// PKCS #11 §5.11: signing and MACing.
+// PKCS #11 3.0 §5.13: signing and MACing. Session first (§5.1.7); every
+// call after Init ends the operation on any outcome but CKR_BUFFER_TOO_SMALL
+// or a successful length query (`operationCall`, Session.swift).
 
 @c @implementation
 public func ks_C_SignInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
                           _ hKey: CK_OBJECT_HANDLE) -> CK_RV {
     entry("C_SignInit", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hKey=\(hKey)") {
-        let rt = try runtime()
-        try rt.signInit(session: hSession, mechanism: try mechanism(pMechanism), key: hKey)
-        return CKR_OK
+        try operationInit(hSession, .sign, pMechanism) { rt, m in
+            try rt.signInit(session: hSession, mechanism: m, key: hKey)
+        }
     }
 }
 
@@ -18,10 +20,11 @@ public func ks_C_SignInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMut
 public func ks_C_Sign(_ hSession: CK_SESSION_HANDLE, _ pData: UnsafeMutablePointer<CK_BYTE>?, _ ulDataLen: CK_ULONG,
                       _ pSignature: UnsafeMutablePointer<CK_BYTE>?, _ pulSignatureLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
     entry("C_Sign", "hSession=\(hSession) len=\(ulDataLen) out=\(pSignature == nil ? "NULL" : "buf")") {
-        let rt = try runtime()
-        let r = try rt.sign(session: hSession, data: try input(pData, ulDataLen),
-                            capacity: try capacity(pSignature, pulSignatureLen))
-        return deliver(r, pSignature, pulSignatureLen)
+        try operationCall(hSession, [.sign]) { rt in
+            let r = try rt.sign(session: hSession, data: try input(pData, ulDataLen),
+                                capacity: try capacity(pSignature, pulSignatureLen))
+            return deliver(r, pSignature, pulSignatureLen)
+        }
     }
 }
 
@@ -29,9 +32,10 @@ public func ks_C_Sign(_ hSession: CK_SESSION_HANDLE, _ pData: UnsafeMutablePoint
 public func ks_C_SignUpdate(_ hSession: CK_SESSION_HANDLE, _ pPart: UnsafeMutablePointer<CK_BYTE>?,
                             _ ulPartLen: CK_ULONG) -> CK_RV {
     entry("C_SignUpdate", "hSession=\(hSession) len=\(ulPartLen)") {
-        let rt = try runtime()
-        try rt.signUpdate(session: hSession, part: try input(pPart, ulPartLen))
-        return CKR_OK
+        try operationCall(hSession, [.sign]) { rt in
+            try rt.signUpdate(session: hSession, part: try input(pPart, ulPartLen))
+            return CKR_OK
+        }
     }
 }
 
@@ -39,9 +43,10 @@ public func ks_C_SignUpdate(_ hSession: CK_SESSION_HANDLE, _ pPart: UnsafeMutabl
 public func ks_C_SignFinal(_ hSession: CK_SESSION_HANDLE, _ pSignature: UnsafeMutablePointer<CK_BYTE>?,
                            _ pulSignatureLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
     entry("C_SignFinal", "hSession=\(hSession) out=\(pSignature == nil ? "NULL" : "buf")") {
-        let rt = try runtime()
-        let r = try rt.signFinal(session: hSession, capacity: try capacity(pSignature, pulSignatureLen))
-        return deliver(r, pSignature, pulSignatureLen)
+        try operationCall(hSession, [.sign]) { rt in
+            let r = try rt.signFinal(session: hSession, capacity: try capacity(pSignature, pulSignatureLen))
+            return deliver(r, pSignature, pulSignatureLen)
+        }
     }
 }
 

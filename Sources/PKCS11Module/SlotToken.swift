@@ -109,7 +109,7 @@ public func ks_C_InitToken(_ slotID: CK_SLOT_ID, _ pPin: UnsafeMutablePointer<CK
 public func ks_C_InitPIN(_ hSession: CK_SESSION_HANDLE, _ pPin: UnsafeMutablePointer<CK_UTF8CHAR>?,
                          _ ulPinLen: CK_ULONG) -> CK_RV {
     entry("C_InitPIN", "hSession=\(hSession)") {
-        let rt = try runtime()
+        let rt = try runtime(session: hSession)
         try rt.initPIN(session: hSession, pin: try required(pPin, ulPinLen))
         return CKR_OK
     }
@@ -120,7 +120,7 @@ public func ks_C_SetPIN(_ hSession: CK_SESSION_HANDLE, _ pOldPin: UnsafeMutableP
                         _ ulOldLen: CK_ULONG, _ pNewPin: UnsafeMutablePointer<CK_UTF8CHAR>?,
                         _ ulNewLen: CK_ULONG) -> CK_RV {
     entry("C_SetPIN", "hSession=\(hSession)") {
-        let rt = try runtime()
+        let rt = try runtime(session: hSession)
         try rt.setPIN(session: hSession, old: try required(pOldPin, ulOldLen), new: try required(pNewPin, ulNewLen))
         return CKR_OK
     }

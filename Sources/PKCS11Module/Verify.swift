@@ -2,15 +2,17 @@ import CPKCS11
 import CPKCS11ABI
 import PKCS11
 
-// PKCS #11 §5.12: verifying signatures and MACs.
+// PKCS #11 3.0 §5.15: verifying signatures and MACs. Session first
+// (§5.1.7); C_Verify and C_VerifyFinal always end the operation, and any
+// error of C_VerifyUpdate does (`operationCall`, Session.swift).
 
 @c @implementation
 public func ks_C_VerifyInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
                             _ hKey: CK_OBJECT_HANDLE) -> CK_RV {
     entry("C_VerifyInit", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hKey=\(hKey)") {
-        let rt = try runtime()
-        try rt.verifyInit(session: hSession, mechanism: try mechanism(pMechanism), key: hKey)
-        return CKR_OK
+        try operationInit(hSession, .verify, pMechanism) { rt, m in
+            try rt.verifyInit(session: hSession, mechanism: m, key: hKey)
+        }
     }
 }
 
@@ -18,9 +20,11 @@ public func ks_C_VerifyInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeM
 public func ks_C_Verify(_ hSession: CK_SESSION_HANDLE, _ pData: UnsafeMutablePointer<CK_BYTE>?, _ ulDataLen: CK_ULONG,
                         _ pSignature: UnsafeMutablePointer<CK_BYTE>?, _ ulSignatureLen: CK_ULONG) -> CK_RV {
     entry("C_Verify", "hSession=\(hSession) len=\(ulDataLen) sigLen=\(ulSignatureLen)") {
-        let rt = try runtime()
-        try rt.verify(session: hSession, data: try input(pData, ulDataLen), signature: try input(pSignature, ulSignatureLen))
-        return CKR_OK
+        try operationCall(hSession, [.verify]) { rt in
+            try rt.verify(session: hSession, data: try input(pData, ulDataLen),
+                          signature: try input(pSignature, ulSignatureLen))
+            return CKR_OK
+        }
     }
 }
 
@@ -28,9 +32,10 @@ public func ks_C_Verify(_ hSession: CK_SESSION_HANDLE, _ pData: UnsafeMutablePoi
 public func ks_C_VerifyUpdate(_ hSession: CK_SESSION_HANDLE, _ pPart: UnsafeMutablePointer<CK_BYTE>?,
                               _ ulPartLen: CK_ULONG) -> CK_RV {
     entry("C_VerifyUpdate", "hSession=\(hSession) len=\(ulPartLen)") {
-        let rt = try runtime()
-        try rt.verifyUpdate(session: hSession, part: try input(pPart, ulPartLen))
-        return CKR_OK
+        try operationCall(hSession, [.verify]) { rt in
+            try rt.verifyUpdate(session: hSession, part: try input(pPart, ulPartLen))
+            return CKR_OK
+        }
     }
 }
 
@@ -38,9 +43,10 @@ public func ks_C_VerifyUpdate(_ hSession: CK_SESSION_HANDLE, _ pPart: UnsafeMuta
 public func ks_C_VerifyFinal(_ hSession: CK_SESSION_HANDLE, _ pSignature: UnsafeMutablePointer<CK_BYTE>?,
                              _ ulSignatureLen: CK_ULONG) -> CK_RV {
     entry("C_VerifyFinal", "hSession=\(hSession) sigLen=\(ulSignatureLen)") {
-        let rt = try runtime()
-        try rt.verifyFinal(session: hSession, signature: try input(pSignature, ulSignatureLen))
-        return CKR_OK
+        try operationCall(hSession, [.verify]) { rt in
+            try rt.verifyFinal(session: hSession, signature: try input(pSignature, ulSignatureLen))
+            return CKR_OK
+        }
     }
 }
 

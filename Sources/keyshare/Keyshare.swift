@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import KeyshareCrypto
 
 /// The `keyshare` command: the human interface to the keychain, its tokens and
 /// the key-sharing export path.
@@ -12,7 +13,7 @@ struct Keyshare: ParsableCommand {
             The store lives in $KEYSHARE_HOME/keychain.db (default ~/.local/share/keyshare).
             Applications use its keys through libkeyshare-pkcs11.so.
             """,
-        version: "0.1.0",
+        version: KeyshareVersion.string,
         subcommands: [
             TokenCommand.self, DriverCommand.self, ImportCommand.self, ListCommand.self, ShowCommand.self,
             DeleteCommand.self, ExportCommand.self, PasswordCommand.self,

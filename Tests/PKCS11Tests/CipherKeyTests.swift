@@ -26,7 +26,8 @@ struct CipherKeyTests {
 
     func aesKey(_ f: Fixture, _ s: CK_SESSION_HANDLE, wrap: Bool = false, extractable: Bool = false) throws -> CK_OBJECT_HANDLE {
         try f.rt.generateKey(session: s, mechanism: try Mechanism(type: CKM_AES_KEY_GEN, parameter: nil), template: [
-            .ulong(CKA_VALUE_LEN, 32), .bool(CKA_ENCRYPT, true), .bool(CKA_DECRYPT, !wrap), .bool(CKA_WRAP, wrap),
+            // A KEK neither encrypts nor decrypts (KeyUsagePolicy: the wrap/decrypt and encrypt/unwrap rules).
+            .ulong(CKA_VALUE_LEN, 32), .bool(CKA_ENCRYPT, !wrap), .bool(CKA_DECRYPT, !wrap), .bool(CKA_WRAP, wrap),
             .bool(CKA_UNWRAP, wrap), .bool(CKA_EXTRACTABLE, extractable), .bool(CKA_SIGN, true), .bool(CKA_VERIFY, true),
         ])
     }
@@ -80,10 +81,12 @@ struct CipherKeyTests {
         }
         let plain = Array("gcm plaintext".utf8)
         try f.rt.encryptInit(session: s, mechanism: m, key: key)
-        _ = try f.rt.encryptUpdate(session: s, part: Array(plain[0..<5]), capacity: 64)
-        _ = try f.rt.encryptUpdate(session: s, part: Array(plain[5...]), capacity: 64)
-        #expect(try f.rt.encryptFinal(session: s, capacity: nil) == .length(plain.count + 16))
-        let ct = bytes(try f.rt.encryptFinal(session: s, capacity: 64))
+        // Updates return their ciphertext at once; the final call gives the tag.
+        let c1 = bytes(try f.rt.encryptUpdate(session: s, part: Array(plain[0..<5]), capacity: 64))
+        let c2 = bytes(try f.rt.encryptUpdate(session: s, part: Array(plain[5...]), capacity: 64))
+        #expect(c1.count == 5 && c2.count == plain.count - 5)
+        #expect(try f.rt.encryptFinal(session: s, capacity: nil) == .length(16))
+        let ct = c1 + c2 + bytes(try f.rt.encryptFinal(session: s, capacity: 64))
         try f.rt.decryptInit(session: s, mechanism: m, key: key)
         #expect(bytes(try f.rt.decrypt(session: s, data: ct, capacity: 64)) == plain)
         var tampered = ct
@@ -167,8 +170,16 @@ struct CipherKeyTests {
         #expect(rv { _ = try f.rt.generateKeyPair(session: s, mechanism: ec, publicTemplate: [Attribute(CKA_EC_PARAMS, [0x06, 0x01, 0x00])],
                                                   privateTemplate: []) } == CKR_CURVE_NOT_SUPPORTED)
         let rsa = try Mechanism(type: CKM_RSA_PKCS_KEY_PAIR_GEN, parameter: nil)
-        #expect(rv { _ = try f.rt.generateKeyPair(session: s, mechanism: rsa, publicTemplate: [.ulong(CKA_MODULUS_BITS, 1024)],
+        // 1024-16384 bits, the range C_GetMechanismInfo reports (issue 13).
+        #expect(rv { _ = try f.rt.generateKeyPair(session: s, mechanism: rsa, publicTemplate: [.ulong(CKA_MODULUS_BITS, 512)],
                                                   privateTemplate: []) } == CKR_KEY_SIZE_RANGE)
+        #expect(rv { _ = try f.rt.generateKeyPair(session: s, mechanism: rsa, publicTemplate: [.ulong(CKA_MODULUS_BITS, 16392)],
+                                                  privateTemplate: []) } == CKR_KEY_SIZE_RANGE)
+        let (rsaPub, _) = try f.rt.generateKeyPair(session: s, mechanism: rsa, publicTemplate: [.ulong(CKA_MODULUS_BITS, 1024)],
+                                                   privateTemplate: [.bool(CKA_SIGN, true)])
+        #expect(try f.rt.getAttributeValue(session: s, object: rsaPub, types: [CKA_MODULUS_BITS]) == [.value(ulong(1024))])
+        let info = try f.rt.mechanismInfo(slot: f.rt.sessionInfo(s).slotID, type: CKM_RSA_PKCS_KEY_PAIR_GEN)
+        #expect(info.minKeySize == 1024 && info.maxKeySize == 16384)
         #expect(rv { _ = try f.rt.generateKeyPair(session: s, mechanism: rsa, publicTemplate: [], privateTemplate: []) }
                 == CKR_TEMPLATE_INCOMPLETE)
     }

@@ -1,0 +1,122 @@
+import CPKCS11
+import Keychain
+
+/// The usage rules of secret keys that go beyond "the flag must be set":
+/// the defaults a key gets when its template names no usage, and the
+/// constraints that stop the known key-extraction attacks on C_WrapKey /
+/// C_UnwrapKey (docs/pkcs11-conformance.md, "Wrap/decrypt separation").
+///
+/// The attacks (Clulow, "On the security of PKCS #11", CHES 2003;
+/// Bortolozzo, Centenaro, Focardi, Steel, "Attacking and fixing PKCS #11
+/// security tokens" (Tookan), CCS 2010; Fröschle and Steel, "Analysing
+/// PKCS #11 key management APIs with unbounded fresh data", 2009), and the
+/// rule here that stops each:
+///
+/// - wrap/decrypt: K has WRAP and DECRYPT; C_WrapKey(K, S), then
+///   C_Decrypt(K, blob) gives S. Rule 1 (`checkWrap`): a sensitive key is
+///   never wrapped under a key that can decrypt.
+/// - known wrapping key: the caller creates K with a value it knows (or
+///   unwraps / derives one) and wraps S under it. Rule 2 (`checkWrap`): a
+///   sensitive key is wrapped only under a key whose value never was outside
+///   the token (generated here and always sensitive), or one the SO marked
+///   CKA_TRUSTED.
+/// - encrypt/unwrap: K has ENCRYPT and UNWRAP; the caller encrypts a value
+///   of its choice into a wrapped-key blob (AES-CBC on single blocks is AES
+///   itself, so any wrap format can be built) and unwraps it, planting a key
+///   whose value it knows, then wraps S under that key. Rule 2 stops the
+///   extraction: the planted key is not local, so it wraps no sensitive key.
+///   The unwrap itself is allowed: refusing unwrapping keys that can encrypt
+///   (the Tookan configuration) would break OpenSC's own flow, where
+///   `pkcs11-tool --keygen --usage-wrap` makes a key with ENCRYPT, DECRYPT,
+///   WRAP and UNWRAP (the defaults below) and `--unwrap` uses it, and it
+///   would add nothing here: a planted key is no more than a key the caller
+///   could create with C_CreateObject.
+/// - flag changes and copies: K wraps S while it cannot decrypt, then
+///   C_SetAttributeValue (or C_CopyObject) gives K, or a copy with K's
+///   value, CKA_DECRYPT. Rule 3 (`checkChange`): on a secret key
+///   CKA_ENCRYPT, CKA_DECRYPT, CKA_WRAP and CKA_UNWRAP are fixed at creation.
+/// - re-import: C_WrapKey(K, S), then C_UnwrapKey(K, blob) with
+///   CKA_SENSITIVE=false and CKA_EXTRACTABLE=true reads S's value. Rule 4
+///   (`checkUnwrapTemplate`): a key unwrapped under a key that can also wrap
+///   (so the blob may be one of this token's own exports) is never readable
+///   (not both non-sensitive and extractable). A re-imported copy with other
+///   flags cannot wrap sensitive keys (rule 2: it is not local).
+/// - re-imported wrapping key: an extractable wrapping key W is wrapped,
+///   then unwrapped as W' with CKA_DECRYPT; S is wrapped under W (allowed:
+///   W cannot decrypt) and decrypted with W'. Rule 5 (`checkWrap`): a
+///   sensitive key that can wrap is wrapped only under a CKA_TRUSTED key.
+///
+/// What the rules leave alone: encrypt/decrypt with a key that also wraps
+/// (the old rule refused C_DecryptInit for any CKA_WRAP key, which broke the
+/// common templates that set both), wrapping non-sensitive keys (their value
+/// is readable anyway), and everything about keys without WRAP/UNWRAP.
+enum KeyUsagePolicy {
+    /// The usage flags a new secret key (C_CreateObject, C_GenerateKey,
+    /// C_UnwrapKey, C_DeriveKey) gets when its template does not name them.
+    /// PKCS #11 3.0 leaves these defaults to the token. SoftHSM2 sets
+    /// ENCRYPT, DECRYPT, SIGN, VERIFY, WRAP and UNWRAP true and DERIVE false
+    /// (src/lib/P11Attributes.cpp, P11Attr*::setDefault); Kryoptic sets all
+    /// false (src/object/key.rs, add_common_secret_key_attrs). SoftHSM2's
+    /// choice is taken: a template written against SoftHSM2 relies on it,
+    /// and one written against Kryoptic names every flag it needs, so both
+    /// work. Keys stored before this rule keep what they had (the class
+    /// default of false in ObjectRules).
+    static let secretKeyDefaults: [(CK_ATTRIBUTE_TYPE, Bool)] = [
+        (CKA_ENCRYPT, true), (CKA_DECRYPT, true), (CKA_SIGN, true), (CKA_VERIFY, true),
+        (CKA_WRAP, true), (CKA_UNWRAP, true), (CKA_DERIVE, false),
+    ]
+
+    static func applySecretKeyDefaults(_ a: inout AttributeMap) {
+        for (type, value) in secretKeyDefaults where a[type] == nil { a[type] = AttributeCoding.bool(value) }
+    }
+
+    /// Rule 3: the secret-key flags the wrap rules read cannot change after
+    /// creation (setting the value a key already has is accepted). PKCS #11
+    /// 3.0 §4.10 marks them modifiable, but lets a token refuse a change
+    /// with CKR_ATTRIBUTE_READ_ONLY, which is what this does.
+    static let fixedSecretKeyUsage: Set<CK_ATTRIBUTE_TYPE> = [CKA_ENCRYPT, CKA_DECRYPT, CKA_WRAP, CKA_UNWRAP]
+
+    static func checkChange(_ view: ObjectView, _ a: Attribute) throws {
+        guard view.objectClass == CKO_SECRET_KEY, fixedSecretKeyUsage.contains(a.type) else { return }
+        guard let new = AttributeCoding.decodeBool(a.value) else { throw PKCS11Error.attributeValueInvalid }
+        if new != (view.bool(a.type) ?? false) { throw PKCS11Error.attributeReadOnly }
+    }
+
+    /// Whether a key's value has never been outside the token: generated
+    /// here (CKA_LOCAL) and sensitive ever since (CKA_ALWAYS_SENSITIVE).
+    /// Created, unwrapped and derived keys are not: their value was, or is,
+    /// known to someone (a derived key's to the peer).
+    static func valueNeverLeft(_ view: ObjectView) -> Bool {
+        view.bool(CKA_LOCAL) == true && view.bool(CKA_ALWAYS_SENSITIVE) == true
+    }
+
+    /// Rules 1, 2 and 5, and CKA_WRAP_WITH_TRUSTED, for C_WrapKey of `target`
+    /// under `wrapper` (whose CKA_WRAP is already checked). The answer is
+    /// CKR_KEY_NOT_WRAPPABLE: "the token can only wrap a given key with
+    /// certain types of keys, and the wrapping key specified is not one of
+    /// these types" (PKCS #11 3.0 §5.1.6).
+    static func checkWrap(wrapper: ObjectView, target: ObjectView) throws {
+        if target.bool(CKA_WRAP_WITH_TRUSTED) == true, wrapper.bool(CKA_TRUSTED) != true {
+            throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE)
+        }
+        // A non-sensitive key's value is readable as it is: wrapping it reveals nothing.
+        guard target.bool(CKA_SENSITIVE) ?? true else { return }
+        if wrapper.bool(CKA_DECRYPT) == true { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
+        let trusted = wrapper.bool(CKA_TRUSTED) == true
+        if !valueNeverLeft(wrapper), !trusted { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
+        if target.bool(CKA_WRAP) == true, !trusted { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
+    }
+
+    /// Rule 4, for C_UnwrapKey's template: under a key that can also wrap,
+    /// the new key's value is not readable, i.e. not both CKA_SENSITIVE false
+    /// and CKA_EXTRACTABLE true (CKR_TEMPLATE_INCONSISTENT; the defaults,
+    /// sensitive and unextractable, pass). A non-sensitive but unextractable
+    /// key is still allowed (pkcs11-tool --unwrap asks for one), and
+    /// CKA_EXTRACTABLE can never be turned on later.
+    static func checkUnwrapTemplate(unwrapper: ObjectView, _ t: AttributeMap) throws {
+        guard unwrapper.bool(CKA_WRAP) == true else { return }
+        if try t.checkedBool(CKA_SENSITIVE) == false, try t.checkedBool(CKA_EXTRACTABLE) == true {
+            throw PKCS11Error.templateInconsistent
+        }
+    }
+}

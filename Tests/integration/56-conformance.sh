@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# PKCS #11 3.0 conformance (issue 13): what the rest of the PKCS #11 world
+# expects of a soft token. A C host (Tests/integration/c/conformance.c)
+# checks the version numbers and token flags, RSA generation sizes, the
+# argument order of every session entry point, operation termination after
+# errors in every operation family, AES-GCM parameters and streaming,
+# secret-key usage defaults, and the wrap policy (every known extraction
+# attack run to its end; the ordinary templates used as written). Then real
+# pkcs11-tool use of an OpenSC-style "--usage-wrap --usage-decrypt" key.
+# Usage: 56-conformance.sh KEYSHARE MODULE. Ends with "N passed, M failed".
+set -euo pipefail
+KEYSHARE=${1:?keyshare path}
+MODULE=${2:?module path}
+MODULE=$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE")
+. "$(dirname "$0")/lib.sh"
+new_home
+WORK=$(mktemp -d /tmp/keyshare-conformance.XXXXXX)
+PIN_PID=
+trap '[ -n "$PIN_PID" ] && kill "$PIN_PID" 2>/dev/null; rm -rf "$WORK" "$KEYSHARE_HOME"' EXIT
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+# Test PINs go through the environment, never argv.
+export KS_TEST_PIN=0000 KS_TEST_SO_PIN=1234
+
+# One version everywhere: `keyshare --version`, CHANGELOG.md's newest entry,
+# and (checked by the C host) C_GetInfo and the token versions.
+VERSION=$("$KEYSHARE" --version)
+check_out "keyshare --version is major.minor.patch" '^[0-9]+\.[0-9]+\.[0-9]+$' echo "$VERSION"
+TOP=$(grep -m1 -oE '^## \[?[0-9]+\.[0-9]+\.[0-9]+' "$ROOT/CHANGELOG.md" | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' || true)
+check "CHANGELOG.md's newest entry is $VERSION" test "$TOP" = "$VERSION"
+MAJOR=${VERSION%%.*}; REST=${VERSION#*.}; MINOR=${REST%%.*}
+
+if cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -o "$WORK/conformance" "$ROOT/Tests/integration/c/conformance.c" -ldl; then
+  out=$("$WORK/conformance" "$MODULE" "$MAJOR" "$MINOR" 2>&1) || true
+  echo "$out" | grep -E '^(ok|FAIL|  )' || true
+  c_pass=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1/p')
+  c_fail=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\2/p')
+  if [ -z "$c_pass" ]; then bad "C host ran to its end" "$(echo "$out" | tail -5)"; else
+    PASS=$((PASS + c_pass)); FAIL=$((FAIL + c_fail)); fi
+else
+  bad "C host compiles"
+fi
+
+# OpenSC's own tool with the template it writes for "--usage-wrap
+# --usage-decrypt" (ENCRYPT, DECRYPT, WRAP and UNWRAP all true): the key
+# must encrypt and decrypt (the old wrap/decrypt rule refused C_DecryptInit).
+P=(pkcs11-tool --module "$MODULE" --token-label conformance)
+# pkcs11-tool reads a PIN only from argv or a terminal: run it on a pty
+# (script(1)) and type the PIN from the environment once it asks. Output in
+# $WORK/pin.out; the PID is waited for (and killed by the trap on failure).
+with_pin() {
+  local cmd fifo=$WORK/pin.fifo
+  rm -f "$fifo"; mkfifo "$fifo"
+  cmd=$(printf '%q ' "$@")
+  timeout 60 script -qec "$cmd" /dev/null <"$fifo" >"$WORK/pin.out" 2>&1 &
+  PIN_PID=$!
+  exec 7>"$fifo"
+  for _ in $(seq 200); do grep -q 'enter User PIN' "$WORK/pin.out" 2>/dev/null && break; sleep 0.05; done
+  sleep 0.1
+  printf '%s\n' "$KS_TEST_PIN" >&7
+  exec 7>&-
+  local rc=0
+  wait "$PIN_PID" || rc=$?
+  PIN_PID=
+  return $rc
+}
+if with_pin "${P[@]}" --login --keygen --key-type AES:32 --id 42 --label wrapdec --usage-wrap --usage-decrypt \
+     ; then ok "pkcs11-tool --keygen AES --usage-wrap --usage-decrypt"
+else bad "pkcs11-tool --keygen AES --usage-wrap --usage-decrypt" "$(cat "$WORK/pin.out")"; fi
+head -c 64 /dev/urandom > "$WORK/plain"
+IV=000102030405060708090a0b0c0d0e0f
+if with_pin "${P[@]}" --login --encrypt --id 42 -m AES-CBC-PAD --iv $IV -i "$WORK/plain" -o "$WORK/ct" &&
+   with_pin "${P[@]}" --login --decrypt --id 42 -m AES-CBC-PAD --iv $IV -i "$WORK/ct" -o "$WORK/back" &&
+   cmp -s "$WORK/plain" "$WORK/back"; then
+  ok "pkcs11-tool encrypts and decrypts with that key"
+else
+  bad "pkcs11-tool encrypts and decrypts with that key" "$(cat "$WORK/pin.out")"
+fi
+finish
