@@ -14,8 +14,9 @@
  * argv: every local user reads every process's command line (`ps`); the
  * child runs (cold start, RSS) inherit it the same way.
  *
- * Environment: BENCH_PIN (the tokens' user PIN, required), BENCH_SMOKE=1 (tiny counts, one repetition), BENCH_REPS
- * (repetitions, default 5), BENCH_TIME (seconds per repetition, default 0.25),
+ * Environment: BENCH_PIN (the tokens' user PIN, required), BENCH_SMOKE=1
+ * (tiny counts, one repetition), BENCH_REPS (repetitions, default 5),
+ * BENCH_TIME (seconds per repetition, default 0.25),
  * BENCH_MAX_OBJECTS (largest find population, default 100000),
  * BENCH_REF_MAX_OBJECTS (cap for the reference module, default 10000),
  * BENCH_ONLY (run only rows whose name contains this string, for profiling),

@@ -10,10 +10,13 @@ argument. This scans the repository's tests, benchmarks, examples, Makefile,
 one there, and prints FILE:LINE: RULE for each hit; never the line itself, so
 the lint does not print the secrets it finds.
 
-Usage: lint_argv_secrets.py ROOT [PATH...]   (PATHs: scan only these, relative
-to ROOT or absolute; the 09 test uses this for its planted examples).
-Exit status: 0 when nothing is found, 1 otherwise.
+Usage: lint_argv_secrets.py [--waivers FILE] ROOT [PATH...]   (PATHs: scan
+only these, relative to ROOT or absolute; the 09 test uses this for its planted
+examples). Each hit is FILE:LINE: [FINGERPRINT] RULES; a waiver file lists
+FILE<TAB>FINGERPRINT<TAB>WHY for hits another change owns.
+Exit status: 0 when nothing is found (waived hits aside), 1 otherwise.
 """
+import hashlib
 import os
 import re
 import sys
@@ -334,14 +337,38 @@ def targets(root, paths):
                 yield os.path.join(dirpath, fn)
 
 
+def load_waivers(path):
+    """{(file, fingerprint): why}: hits another change owns, listed so they stay
+    visible until that file is fixed (a fingerprint is the SHA-256 of the
+    command's text, so any edit of that line ends its waiver)."""
+    out = {}
+    if path and os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.strip() and not line.startswith("#"):
+                    file, fp, why = (line.rstrip("\n").split("\t") + ["", ""])[:3]
+                    out[(file, fp)] = why
+    return out
+
+
+def fingerprint(text):
+    return hashlib.sha256(" ".join(text.split()).encode()).hexdigest()[:12]
+
+
 def main():
-    root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".")
-    files = hits = 0
-    for path in targets(root, sys.argv[2:]):
+    args = sys.argv[1:]
+    waiver_file = None
+    if len(args) >= 2 and args[0] == "--waivers":
+        waiver_file, args = args[1], args[2:]
+    root = os.path.abspath(args[0] if args else ".")
+    waivers, used = load_waivers(waiver_file), set()
+    files = hits = waived = 0
+    for path in targets(root, args[1:]):
         kind = kind_of(path)
         if kind is None or os.path.abspath(path) == SELF:
             continue
         files += 1
+        rel = os.path.relpath(path, root)
         shell = None
         if kind in ("sh", "make"):
             with open(path, encoding="utf-8", errors="replace") as f:
@@ -363,10 +390,20 @@ def main():
             if kind in ("sh", "make") and text.lstrip().startswith("#"):
                 continue
             found = list(dict.fromkeys(line_rules(path, text, kind, shell)))
-            if found:
-                hits += 1
-                print(f"{os.path.relpath(path, root)}:{n}: " + "; ".join(found))
-    print(f"lint: {files} files scanned, {hits} lines with a secret on a command line")
+            if not found:
+                continue
+            fp = fingerprint(text)
+            if (rel, fp) in waivers:
+                waived += 1
+                used.add((rel, fp))
+                print(f"waived: {rel}:{n}: [{fp}] " + "; ".join(found) + f" ({waivers[(rel, fp)]})")
+                continue
+            hits += 1
+            print(f"{rel}:{n}: [{fp}] " + "; ".join(found))
+    for (file, fp), why in waivers.items():
+        if (file, fp) not in used:
+            print(f"stale waiver (that line is gone or fixed: remove the waiver): {file} [{fp}]")
+    print(f"lint: {files} files scanned, {hits} lines with a secret on a command line, {waived} waived")
     return 1 if hits else 0
 
 
