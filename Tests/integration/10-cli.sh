@@ -82,8 +82,9 @@ check_fail "export unknown identity" "no identity" ks export NOPE --out "$OUT/x.
 [ ! -e "$OUT/x.p12" ] && ok "failed export wrote no file" || bad "failed export wrote no file"
 check_fail "export with wrong PIN" "PIN" ks export "$LABEL" --out "$OUT/y.p12" --pin-source env:WRONG
 [ ! -e "$OUT/y.p12" ] && ok "wrong-PIN export wrote no file" || bad "wrong-PIN export wrote no file"
-grep -rqaF -- "$PW" "$KEYSHARE_HOME" && bad "shared password not in the clear on disk" || ok "shared password not in the clear on disk"
-grep -rqaF -- "$PIN" "$KEYSHARE_HOME" && bad "PIN not on disk" || ok "PIN not on disk"
+# The secrets go to grep as a pattern file on a pipe: an argument would show them in `ps`.
+grep -rqaF -f <(printf '%s\n' "$PW") "$KEYSHARE_HOME" && bad "shared password not in the clear on disk" || ok "shared password not in the clear on disk"
+grep -rqaF -f <(printf '%s\n' "$PIN") "$KEYSHARE_HOME" && bad "PIN not on disk" || ok "PIN not on disk"
 
 # PINs
 export NEWPIN=5555-new

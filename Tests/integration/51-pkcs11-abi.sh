@@ -13,11 +13,13 @@ trap 'rm -rf "$WORK" "$KEYSHARE_HOME"' EXIT
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 
 # A token with an EC key for the threaded signing check.
+# PINs reach pkcs11-tool through the environment (--pin env:VAR), never argv.
+export PIN=0000 SOPIN=1234  # abi.c below logs in with the same PIN
 P=(pkcs11-tool --module "$MODULE")
-"${P[@]}" --init-token --label abi --so-pin 1234 --slot 1 >/dev/null
-"${P[@]}" --init-pin --login --login-type so --so-pin 1234 --new-pin 0000 --token-label abi >/dev/null
+"${P[@]}" --init-token --label abi --so-pin env:SOPIN --slot 1 >/dev/null
+"${P[@]}" --init-pin --login --login-type so --so-pin env:SOPIN --new-pin env:PIN --token-label abi >/dev/null
 openssl pkey -in "$FIXTURES/identities/auth-upn-new.key.pem" -outform DER -out "$WORK/ec.der"
-"${P[@]}" --token-label abi --login --pin 0000 --write-object "$WORK/ec.der" --type privkey --id 02 --label ec >/dev/null
+"${P[@]}" --token-label abi --login --pin env:PIN --write-object "$WORK/ec.der" --type privkey --id 02 --label ec >/dev/null
 
 cat > "$WORK/abi.c" <<'EOF'
 #include <dlfcn.h>

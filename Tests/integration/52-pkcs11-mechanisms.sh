@@ -13,11 +13,13 @@ MODULE=$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE")
 new_home
 WORK=$(mktemp -d /tmp/keyshare-p11m.XXXXXX)
 trap 'rm -rf "$WORK" "$KEYSHARE_HOME"' EXIT
+# PINs reach pkcs11-tool through the environment (--pin env:VAR), never argv.
+export PIN=0000 SOPIN=1234
 P=(pkcs11-tool --module "$MODULE")
-U=("${P[@]}" --token-label m --login --pin 0000)
+U=("${P[@]}" --token-label m --login --pin env:PIN)
 
-"${P[@]}" --init-token --label m --so-pin 1234 --slot 1 >/dev/null
-"${P[@]}" --init-pin --login --login-type so --so-pin 1234 --new-pin 0000 --token-label m >/dev/null
+"${P[@]}" --init-token --label m --so-pin env:SOPIN --slot 1 >/dev/null
+"${P[@]}" --init-pin --login --login-type so --so-pin env:SOPIN --new-pin env:PIN --token-label m >/dev/null
 
 # Key generation.
 check_out "keypairgen RSA-2048" 'Private Key Object; RSA' "${U[@]}" --keypairgen --key-type rsa:2048 --id 11 --label rsa --usage-sign --usage-decrypt
