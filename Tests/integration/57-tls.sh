@@ -14,7 +14,7 @@ KEYSHARE=$(realpath "${1:?keyshare binary}")
 MODULE=$(realpath "${2:?module path}")
 . "$(dirname "$0")/lib.sh"
 . "$HERE/support/consumers.sh"
-enter_private_netns "$@"
+enter_sandbox "$@"
 trap cleanup_consumers EXIT
 T0=$SECONDS
 make_pki_and_token || { finish_consumers; exit 1; }
@@ -157,4 +157,5 @@ if need NSS certutil modutil pk12util selfserv tstclnt; then
 fi
 
 echo "note - 57-tls took $((SECONDS - T0)) s${IN_NETNS:+ (private network namespace)}"
+check_no_secret_argv PIN SOPIN P12PASS
 finish_consumers

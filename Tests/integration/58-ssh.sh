@@ -12,7 +12,7 @@ KEYSHARE=$(realpath "${1:?keyshare binary}")
 MODULE=$(realpath "${2:?module path}")  # ssh-agent matches its -P allow-list on the real path
 . "$(dirname "$0")/lib.sh"
 . "$HERE/support/consumers.sh"
-enter_private_netns "$@"
+enter_sandbox "$@"
 MADE_PRIVSEP=
 cleanup() { cleanup_consumers; [ -n "$MADE_PRIVSEP" ] && rmdir /run/sshd 2>/dev/null; true; }
 trap cleanup EXIT
@@ -32,7 +32,9 @@ if grep -qF "$(cut -d' ' -f2 "$W/client-rsa.pub")" "$W/token.pub" && grep -qF "$
   ok "ssh-keygen -D MODULE prints the RSA and ECDSA keys of the token's certificates"
 else bad "ssh-keygen -D MODULE prints the RSA and ECDSA keys" "$(cat "$W/token.pub" "$W/keygen.err")"; fi
 
-# A private sshd: only public-key logins, keys from $W/authorized_keys (swapped between checks).
+# A private sshd: only public-key logins, keys from $W/authorized_keys (swapped
+# between checks). StrictModes no: the file sits under /tmp (mode 1777), which
+# StrictModes refuses ("bad ownership or modes"); $W itself is 0700.
 ssh-keygen -q -t ed25519 -N '' -C sshd-test -f "$W/hostkey"
 ssh-keygen -q -t ed25519 -N '' -C not-in-token -f "$W/other"
 cat > "$W/sshd_config" <<EOF
@@ -65,7 +67,8 @@ ConnectTimeout 10
 EOF
 # The askpass program holds no secret: it prints the variable ssh passes on.
 printf '#!/bin/sh\nprintf "%%s\\n" "$KS_TEST_PIN"\n' > "$W/askpass"; chmod 700 "$W/askpass"
-ASK=(env HOME="$W/home" KS_TEST_PIN="$PIN" SSH_ASKPASS="$W/askpass" SSH_ASKPASS_REQUIRE=force DISPLAY=none)
+export KS_TEST_PIN=$PIN  # exported, not passed on env's argv
+ASK=(env HOME="$W/home" SSH_ASKPASS="$W/askpass" SSH_ASKPASS_REQUIRE=force DISPLAY=none)
 SSH=(timeout 30 ssh -F "$W/ssh_config" -p "$PORT")
 
 # login_check NAME PUBFILE KIND CMD...: only PUBFILE's key is authorized; the
@@ -111,4 +114,5 @@ check_out "the agent is empty afterwards" "no identities" bash -c "SSH_AUTH_SOCK
 stop "$AGENT_PID" "$SSHD_PID"
 
 echo "note - 58-ssh took $((SECONDS - T0)) s${IN_NETNS:+ (private network namespace)}"
+check_no_secret_argv PIN SOPIN P12PASS
 finish_consumers

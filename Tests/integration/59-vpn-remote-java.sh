@@ -12,7 +12,7 @@ KEYSHARE=$(realpath "${1:?keyshare binary}")
 MODULE=$(realpath "${2:?module path}")
 . "$(dirname "$0")/lib.sh"
 . "$HERE/support/consumers.sh"
-enter_private_netns "$@"
+enter_sandbox "$@"
 trap cleanup_consumers EXIT
 T0=$SECONDS
 make_pki_and_token || { finish_consumers; exit 1; }
@@ -135,7 +135,7 @@ if need "Java SunPKCS11" keytool jarsigner jar; then
   if grep -q "^$RSA_ALIAS, PrivateKeyEntry" <<<"$list" && grep -q "^$EC_ALIAS, PrivateKeyEntry" <<<"$list"; then
     ok "keytool -list (SunPKCS11, -storepass:env) shows both identities as PrivateKeyEntry"
   else bad "keytool -list (SunPKCS11) shows both identities" "$list"; fi
-  export TRUSTPASS=trust-$RANDOM
+  export TRUSTPASS=trust-$RANDOM$RANDOM
   keytool -importcert -noprompt -alias test-ca -file "$W/ca.pem" -keystore "$W/trust.p12" -storetype PKCS12 -storepass:env TRUSTPASS >/dev/null 2>&1
   echo "signed by the token" > "$W/hello.txt"
   for alias in "$RSA_ALIAS:client-rsa" "$EC_ALIAS:client-ec"; do
@@ -151,4 +151,5 @@ if need "Java SunPKCS11" keytool jarsigner jar; then
 fi
 
 echo "note - 59-vpn-remote-java took $((SECONDS - T0)) s${IN_NETNS:+ (private network namespace)}"
+check_no_secret_argv PIN SOPIN P12PASS TRUSTPASS
 finish_consumers

@@ -8,18 +8,50 @@ XFAIL=0
 PIDS=()
 WORK=
 
-# Re-run the calling script inside a private network namespace with only "lo" up:
-# no server it starts can be reached from outside, and no port can collide with
-# the host's. Falls back to the host's 127.0.0.1 when namespaces are not allowed
-# (servers bind 127.0.0.1 in both cases; IN_NETNS tells which one ran).
-# KEYSHARE_IT_NO_NETNS=1 forces the fallback (to test it).
+# Re-run the calling script under strace (execve only, through seccomp-bpf so
+# it stays cheap) and inside a private network namespace with only "lo" up: no
+# server it starts can be reached from outside or collide with the host's
+# ports, and check_no_secret_argv can prove at the end that no PIN or password
+# reached any command line. Without namespaces (not root) the servers use the
+# host's 127.0.0.1 (they bind 127.0.0.1 in both cases; IN_NETNS tells which).
+# KEYSHARE_IT_NO_NETNS=1 forces that fallback, KEYSHARE_IT_NO_TRACE=1 skips strace.
 IN_NETNS=
-enter_private_netns() {
-  if [ -z "${KEYSHARE_IT_NETNS:-}${KEYSHARE_IT_NO_NETNS:-}" ] && unshare -n true 2>/dev/null; then
-    KEYSHARE_IT_NETNS=1 exec unshare -n -- bash "$0" "$@"
+ARGV_TRACE=${KEYSHARE_IT_TRACE:-}
+enter_sandbox() {
+  if [ -z "${KEYSHARE_IT_SANDBOX:-}" ]; then
+    export KEYSHARE_IT_SANDBOX=1
+    local pre=() trace=
+    if [ -z "${KEYSHARE_IT_NO_TRACE:-}" ] && command -v strace >/dev/null; then
+      trace=$(mktemp /tmp/keyshare-argv.XXXXXX)
+      pre=(strace -f --seccomp-bpf -qq -e trace=execve -s 4096 -o "$trace" env KEYSHARE_IT_TRACE="$trace")
+    fi
+    if [ -z "${KEYSHARE_IT_NO_NETNS:-}" ] && unshare -n true 2>/dev/null; then
+      exec "${pre[@]}" unshare -n -- env KEYSHARE_IT_NETNS=1 bash "$0" "$@"
+    elif [ -n "$trace" ]; then
+      exec "${pre[@]}" bash "$0" "$@"
+    fi
   fi
   if [ -n "${KEYSHARE_IT_NETNS:-}" ]; then
     ip link set lo up && IN_NETNS=1
+  fi
+}
+
+# check_no_secret_argv VAR...: no value of these variables appears in any
+# command line the script (and everything it started) ran.
+check_no_secret_argv() {
+  if [ -z "$ARGV_TRACE" ]; then echo "note - not traced: the no-secret-on-argv check is not run"; return; fi
+  local execs name leaks=()
+  execs=$(grep -c 'execve(' "$ARGV_TRACE" || true)
+  # The patterns reach grep on a pipe (printf is a builtin): this check's own
+  # greps, traced too, carry no secret on their argv.
+  for name in "$@"; do
+    [ -n "${!name:-}" ] && grep -qFf <(printf '%s\n' "${!name}") "$ARGV_TRACE" && leaks+=("$name")
+  done
+  if [ "$execs" -ge 20 ] && [ ${#leaks[@]} -eq 0 ]; then
+    ok "no PIN or password on any of the $execs command lines (strace execve)"
+  else
+    bad "no PIN or password on any command line" "$execs execve calls traced; on argv: ${leaks[*]:-none}$(
+      for name in "${leaks[@]}"; do echo; grep -Ff <(printf '%s\n' "${!name}") "$ARGV_TRACE" | head -2 | sed -f <(printf 's/%s/<%s>/g\n' "${!name}" "$name"); done)"
   fi
 }
 
@@ -81,6 +113,7 @@ stop() {
 cleanup_consumers() {
   stop "${PIDS[@]}"
   [ -n "$WORK" ] && rm -rf "$WORK"
+  [ -n "$ARGV_TRACE" ] && rm -f "$ARGV_TRACE"
   [ -n "${KEYSHARE_HOME:-}" ] && rm -rf "$KEYSHARE_HOME"
 }
 
@@ -135,7 +168,8 @@ with_pin() { "$@" 3< <(printf '%s' "$PIN"); }
 make_pki_and_token() {
   new_home
   WORK=$(mktemp -d /tmp/keyshare-consumers.XXXXXX)  # 0700
-  export PIN=0000-$RANDOM SOPIN=so-$RANDOM P12PASS=p12-$RANDOM
+  # Distinctive values, so that check_no_secret_argv cannot match anything else.
+  export PIN=pin-$RANDOM$RANDOM SOPIN=so-$RANDOM$RANDOM P12PASS=p12-$RANDOM$RANDOM
   local w=$WORK o=(-days 400 -sha256)
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$w/ca.key" -out "$w/ca.pem" \
     -subj /CN=keyshare-test-ca "${o[@]}" -addext basicConstraints=critical,CA:true \
