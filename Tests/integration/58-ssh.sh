@@ -48,8 +48,8 @@ PidFile none
 UseDNS no
 LogLevel VERBOSE
 EOF
-# The privilege separation directory systemd-tmpfiles makes at boot for the
-# openssh-server package; missing in containers. Left in place: another sshd
+# The privilege separation directory that ssh.service makes (RuntimeDirectory=sshd)
+# and that is missing where that service never ran. Left in place: another sshd
 # (or a parallel run of this test) may be using it.
 [ -d /run/sshd ] || mkdir -m 755 /run/sshd
 if ! serve "$W/sshd.log" /usr/sbin/sshd -D -e -f "$W/sshd_config" -o "ListenAddress=127.0.0.1:@PORT@"; then
