@@ -209,5 +209,40 @@ json=$(ks key generate --type rsa --label j --tag j --token gamma --pin-source e
 if python3 -c 'import json,sys; r=json.loads(sys.argv[1])["created"]; assert [i["itemClass"] for i in r]==["private-key","public-key"] and all(i["reference"] and i["uri"] for i in r)' "$json"; then
   ok "key generate --json names both keys"; else bad "key generate --json names both keys" "$json"; fi
 
+# driver add --json: the driver, its tokens and their items, with references and URIs.
+SOFTHSM=/usr/lib/softhsm/libsofthsm2.so
+if [ -e "$SOFTHSM" ] && command -v pkcs11-tool >/dev/null; then
+  export SOFTHSM2_CONF=$OUT/softhsm2.conf; mkdir -p "$OUT/hsm"
+  printf 'directories.tokendir = %s/hsm\nobjectstore.backend = file\nlog.level = ERROR\n' "$OUT" > "$SOFTHSM2_CONF"
+  S=(pkcs11-tool --module "$SOFTHSM")
+  "${S[@]}" --init-token --slot-index 0 --label card --so-pin env:SOPIN >/dev/null 2>&1
+  "${S[@]}" --token-label card --init-pin --login --login-type so --so-pin env:SOPIN --new-pin env:PIN >/dev/null 2>&1
+  "${S[@]}" --token-label card --login --pin env:PIN --write-object "$ID/device-ds-ke.cert.der" --type cert --id 01 --label card-cert >/dev/null 2>&1
+  json=$(ks driver add --module "$SOFTHSM" --json 2>&1)
+  if python3 -c 'import json,sys; a=json.loads(sys.argv[1])["added"]; t=a["tokens"][0]; assert a["driverClass"]=="pkcs11.softhsm2" and t["kind"]=="external" and t["label"]=="card" and any(i["label"]=="card-cert" and i["uri"].startswith("pkcs11:token=card") and i["reference"] for i in t["items"])' "$json"; then
+    ok "driver add --json names the card and its items"; else bad "driver add --json names the card and its items" "$json"; fi
+  ks driver remove softhsm2 >/dev/null 2>&1
+  unset SOFTHSM2_CONF
+fi
+
+# token watch --json: token ID, label, slot ID, kind and the items that came and went.
+WATCH_PID=
+trap '[ -n "$WATCH_PID" ] && kill "$WATCH_PID" 2>/dev/null' EXIT
+"$KS" token watch --json --interval 0.1 > "$OUT/watch.json" 2>"$OUT/watch.err" &
+WATCH_PID=$!
+wait_for() { for _ in $(seq 50); do grep -q "$1" "$OUT/watch.json" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+wait_for '"label":"delta"' && ks token remove delta >/dev/null && wait_for '"event":"removed"'
+kill "$WATCH_PID" 2>/dev/null; wait "$WATCH_PID" 2>/dev/null; WATCH_PID=
+if python3 - "$OUT/watch.json" <<'PY'
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+ins = next(e for e in ev if e["event"] == "inserted" and e["label"] == "delta")
+rem = next(e for e in ev if e["event"] == "removed")
+assert rem["tokenID"] == ins["tokenID"] and rem["label"] == "delta" and rem["kind"] == "soft" and isinstance(ins["slotID"], int)
+assert any(i["itemClass"] == "certificate" and i["uri"].startswith("pkcs11:") and i["reference"] for i in ins["items"])
+assert rem["items"] == ins["items"]
+PY
+then ok "token watch --json: inserted/removed with label, slot, kind and items"; else bad "token watch --json: inserted/removed with label, slot, kind and items" "$(cat "$OUT/watch.json" "$OUT/watch.err")"; fi
+
 rm -rf "$KEYSHARE_HOME" "$OUT"
 finish
