@@ -113,7 +113,8 @@ extension TokenManager {
                 return ImportResult(label: item.label, id: item.id, items: [item])
             }
             let pair = try KeyPairing.find(cert.publicKey, in: token, store: store, key: key)
-            let id = try chooseID(options.id, pairID: pair?.id, fallback: cert.publicKey.keyIdentifier(),
+            let pairID = pair.flatMap { $0.id.isEmpty ? nil : $0.id }
+            let id = try chooseID(options.id, pairID: pairID, fallback: cert.publicKey.keyIdentifier(),
                                   publicKey: cert.publicKey, token: token, key: key)
             let label = options.label ?? pair?.label ?? ObjectTemplates.hex(cert.sha256Fingerprint)
             let category = cert.isCA ? CertificateCategory.authority

@@ -167,6 +167,9 @@ struct ImportCommand: ParsableCommand {
         } catch let e as CryptoError {
             throw CLIError(e.description + "; nothing was imported")
         }
+        guard !bundle.privateKeys.isEmpty || !bundle.certificates.isEmpty else {
+            throw CLIError("no certificate or private key in the PEM file" + (bundle.skipped.isEmpty ? "" : " (only \(bundle.skipped.joined(separator: "; ")))"))
+        }
         let results = try ctx.tokens.importBundle(privateKeys: bundle.privateKeys, certificates: bundle.certificates,
                                                   options: options, into: token.tokenID, key: key)
         var rows = results.map { ImportRow(file: path, result: $0, token: token) }
