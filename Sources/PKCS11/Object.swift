@@ -1,6 +1,7 @@
 import CPKCS11
 import Keychain
 import KeyshareCrypto
+import Tokens
 
 /// The find operation: its matches are taken at C_FindObjectsInit, so later
 /// changes do not disturb a running search.
@@ -51,7 +52,10 @@ extension Runtime {
 
     public func createObject(session h: CK_SESSION_HANDLE, template: Template) throws -> CK_OBJECT_HANDLE {
         let s = try session(h)
-        let attrs = try ObjectFactory.build(try template.map())
+        let t = try template.map()
+        // A certificate without CKA_ID joins the key pair its public key matches (Tokens.KeyPairing).
+        let attrs = try KeyPairing.certificateJoiningKeyPair(try ObjectFactory.build(t), template: t, token: s.tokenID,
+                                                              store: store, key: userKey(for: s.tokenID))
         return try store(attrs, in: s)
     }
 

@@ -18,15 +18,33 @@ struct ExportCommand: ParsableCommand {
     var profile: PKCS12.Profile = .modern
     @OptionGroup var selection: TokenSelection
     @OptionGroup var pin: PINOptions
+    @Flag(help: "JSON output.") var json = false
 
     func run() throws {
         let ctx = try Context.open()
         let token = try ctx.token(selection)
         let key = try ctx.unlock(token, pin)
         let identity = try findIdentity(ctx: ctx, token: token, key: key)
-        let password = try SharedPassword.obtain(store: ctx.store, token: token.tokenID, key: key)
-        let bytes = try IdentityExport.pkcs12(of: identity, store: ctx.store, key: key, password: password, profile: profile)
-        try SecureFile.write(bytes, to: out, mode: 0o600)
+        // One transaction: a failed export (non-exportable key, unwritable
+        // --out) leaves no shared password behind that it would have created.
+        var wrote = false
+        do {
+            try ctx.store.transaction {
+                let password = try SharedPassword.obtain(store: ctx.store, token: token.tokenID, key: key)
+                let bytes = try IdentityExport.pkcs12(of: identity, store: ctx.store, key: key, password: password, profile: profile)
+                try SecureFile.write(bytes, to: out, mode: 0o600)
+                wrote = true
+            }
+        } catch {
+            if wrote { unlink(out) }
+            throw error
+        }
+        if json {
+            return try Console.json(["exported": [
+                "file": out, "label": identity.label, "profile": profile.rawValue, "certificate": identity.certificateReference.base64url,
+                "uri": PKCS11URI.object(token: token, label: identity.label, id: identity.id, type: "cert"),
+            ]])
+        }
         Console.out("exported \(identity.label) to \(out) (\(profile.rawValue) profile; `keyshare password` shows the password)")
     }
 

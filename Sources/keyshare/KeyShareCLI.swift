@@ -33,7 +33,7 @@ enum SessionFactory {
         let ctx = try Context.open()
         let token = try ctx.token(selection)
         let secret = try pin.userPIN(token: token.label)
-        try session.unlock(token: token.tokenID.description, pin: secret)
+        try PINErrors.naming("user PIN", of: token) { _ = try session.unlock(token: token.tokenID.description, pin: secret) }
     }
 }
 

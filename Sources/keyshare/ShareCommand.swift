@@ -145,6 +145,7 @@ struct ShareGet: ParsableCommand {
     @OptionGroup var options: TreeOptions
     @OptionGroup var selection: TokenSelection
     @OptionGroup var pin: PINOptions
+    @Flag(help: "JSON output.") var json = false
 
     func run() throws {
         let session = try ShareSession.open(selection, pin, options)
@@ -154,6 +155,11 @@ struct ShareGet: ParsableCommand {
         let bytes = try session.files.bytes(of: entry)
         try SecureFile.write(bytes, to: out, mode: 0o600)
         let what = entry.kind == .zip ? "\(entry.children.count) PKCS #12 files" : entry.selector
+        if json {
+            struct Wrote: Encodable { var file, name, item, profile: String; var bytes: Int }
+            return try Console.json(["wrote": Wrote(file: out, name: entry.fileName, item: entry.selector,
+                                                    profile: options.profile.rawValue, bytes: bytes.count)])
+        }
         Console.out("wrote \(entry.fileName) (\(what), \(bytes.count) bytes, \(options.profile.rawValue) profile) to \(out)")
     }
 }
