@@ -20,8 +20,10 @@ struct WrapCommand: ParsableCommand {
     @OptionGroup var force: ForceOption
 
     func run() throws {
-        try FileIO.checkOutput(output, force: force.force)
         let session = try SessionFactory.open(groups)
+        // What is wrong with the input is said first, then the output path, both before the PIN.
+        if (try? session.wrappedFileInfo(input)) != nil { throw KeyShareError.invalidParameter("\(input) is already wrapped") }
+        try FileIO.checkOutput(output, force: force.force)
         try SessionFactory.unlock(session, selection, pin)
         // The library writes its own temporary file; OutputFile puts the result in place.
         try OutputFile.produce(at: output, existing: FileIO.existing(force.force)) { tmp in

@@ -150,6 +150,13 @@ for variant in "" --inherit; do
   grep -q "^handed-out 0/$RACE_RUNS " <<<"$out" && ok "deny-rule exec race ${variant:-(close-on-exec socket)}: $out (${secs}s)" \
     || bad "deny-rule exec race ${variant:-(close-on-exec socket)}" "$out"
 done
+# Unaided (the service free to look at any moment: before, during or after the
+# exec), and with a slow exec (60,000 POSIX timers to delete) resumed the moment
+# the new program shows in /proc.
+out=$(python3 "$ATTACKER" exec-race "$SOCK" "$SLEEP" $((RACE_RUNS * 4)) 2>&1)
+grep -q "^handed-out 0/$((RACE_RUNS * 4)) " <<<"$out" && ok "deny-rule exec race, unaided: $out" || bad "deny-rule exec race, unaided" "$out"
+out=$(python3 "$ATTACKER" exec-race "$SOCK" "$SLEEP" 2 --stop "$SERVE_PID" --timers 60000 2>&1)
+grep -q "^handed-out 0/2 " <<<"$out" && ok "deny-rule exec race, slow exec: $out" || bad "deny-rule exec race, slow exec" "$out"
 # Race 2, an allow-list (sleep only); the service first kept busy with 512 silent connections.
 rm -f "$KEYSHARE_HOME/share-policy.json"
 ks share allow --exe "$SLEEP" >/dev/null

@@ -14,6 +14,11 @@ exec-race SOCK EXE RUNS [--flood N] [--stop PID] [--inherit]
                 connect until the exec is done, then resumes it: a server
                 that was not scheduled in time, made deterministic;
     --inherit   leaves the socket open across the exec (not close-on-exec).
+    --timers N  makes the exec slow first: N POSIX timers are deleted by the
+                kernel between the moment the new program shows in
+                /proc/PID/exe and the closing of the close-on-exec
+                descriptors (tens of ms); with --stop the service resumes at
+                the start of that window.
     Prints "handed-out H/RUNS" (H must be 0) and the states the children saw.
 idle SOCK N SECONDS
     holds N silent connections for SECONDS, prints "idle N" once they are open.
@@ -46,14 +51,36 @@ def exe_of(pid):
         return ""
 
 
-def one_race(path, exe, inherit, stop):
+def make_timers(n):
+    """N POSIX timers (SIGEV_NONE), which exec must delete while half done."""
+    import ctypes
+    librt = ctypes.CDLL("librt.so.1", use_errno=True)
+
+    class SigEvent(ctypes.Structure):
+        _fields_ = [("value", ctypes.c_void_p), ("signo", ctypes.c_int), ("notify", ctypes.c_int),
+                    ("pad", ctypes.c_byte * 48)]
+
+    ev = SigEvent()
+    ev.notify = 1  # SIGEV_NONE
+    made = 0
+    for _ in range(n):
+        t = ctypes.c_void_p()
+        if librt.timer_create(1, ctypes.byref(ev), ctypes.byref(t)) != 0:
+            break
+        made += 1
+    return made
+
+
+def one_race(path, exe, inherit, stop, timers=0):
     """One attempt; returns the state the forked child saw."""
     r, w = os.pipe()
-    if stop:
-        os.kill(stop, signal.SIGSTOP)
     attacker = os.fork()
     if attacker == 0:
         os.close(r)
+        if timers:
+            make_timers(timers)
+        if stop:
+            os.kill(stop, signal.SIGSTOP)
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.connect(path)
         s.sendall(REQ)
@@ -112,11 +139,12 @@ def main():
         rest = sys.argv[5:]
         flood = int(rest[rest.index("--flood") + 1]) if "--flood" in rest else 0
         stop = int(rest[rest.index("--stop") + 1]) if "--stop" in rest else 0
+        timers = int(rest[rest.index("--timers") + 1]) if "--timers" in rest else 0
         inherit = "--inherit" in rest
         states, handed = {}, 0
         for _ in range(runs):
             held = silent(path, flood) if flood else []
-            state = one_race(path, exe, inherit, stop)
+            state = one_race(path, exe, inherit, stop, timers)
             for s in held:
                 s.close()
             handed += state == "PASSWORD"
