@@ -130,12 +130,14 @@ struct KeyCommand: ParsableCommand {
         @OptionGroup var common: Common
         @Option var padding: Padding = .oaepSHA256
         @Argument var input: String
-        @Argument var output: String
+        @Argument(help: "The output file (0600), or - for standard output.") var output: String
+        @OptionGroup var force: ForceOption
 
         func run() throws {
+            try FileIO.checkOutput(output, force: force.force)
             let session = try SessionFactory.open(common.groups)
             let k = try KeyCommand.key(session, common, .publicKey)
-            try FileIO.write(try k.encrypt(FileIO.read(input), padding: padding.rsa), output)
+            try FileIO.write(try k.encrypt(FileIO.read(input), padding: padding.rsa), output, force: force.force)
         }
     }
 
@@ -145,13 +147,15 @@ struct KeyCommand: ParsableCommand {
         @Option var padding: Padding = .oaepSHA256
         @OptionGroup var pin: PINOptions
         @Argument var input: String
-        @Argument var output: String
+        @Argument(help: "The output file (0600), or - for standard output.") var output: String
+        @OptionGroup var force: ForceOption
 
         func run() throws {
+            try FileIO.checkOutput(output, force: force.force)
             let session = try SessionFactory.open(common.groups)
             try SessionFactory.unlock(session, common.selection, pin)
             let k = try KeyCommand.key(session, common, .privateKey)
-            try FileIO.write(try k.decrypt(FileIO.read(input), padding: padding.rsa), output)
+            try FileIO.write(try k.decrypt(FileIO.read(input), padding: padding.rsa), output, force: force.force)
         }
     }
 
@@ -163,16 +167,18 @@ struct KeyCommand: ParsableCommand {
         var algorithm: Algorithm?
         @OptionGroup var pin: PINOptions
         @Argument var input: String
-        @Argument var output: String
+        @Argument(help: "The signature file (0600), or - for standard output.") var output: String
+        @OptionGroup var force: ForceOption
 
         func run() throws {
+            try FileIO.checkOutput(output, force: force.force)
             let session = try SessionFactory.open(common.groups)
             try SessionFactory.unlock(session, common.selection, pin)
             let k = try KeyCommand.key(session, common, .privateKey)
             let alg = algorithm ?? .default(for: k.keyType)
             var sig = try k.createSignature(FileIO.read(input), algorithm: alg.signature)
             if k.keyType == .ec { sig = try ECDSASignatureEncoding.der(fromRaw: sig) }
-            try FileIO.write(sig, output)
+            try FileIO.write(sig, output, force: force.force)
         }
     }
 

@@ -32,7 +32,8 @@ struct ServeCommand: ParsableCommand {
         let server = try PasswordServer(
             socketPath: path, password: password,
             policy: { try AccessPolicyFile.load(home: home) },
-            log: { Console.error("serve: " + $0) })
+            log: { Console.error("serve: " + $0) },
+            checkDirectory: Self.checkSocketDirectory)
 
         signal(SIGPIPE, SIG_IGN)
         var sources: [DispatchSourceSignal] = []
@@ -44,8 +45,14 @@ struct ServeCommand: ParsableCommand {
             sources.append(source)
         }
         Console.error("serve: listening on \(path) (service \(PasswordProtocol.serviceName))")
-        server.run()
+        let cleanup = server.run()
         sources.forEach { $0.cancel() }
-        Console.error("serve: stopped; removed \(path)")
+        switch cleanup {
+        case .removed: Console.error("serve: stopped; removed \(path)")
+        case .leftAlone(let why): Console.error("serve: stopped; \(why): left it alone")
+        }
     }
+
+    /// Hook point for the socket directory's ownership and mode check (StrictModes-like, from Keychain): called before the socket is created.
+    static let checkSocketDirectory: @Sendable (String) throws -> Void = { _ in }
 }

@@ -82,7 +82,7 @@ check_out "share allow keyshare" "allowed exe" ks share allow --exe "$KS"
 check_out "allowed executable gets the password" '^.{32}$' ks password fetch --socket "$SOCK" --stdout
 check_out "other program: blocked" "^blocked" python3 "$CLIENT" fetch "$SOCK"
 check_out "refusals are logged with their state" "exe .*python.*: blocked" cat "$T/serve.log"
-grep -q "$(ks password fetch --socket "$SOCK" --stdout)" "$T/serve.log" && bad "password never logged" || ok "password never logged"
+grep -qF -- "$(ks password fetch --socket "$SOCK" --stdout)" "$T/serve.log" && bad "password never logged" || ok "password never logged"
 check_fail "fetch refuses a pipe" "refusing" ks password fetch --socket "$SOCK"
 check_out "policy shows members" "allow: exe .*keyshare" ks share policy
 [ "$(stat -c %a "$PROVIDER/share-policy.json")" = 600 ] && ok "policy file is 0600" || bad "policy file is 0600"
