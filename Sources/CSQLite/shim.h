@@ -7,6 +7,14 @@
 // SQLITE_TRANSIENT is a cast macro, which Swift does not import.
 static inline sqlite3_destructor_type ks_sqlite_transient(void) { return SQLITE_TRANSIENT; }
 
+/// Closing this connection will neither checkpoint nor delete the WAL
+/// (sqlite3_db_config is variadic, which Swift does not import). Used when
+/// the store closes its connection for a fork: another process, or this one
+/// after the fork, still uses the WAL.
+static inline int ks_sqlite_no_checkpoint_on_close(sqlite3 *db) {
+    return sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)0);
+}
+
 /// The connection's own mapping of the WAL-index (the -shm file), or NULL
 /// before the connection has opened its WAL. Obtained through the VFS's
 /// xShmMap on the main database file, which returns the region the pager
