@@ -43,8 +43,9 @@ public final class KeychainStore: @unchecked Sendable {
         try StoreLocation.prepareFile(path)
         // The settings are applied again when a connection closed for a fork reopens.
         db = try SQLiteConnection(path: path) { db in
-            // Many processes share the file: wait for a writer instead of failing.
-            sqlite3_busy_timeout(db.db, 15_000)
+            // Many processes share the file: wait for a writer instead of failing
+            // (polling each millisecond: a waiter must not lose to a busy writer).
+            ks_sqlite_busy_poll(db.db, 15_000)
             _ = try db.query("PRAGMA journal_mode=WAL") { $0.text(0) }
             try db.exec("""
                 PRAGMA synchronous=FULL;
