@@ -4,9 +4,13 @@
  * main thread forks FORKS times; each child does what the spec asks of a
  * forked child (C_Initialize, C_OpenSession, C_Login, C_SignInit, C_Sign) and
  * must finish within TIMEOUT seconds, else the parent kills it by its PID and
- * counts a failure.
+ * counts a failure. The child must also hold its own POSIX lock on the
+ * store's WAL index (exit 15 otherwise; see holds_store_lock).
  *
  * Usage: forkbusy MODULE FORKS [TIMEOUT_SECONDS]   (PIN from the environment: PIN)
+ *        forkbusy MODULE cost N: what a fork costs the parent with no other
+ *        thread (fork() call, then the first signature after it, against
+ *        signatures with no fork between; the child exits at once).
  * Output: "ok   - ..." / "FAIL - ..." lines and the figures (fork() call time in
  * the parent, child completion time, operations the busy threads did).
  */
@@ -19,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -98,6 +103,31 @@ static void *busy(void *arg) {
     return NULL;
 }
 
+/* Whether this process itself holds a POSIX lock on the store's WAL index
+ * (SQLite keeps a read lock on its DMS byte while a connection is open). A
+ * child that opened its connection on top of SQLite's in-process records
+ * inherited from the parent would believe it holds it without holding it;
+ * another process could then reset the WAL under it. */
+static int holds_store_lock(void) {
+    const char *home = getenv("KEYSHARE_HOME");
+    char path[4096];
+    struct stat st;
+    if (!home) return 1; /* cannot tell: not checked */
+    snprintf(path, sizeof path, "%s/keychain.db-shm", home);
+    if (stat(path, &st) != 0) return 0;
+    FILE *l = fopen("/proc/locks", "r");
+    if (!l) return 1;
+    char line[256];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, l)) {
+        long pid; unsigned long inode; char kind[16];
+        if (sscanf(line, "%*s %15s %*s %*s %ld %*x:%*x:%lu", kind, &pid, &inode) == 3)
+            found = !strcmp(kind, "POSIX") && pid == (long)getpid() && inode == (unsigned long)st.st_ino;
+    }
+    fclose(l);
+    return found;
+}
+
 /* The forked child: a fresh start as the spec asks. Exit codes name the step that failed. */
 static void child(void) {
     CK_RV rv = f->C_Initialize(NULL);
@@ -108,6 +138,7 @@ static void child(void) {
     CK_OBJECT_HANDLE key = find_key(s);
     if (!key) _exit(13);
     if (sign_once(s, key) != CKR_OK) _exit(14);
+    if (!holds_store_lock()) _exit(15);
     f->C_Finalize(NULL);
     _exit(0);
 }
@@ -117,13 +148,37 @@ static int cmp(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* The parent's cost of one fork: fork() itself (prepare and parent handlers
+ * included) and the first signature after it (the store reopens), against a
+ * signature with no fork before it. */
+static int cost(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE key, int n) {
+    double plain = 0, forked = 0, forkCall = 0;
+    for (int i = 0; i < n; i++) {
+        double t0 = now();
+        if (sign_once(s, key) != CKR_OK) return 1;
+        plain += now() - t0;
+        fflush(stdout);
+        t0 = now();
+        pid_t pid = fork();
+        if (pid == 0) _exit(0);
+        forkCall += now() - t0;
+        waitpid(pid, NULL, 0);
+        t0 = now();
+        if (sign_once(s, key) != CKR_OK) return 1;
+        forked += now() - t0;
+    }
+    printf("  %d forks, no other thread: fork() %.3f ms; signature after a fork %.3f ms, without %.3f ms (mean)\n",
+           n, forkCall / n * 1e3, forked / n * 1e3, plain / n * 1e3);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: forkbusy MODULE FORKS [TIMEOUT_SECONDS] (PIN in the environment)\n");
         return 2;
     }
     pin = getenv("PIN");
-    int forks = atoi(argv[2]);
+    int forks = strcmp(argv[2], "cost") ? atoi(argv[2]) : 1;
     double timeout = argc > 3 ? atof(argv[3]) : 5;
     if (!pin || forks <= 0) { fprintf(stderr, "forkbusy: PIN unset or bad FORKS\n"); return 2; }
     void *h = dlopen(argv[1], RTLD_NOW);
@@ -138,6 +193,7 @@ int main(int argc, char **argv) {
     CHECK("parent: login", f->C_Login(s, CKU_USER, (CK_UTF8CHAR_PTR)pin, strlen(pin)) == CKR_OK);
     CK_OBJECT_HANDLE key = find_key(s);
     CHECK("parent: an EC key signs", key && sign_once(s, key) == CKR_OK);
+    if (!strcmp(argv[2], "cost")) return cost(s, key, argc > 3 ? atoi(argv[3]) : 200);
 
     pthread_t tid[THREADS];
     for (long i = 0; i < THREADS; i++) pthread_create(&tid[i], NULL, busy, (void *)i);
