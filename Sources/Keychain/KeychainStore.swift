@@ -136,8 +136,10 @@ public final class KeychainStore: @unchecked Sendable {
         }
         return try lock.withLock {
             let dv = try db.query("PRAGMA data_version") { UInt64(bitPattern: $0.int(0)) }.first ?? 0
-            // Even: never equal to a stamp, which is odd.
-            return (dv &<< 32 &+ ownCommits) &<< 1
+            // Even: never equal to a stamp, which is odd. data_version is per
+            // connection, so the connection's generation (a reopen after a
+            // fork, ForkSafety.swift) keeps values of two connections apart.
+            return (dv &<< 32 &+ ownCommits &+ db.generation &<< 52) &<< 1
         }
     }
 

@@ -18,11 +18,14 @@ final class SQLiteConnection {
     /// lock), 0 while unknown or suspended. Atomic: a reopen publishes it
     /// while other threads may be reading.
     private let walIndexAddress = Atomic<UInt>(0)
+    /// How many times this connection was opened (a reopen after a fork counts).
+    private(set) var generation: UInt64 = 0
 
     init(path: String, configure: @escaping (SQLiteConnection) throws -> Void = { _ in }) throws {
         self.path = path
         self.configure = configure
         handle = try Self.open(path)
+        generation = 1
         do {
             try configure(self)
         } catch {
@@ -78,6 +81,7 @@ final class SQLiteConnection {
     func resume() throws {
         guard handle == nil else { return }
         handle = try Self.open(path)
+        generation &+= 1
         do {
             try configure(self)
             _ = try query("PRAGMA schema_version") { $0.int(0) }

@@ -45,6 +45,22 @@ import KeyshareCrypto
         #expect(try store.item(ref2, key: nil).attributes[CKA.label] == [3])
     }
 
+    /// The first change counter after a reopen comes from PRAGMA data_version
+    /// (the WAL index is not mapped yet), whose values are per connection:
+    /// two reopened connections must not give equal counters, or a view
+    /// cached under one could pass as current under the other.
+    @Test func fallbackCountersOfReopenedConnectionsDiffer() throws {
+        let home = TempHome()
+        let store = try home.store()
+        _ = try makeToken(store)
+        store.suspendConnection()
+        let first = try store.changeCounter()
+        store.suspendConnection()
+        let second = try store.changeCounter()
+        #expect(first & 1 == 0 && second & 1 == 0, "both from the PRAGMA fallback")
+        #expect(first != second)
+    }
+
     /// The gate waits for the threads inside, holds new ones back, and lets a
     /// thread's nested and `outside` calls through without deadlock.
     @Test func gateWaitsForThreadsInsideAndHoldsNewOnes() throws {
