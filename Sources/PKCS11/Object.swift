@@ -104,6 +104,10 @@ extension Runtime {
         // A copy may change CKA_PRIVATE, but a key never becomes public (ObjectRules.alwaysPrivate).
         try ObjectRules.checkPrivacy(view.objectClass, changes)
         guard view.bool(CKA_COPYABLE) ?? true else { throw PKCS11Error.actionProhibited }
+        // A card's key lives on the card: a token copy of its proxy would be a
+        // private item of a token with no token key to seal it (session copies,
+        // as pkcs11-provider makes, are fine).
+        if view.isExternalKey, try changes.checkedBool(CKA_TOKEN) ?? view.isToken { throw PKCS11Error.actionProhibited }
         let so = login(for: s.tokenID)?.role == .securityOfficer
         var a = view.attributes
         a[CKA_UNIQUE_ID] = nil
