@@ -25,7 +25,6 @@ echo "$out" | grep -v '^[0-9]* passed'
 PASS=$((PASS + $(grep -c '^ok ' <<<"$out"))); FAIL=$((FAIL + $(grep -c '^FAIL' <<<"$out")))
 grep -q '^[0-9]* passed' <<<"$out" || bad "forkbusy ran to the end" "$out"
 # pkcs11-tool's own check: a fork with no other thread inside the module.
-export GNUTLS_PIN=$PIN
-check "pkcs11-tool --test-fork" bash -c 'pkcs11-tool --module "$1" --token-label fork --login --pin env:GNUTLS_PIN --test-fork' _ "$MODULE"
+check "pkcs11-tool --test-fork" pkcs11-tool --module "$MODULE" --token-label fork --login --pin env:PIN --test-fork
 check "store integrity after the forks" bash -c "sqlite3 '$KEYSHARE_HOME/keychain.db' 'PRAGMA integrity_check' | grep -qx ok"
 finish
