@@ -63,13 +63,14 @@ bench: build $(BENCH_BIN)
 	@bash Benchmarks/run.sh "$(KEYSHARE)" "$(MODULE)" "$(BENCH_BIN)"
 
 ## stress: long reliability runs (docs/reliability.md): 4 processes x 2 threads x 1000 operations with the
-## CLI alongside, 200 SIGKILLs, the password-service exec races 25 times each (issue 12), and the
-## in-process run under ThreadSanitizer (module in .build-tsan).
+## CLI alongside, 200 SIGKILLs, 100 forks with 4 busy threads, the password-service exec races 25 times
+## each (issue 12), and the in-process run under ThreadSanitizer (module in .build-tsan).
 SANITIZE := KEYSHARE_SANITIZE=1 $(SWIFT) build -c release
 stress: build
 	@bash Tests/stress/stress.sh "$(KEYSHARE)" "$(MODULE)" 4 2 1000 20
 	@bash Tests/stress/crash.sh "$(KEYSHARE)" "$(MODULE)" 200
 	@RACE_RUNS=25 bash Tests/integration/21-share-hardening.sh "$(KEYSHARE)" "$(MODULE)"
+	@bash Tests/integration/55-fork.sh "$(KEYSHARE)" "$(MODULE)" 100
 	$(SANITIZE) --scratch-path .build-tsan -Xswiftc -sanitize=thread --product keyshare-pkcs11
 	@bash Tests/stress/tsan.sh "$(KEYSHARE)" .build-tsan/release/libkeyshare-pkcs11.so 4 1000
 

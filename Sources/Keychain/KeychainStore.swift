@@ -28,8 +28,9 @@ public final class KeychainStore: @unchecked Sendable {
     /// Commits made through this connection: PRAGMA data_version ignores them.
     private var ownCommits: UInt64 = 0
     /// The connection's WAL-index mapping, read without a lock or a system
-    /// call by `changeCounter()`; nil only if the VFS has no shared memory.
-    private let walIndex: UnsafeRawPointer?
+    /// call by `changeCounter()`; nil only if the VFS has no shared memory,
+    /// or while the connection is closed for a fork (ForkSafety.swift).
+    private var walIndex: UnsafeRawPointer? { db.walIndex }
 
     public static func defaultHome() -> String { StoreLocation.defaultHome() }
 
@@ -40,21 +41,25 @@ public final class KeychainStore: @unchecked Sendable {
         self.kdfLog2N = kdfLog2N
         try StoreLocation.prepareDirectory(dir)
         try StoreLocation.prepareFile(path)
-        db = try SQLiteConnection(path: path)
-        // Many processes share the file: wait for a writer instead of failing.
-        sqlite3_busy_timeout(db.db, 15_000)
-        _ = try db.query("PRAGMA journal_mode=WAL") { $0.text(0) }
-        try db.exec("""
-            PRAGMA synchronous=FULL;
-            PRAGMA foreign_keys=ON;
-            PRAGMA secure_delete=ON;
-            PRAGMA temp_store=MEMORY;
-            """)
+        // The settings are applied again when a connection closed for a fork reopens.
+        db = try SQLiteConnection(path: path) { db in
+            // Many processes share the file: wait for a writer instead of failing
+            // (polling each millisecond: a waiter must not lose to a busy writer).
+            ks_sqlite_busy_poll(db.db, 15_000)
+            _ = try db.query("PRAGMA journal_mode=WAL") { $0.text(0) }
+            try db.exec("""
+                PRAGMA synchronous=FULL;
+                PRAGMA foreign_keys=ON;
+                PRAGMA secure_delete=ON;
+                PRAGMA temp_store=MEMORY;
+                """)
+        }
         try Schema.migrate(db)
         // The migration's reads opened the WAL, so its index is mapped now.
-        walIndex = UnsafeRawPointer(ks_sqlite_wal_index(db.db))
+        db.mapWALIndex()
         StoreLocation.tighten(path + "-wal")
         StoreLocation.tighten(path + "-shm")
+        ForkSafety.register(self)
     }
 
     /// Runs `body` atomically (BEGIN IMMEDIATE, or a savepoint when nested).
@@ -131,8 +136,10 @@ public final class KeychainStore: @unchecked Sendable {
         }
         return try lock.withLock {
             let dv = try db.query("PRAGMA data_version") { UInt64(bitPattern: $0.int(0)) }.first ?? 0
-            // Even: never equal to a stamp, which is odd.
-            return (dv &<< 32 &+ ownCommits) &<< 1
+            // Even: never equal to a stamp, which is odd. data_version is per
+            // connection, so the connection's generation (a reopen after a
+            // fork, ForkSafety.swift) keeps values of two connections apart.
+            return (dv &<< 32 &+ ownCommits &+ db.generation &<< 52) &<< 1
         }
     }
 

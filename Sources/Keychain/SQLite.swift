@@ -1,12 +1,40 @@
 import CSQLite
+import Synchronization
 
 /// A thin, non-thread-safe wrapper over one sqlite3 connection; the store
 /// serialises access with its own lock, so this stays simple.
+///
+/// A fork closes the connection (`suspend`, ForkSafety.swift) and the next
+/// statement reopens it (`resume`) with the same per-connection settings
+/// (`configure`), so nothing SQLite-owned is inherited by a forked child.
 final class SQLiteConnection {
-    let db: OpaquePointer
+    let path: String
+    /// nil while suspended for a fork.
+    private var handle: OpaquePointer?
     private var cache: [String: OpaquePointer] = [:]
+    /// Per-connection settings, applied at every open.
+    private let configure: (SQLiteConnection) throws -> Void
+    /// The WAL-index mapping (KeychainStore.changeCounter reads it without a
+    /// lock), 0 while unknown or suspended. Atomic: a reopen publishes it
+    /// while other threads may be reading.
+    private let walIndexAddress = Atomic<UInt>(0)
+    /// How many times this connection was opened (a reopen after a fork counts).
+    private(set) var generation: UInt64 = 0
 
-    init(path: String) throws {
+    init(path: String, configure: @escaping (SQLiteConnection) throws -> Void = { _ in }) throws {
+        self.path = path
+        self.configure = configure
+        handle = try Self.open(path)
+        generation = 1
+        do {
+            try configure(self)
+        } catch {
+            suspend()
+            throw error
+        }
+    }
+
+    private static func open(_ path: String) throws -> OpaquePointer {
         var handle: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
         let rc = sqlite3_open_v2(path, &handle, flags, nil)
@@ -15,18 +43,68 @@ final class SQLiteConnection {
             if let h = handle { sqlite3_close_v2(h) }
             throw KeychainError.storage("cannot open \(path): \(msg)")
         }
-        db = h
-        sqlite3_extended_result_codes(db, 1)
+        sqlite3_extended_result_codes(h, 1)
+        return h
     }
 
     deinit {
         for (_, s) in cache { sqlite3_finalize(s) }
-        sqlite3_close_v2(db)
+        if let handle { sqlite3_close_v2(handle) }
     }
 
-    var errorMessage: String { String(cString: sqlite3_errmsg(db)) }
+    /// The open handle, for `configure` and statements (every path that runs
+    /// SQL resumes a suspended connection first).
+    var db: OpaquePointer {
+        guard let handle else { preconditionFailure("SQLite connection used while suspended") }
+        return handle
+    }
+
+    var isOpen: Bool { handle != nil }
+
+    /// Closes the connection for a fork: prepared statements finalized, no
+    /// checkpoint and no WAL deletion on close (another process may be using
+    /// it, and the child must not find it gone), the WAL-index mapping
+    /// forgotten. Only with no statement running (every module thread is
+    /// outside the ForkGate).
+    func suspend() {
+        guard let h = handle else { return }
+        walIndexAddress.store(0, ordering: .releasing)
+        for (_, s) in cache { sqlite3_finalize(s) }
+        cache.removeAll()
+        ks_sqlite_no_checkpoint_on_close(h)
+        if sqlite3_close(h) != SQLITE_OK { sqlite3_close_v2(h) }
+        handle = nil
+    }
+
+    /// Reopens a suspended connection with its settings and maps its WAL
+    /// index again (a first read opens the WAL).
+    func resume() throws {
+        guard handle == nil else { return }
+        handle = try Self.open(path)
+        generation &+= 1
+        do {
+            try configure(self)
+            _ = try query("PRAGMA schema_version") { $0.int(0) }
+            mapWALIndex()
+        } catch {
+            suspend()
+            throw error
+        }
+    }
+
+    /// Records the connection's WAL-index mapping (after a read opened the WAL).
+    func mapWALIndex() {
+        guard let handle else { return }
+        walIndexAddress.store(UInt(bitPattern: UnsafeRawPointer(ks_sqlite_wal_index(handle))), ordering: .releasing)
+    }
+
+    /// The connection's WAL-index mapping, or nil (see KeychainStore.changeCounter).
+    var walIndex: UnsafeRawPointer? { UnsafeRawPointer(bitPattern: walIndexAddress.load(ordering: .acquiring)) }
+
+    var errorMessage: String { handle.map { String(cString: sqlite3_errmsg($0)) } ?? "connection closed" }
 
     func exec(_ sql: String) throws {
+        try resume()
         var err: UnsafeMutablePointer<CChar>?
         let rc = sqlite3_exec(db, sql, nil, nil, &err)
         if rc != SQLITE_OK {
@@ -39,6 +117,7 @@ final class SQLiteConnection {
     /// Prepared statements are cached by SQL text: the same few statements run
     /// on every call, and preparing is a measurable part of a lookup.
     func statement(_ sql: String) throws -> Statement {
+        try resume()
         if let s = cache[sql] {
             sqlite3_reset(s)
             sqlite3_clear_bindings(s)
@@ -73,8 +152,8 @@ final class SQLiteConnection {
         return out
     }
 
-    var changes: Int { Int(sqlite3_changes(db)) }
-    var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(db) }
+    var changes: Int { handle.map { Int(sqlite3_changes($0)) } ?? 0 }
+    var lastInsertRowID: Int64 { handle.map { sqlite3_last_insert_rowid($0) } ?? 0 }
 }
 
 enum SQLValue {

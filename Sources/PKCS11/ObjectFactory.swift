@@ -16,6 +16,7 @@ enum ObjectFactory {
         guard let cls = try t.checkedULong(CKA_CLASS) else { throw PKCS11Error.templateIncomplete }
         for type in t.keys where ObjectRules.hidden.contains(type) { throw PKCS11Error.attributeTypeInvalid }
         for type in t.keys where ObjectRules.booleans.contains(type) { _ = try t.checkedBool(type) }
+        try ObjectRules.checkPrivacy(cls, t)
         let label = t.string(CKA_LABEL) ?? ""
         let id = t[CKA_ID] ?? []
         var out: AttributeMap

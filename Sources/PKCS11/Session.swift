@@ -125,6 +125,7 @@ extension Runtime {
         try lock.withLock { () throws in
             try checkCanLoginLocked(s, role: role)
             logins[s.tokenID] = LoginState(role: role, key: key)
+            if role == .user { objects.loggedIn(token: s.tokenID) }
         }
     }
 

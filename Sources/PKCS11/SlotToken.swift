@@ -149,7 +149,8 @@ extension Runtime {
             if lock.withLock({ closed }) { throw PKCS11Error.notInitialized }
             if let slot = try pollSlotEvent() { return slot }
             guard block else { throw PKCS11Error(CKR_NO_EVENT) }
-            usleep(200_000)
+            // Not inside the module while asleep: a fork need not wait (ForkGate).
+            ForkGate.outside { _ = usleep(200_000) }
         }
     }
 
