@@ -41,4 +41,11 @@ static inline uint64_t ks_sqlite_wal_stamp(const volatile void *index) {
     for (int i = 0; i < 12; i++) { x ^= first[i]; x *= 1099511628211ULL; }
     return x | 1;
 }
+
+/// Closes without the checkpoint (and the WAL deletion that follows it) the
+/// last connection normally does; sqlite3_db_config is variadic, which Swift
+/// cannot call.
+static inline int ks_sqlite_no_checkpoint_on_close(sqlite3 *db) {
+    return sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)0);
+}
 #endif

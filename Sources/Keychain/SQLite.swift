@@ -1,19 +1,31 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CSQLite
 
 /// A thin, non-thread-safe wrapper over one sqlite3 connection; the store
 /// serialises access with its own lock, so this stays simple.
 final class SQLiteConnection {
     let db: OpaquePointer
+    /// The database file (never a URI): named in errors, and the base of the -wal/-shm names.
+    let file: String
     private var cache: [String: OpaquePointer] = [:]
+    /// The extended result code of the last failure thrown, so the opener can
+    /// tell "cannot write here" from other errors.
+    private(set) var lastFailureCode: Int32 = SQLITE_OK
+    /// (suffix, device, inode) of the -wal and -shm files as they were when
+    /// this connection opened them (`rememberJournalFiles`).
+    private var journalFiles: [(suffix: String, device: UInt64, inode: UInt64)] = []
 
-    init(path: String) throws {
+    /// - Parameters: `name` is the file, or a `file:` URI with SQLITE_OPEN_URI; `file` the plain path.
+    init(name: String, file: String, flags: Int32) throws {
+        self.file = file
         var handle: OpaquePointer?
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
-        let rc = sqlite3_open_v2(path, &handle, flags, nil)
+        let rc = sqlite3_open_v2(name, &handle, flags, nil)
         guard rc == SQLITE_OK, let h = handle else {
             let msg = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             if let h = handle { sqlite3_close_v2(h) }
-            throw KeychainError.storage("cannot open \(path): \(msg)")
+            throw KeychainError.storage("cannot open \(file): \(msg)")
         }
         db = h
         sqlite3_extended_result_codes(db, 1)
@@ -21,10 +33,35 @@ final class SQLiteConnection {
 
     deinit {
         for (_, s) in cache { sqlite3_finalize(s) }
+        // The last connection to close checkpoints its WAL into the database
+        // file and deletes the WAL by name. If the WAL this connection holds
+        // is no longer the one on disk, that would copy stale pages over
+        // other processes' commits and delete their log: close without it.
+        if journalFilesReplaced() != nil { ks_sqlite_no_checkpoint_on_close(db) }
         sqlite3_close_v2(db)
     }
 
     var errorMessage: String { String(cString: sqlite3_errmsg(db)) }
+
+    /// The error for a failed call: out of space and read-only are told apart
+    /// (by SQLite's code, or by errno for an I/O error) so the caller gets
+    /// "disk full" / "read-only store" rather than "disk I/O error".
+    func failure(_ rc: Int32, _ message: String) -> KeychainError {
+        lastFailureCode = rc
+        let sysErrno = sqlite3_system_errno(db)
+        switch rc & 0xFF {
+        case SQLITE_FULL:
+            return .storeFull("cannot write \(file): \(message)")
+        case SQLITE_READONLY:
+            return .readOnlyStore("cannot write \(file): \(message)")
+        case SQLITE_IOERR where sysErrno == ENOSPC || sysErrno == EDQUOT:
+            return .storeFull("cannot write \(file): \(String(cString: strerror(sysErrno)))")
+        case SQLITE_IOERR where sysErrno == EROFS:
+            return .readOnlyStore("cannot write \(file): \(String(cString: strerror(sysErrno)))")
+        default:
+            return .storage(message)
+        }
+    }
 
     func exec(_ sql: String) throws {
         var err: UnsafeMutablePointer<CChar>?
@@ -32,8 +69,35 @@ final class SQLiteConnection {
         if rc != SQLITE_OK {
             let msg = err.map { String(cString: $0) } ?? errorMessage
             sqlite3_free(err)
-            throw KeychainError.storage(msg)
+            throw failure(sqlite3_extended_errcode(db), msg)
         }
+    }
+
+    /// Records which -wal and -shm files this connection has open; call once
+    /// its WAL is open (after the first read).
+    func rememberJournalFiles() {
+        journalFiles = []
+        for suffix in ["-wal", "-shm"] {
+            var st = stat()
+            if stat(file + suffix, &st) == 0 {
+                journalFiles.append((suffix, UInt64(st.st_dev), UInt64(st.st_ino)))
+            }
+        }
+    }
+
+    /// nil while the -wal and -shm on disk are the files this connection
+    /// opened; otherwise what happened to them. A WAL deleted under a running
+    /// process (by hand, or by a cleanup script) leaves this connection
+    /// writing into an unlinked file while new connections start a new log:
+    /// commits acknowledged here would be lost, and this connection's
+    /// checkpoint at close would overwrite theirs.
+    func journalFilesReplaced() -> String? {
+        for f in journalFiles {
+            var st = stat()
+            if stat(file + f.suffix, &st) != 0 { return "\(file)\(f.suffix) was deleted" }
+            if UInt64(st.st_dev) != f.device || UInt64(st.st_ino) != f.inode { return "\(file)\(f.suffix) was replaced" }
+        }
+        return nil
     }
 
     /// Prepared statements are cached by SQL text: the same few statements run
@@ -50,8 +114,9 @@ final class SQLiteConnection {
             cache.removeAll()
         }
         var stmt: OpaquePointer?
-        guard sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &stmt, nil) == SQLITE_OK, let s = stmt else {
-            throw KeychainError.storage("\(errorMessage) in \(sql)")
+        let rc = sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &stmt, nil)
+        guard rc == SQLITE_OK, let s = stmt else {
+            throw failure(sqlite3_extended_errcode(db), "\(errorMessage) in \(sql)")
         }
         cache[sql] = s
         return Statement(s, connection: self)
@@ -107,7 +172,7 @@ struct Statement {
                 }
             case .null: rc = sqlite3_bind_null(handle, idx)
             }
-            guard rc == SQLITE_OK else { throw KeychainError.storage(connection.errorMessage) }
+            guard rc == SQLITE_OK else { throw connection.failure(rc, connection.errorMessage) }
         }
     }
 
@@ -122,9 +187,14 @@ struct Statement {
             return false
         default:
             let msg = connection.errorMessage
+            if rc & 0xFF == SQLITE_CONSTRAINT {
+                sqlite3_reset(handle)
+                throw SQLiteConstraint(message: msg)
+            }
+            // Classified before the reset, while SQLite still holds the errno.
+            let error = connection.failure(sqlite3_extended_errcode(connection.db), msg)
             sqlite3_reset(handle)
-            if rc & 0xFF == SQLITE_CONSTRAINT { throw SQLiteConstraint(message: msg) }
-            throw KeychainError.storage(msg)
+            throw error
         }
     }
 
