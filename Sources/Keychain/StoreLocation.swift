@@ -70,19 +70,26 @@ enum StoreLocation {
     static func ensureStore(_ path: String) throws {
         var st = stat()
         if stat(path, &st) == 0 {
-            guard st.st_size > 0 else {
-                throw KeychainError.storage(
-                    "\(path) is empty (0 bytes): the store was truncated or emptied; restore it from a backup, "
-                        + "or move it away to start a new store")
+            if st.st_size == 0 {
+                // An older keyshare (or plain SQLite) creates the file first and
+                // writes its header a moment later: look once more.
+                usleep(50_000)
+                if stat(path, &st) == 0 && st.st_size == 0 {
+                    throw KeychainError.storage(
+                        "\(path) is empty (0 bytes): the store was truncated or emptied; restore it from a backup, "
+                            + "or move it away to start a new store")
+                }
             }
             return
         }
         guard errno == ENOENT else {
             throw KeychainError.storage("cannot examine \(path): \(String(cString: strerror(errno)))")
         }
-        // A WAL without its database is someone's lost store, not a new one;
-        // SQLite would replay it into the new file.
+        // A WAL without its database is someone's lost store, not a new one:
+        // SQLite would replay it into the new file. (Unless another process
+        // has just created the store and written to it: look again.)
         if let wal = StoreOpening.fileSize(path + "-wal"), wal > 0 {
+            if stat(path, &st) == 0 { return try ensureStore(path) }
             throw KeychainError.storage(
                 "\(path) is missing but its write-ahead log \(path)-wal (\(wal) bytes) is there: restore \(path), "
                     + "or move the -wal and -shm files away to start a new store")
@@ -121,7 +128,11 @@ enum StoreLocation {
             close(file)
         }
         if link(temp, path) != 0 && errno != EEXIST {
-            throw creationError(path, errno)
+            // A file system without hard links: rename, unless a racing
+            // process has created the store meanwhile.
+            let code = errno
+            guard code == EPERM || code == EOPNOTSUPP, access(path, F_OK) != 0 else { throw creationError(path, code) }
+            guard rename(temp, path) == 0 else { throw creationError(path, errno) }
         }
         let d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if d >= 0 {
