@@ -10,8 +10,9 @@ static inline sqlite3_destructor_type ks_sqlite_transient(void) { return SQLITE_
 
 /// Closing this connection will neither checkpoint nor delete the WAL
 /// (sqlite3_db_config is variadic, which Swift does not import). Used when
-/// the store closes its connection for a fork: another process, or this one
-/// after the fork, still uses the WAL.
+/// the store closes its connection for a fork (another process, or this one
+/// after the fork, still uses the WAL), and when the connection's WAL was
+/// deleted or replaced under it (its checkpoint would overwrite newer commits).
 static inline int ks_sqlite_no_checkpoint_on_close(sqlite3 *db) {
     return sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)0);
 }
@@ -68,4 +69,5 @@ static inline uint64_t ks_sqlite_wal_stamp(const volatile void *index) {
     for (int i = 0; i < 12; i++) { x ^= first[i]; x *= 1099511628211ULL; }
     return x | 1;
 }
+
 #endif

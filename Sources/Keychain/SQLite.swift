@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CSQLite
 import Synchronization
 
@@ -8,7 +11,11 @@ import Synchronization
 /// statement reopens it (`resume`) with the same per-connection settings
 /// (`configure`), so nothing SQLite-owned is inherited by a forked child.
 final class SQLiteConnection {
-    let path: String
+    /// What was passed to sqlite3_open_v2 (the file, or a `file:` URI) and its flags: a reopen uses them again.
+    let name: String
+    private let flags: Int32
+    /// The database file (never a URI): named in errors, and the base of the -wal/-shm names.
+    let file: String
     /// nil while suspended for a fork.
     private var handle: OpaquePointer?
     private var cache: [String: OpaquePointer] = [:]
@@ -20,11 +27,23 @@ final class SQLiteConnection {
     private let walIndexAddress = Atomic<UInt>(0)
     /// How many times this connection was opened (a reopen after a fork counts).
     private(set) var generation: UInt64 = 0
+    /// The extended result code of the last failure thrown, so the opener can
+    /// tell "cannot write here" from other errors.
+    private(set) var lastFailureCode: Int32 = SQLITE_OK
+    /// (suffix, device, inode) of the -wal and -shm files as they were when
+    /// this connection opened them (`rememberJournalFiles`).
+    private var journalFiles: [(suffix: String, device: UInt64, inode: UInt64)] = []
+    /// Whether a reopen records the journal files again (read-write connections).
+    private var tracksJournalFiles = false
 
-    init(path: String, configure: @escaping (SQLiteConnection) throws -> Void = { _ in }) throws {
-        self.path = path
+    /// - Parameters: `name` is the file, or a `file:` URI with SQLITE_OPEN_URI; `file` the plain path;
+    ///   `configure` the per-connection settings, applied now and at every reopen after a fork.
+    init(name: String, file: String, flags: Int32, configure: @escaping (SQLiteConnection) throws -> Void = { _ in }) throws {
+        self.name = name
+        self.file = file
+        self.flags = flags
         self.configure = configure
-        handle = try Self.open(path)
+        handle = try Self.open(name: name, file: file, flags: flags)
         generation = 1
         do {
             try configure(self)
@@ -34,14 +53,13 @@ final class SQLiteConnection {
         }
     }
 
-    private static func open(_ path: String) throws -> OpaquePointer {
+    private static func open(name: String, file: String, flags: Int32) throws -> OpaquePointer {
         var handle: OpaquePointer?
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
-        let rc = sqlite3_open_v2(path, &handle, flags, nil)
+        let rc = sqlite3_open_v2(name, &handle, flags, nil)
         guard rc == SQLITE_OK, let h = handle else {
             let msg = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             if let h = handle { sqlite3_close_v2(h) }
-            throw KeychainError.storage("cannot open \(path): \(msg)")
+            throw KeychainError.storage("cannot open \(file): \(msg)")
         }
         sqlite3_extended_result_codes(h, 1)
         return h
@@ -49,7 +67,13 @@ final class SQLiteConnection {
 
     deinit {
         for (_, s) in cache { sqlite3_finalize(s) }
-        if let handle { sqlite3_close_v2(handle) }
+        guard let handle else { return }
+        // The last connection to close checkpoints its WAL into the database
+        // file and deletes the WAL by name. If the WAL this connection holds
+        // is no longer the one on disk, that would copy stale pages over
+        // other processes' commits and delete their log: close without it.
+        if journalFilesReplaced() != nil { ks_sqlite_no_checkpoint_on_close(handle) }
+        sqlite3_close_v2(handle)
     }
 
     /// The open handle, for `configure` and statements (every path that runs
@@ -80,12 +104,13 @@ final class SQLiteConnection {
     /// index again (a first read opens the WAL).
     func resume() throws {
         guard handle == nil else { return }
-        handle = try Self.open(path)
+        handle = try Self.open(name: name, file: file, flags: flags)
         generation &+= 1
         do {
             try configure(self)
             _ = try query("PRAGMA schema_version") { $0.int(0) }
             mapWALIndex()
+            if tracksJournalFiles { rememberJournalFiles() }
         } catch {
             suspend()
             throw error
@@ -103,6 +128,26 @@ final class SQLiteConnection {
 
     var errorMessage: String { handle.map { String(cString: sqlite3_errmsg($0)) } ?? "connection closed" }
 
+    /// The error for a failed call: out of space and read-only are told apart
+    /// (by SQLite's code, or by errno for an I/O error) so the caller gets
+    /// "disk full" / "read-only store" rather than "disk I/O error".
+    func failure(_ rc: Int32, _ message: String) -> KeychainError {
+        lastFailureCode = rc
+        let sysErrno = sqlite3_system_errno(db)
+        switch rc & 0xFF {
+        case SQLITE_FULL:
+            return .storeFull("cannot write \(file): \(message)")
+        case SQLITE_READONLY:
+            return .readOnlyStore("cannot write \(file): \(message)")
+        case SQLITE_IOERR where sysErrno == ENOSPC || sysErrno == EDQUOT:
+            return .storeFull("cannot write \(file): \(String(cString: strerror(sysErrno)))")
+        case SQLITE_IOERR where sysErrno == EROFS:
+            return .readOnlyStore("cannot write \(file): \(String(cString: strerror(sysErrno)))")
+        default:
+            return .storage(message)
+        }
+    }
+
     func exec(_ sql: String) throws {
         try resume()
         var err: UnsafeMutablePointer<CChar>?
@@ -110,8 +155,36 @@ final class SQLiteConnection {
         if rc != SQLITE_OK {
             let msg = err.map { String(cString: $0) } ?? errorMessage
             sqlite3_free(err)
-            throw KeychainError.storage(msg)
+            throw failure(sqlite3_extended_errcode(db), msg)
         }
+    }
+
+    /// Records which -wal and -shm files this connection has open; call once
+    /// its WAL is open (after the first read).
+    func rememberJournalFiles() {
+        tracksJournalFiles = true
+        journalFiles = []
+        for suffix in ["-wal", "-shm"] {
+            var st = stat()
+            if stat(file + suffix, &st) == 0 {
+                journalFiles.append((suffix, UInt64(st.st_dev), UInt64(st.st_ino)))
+            }
+        }
+    }
+
+    /// nil while the -wal and -shm on disk are the files this connection
+    /// opened; otherwise what happened to them. A WAL deleted under a running
+    /// process (by hand, or by a cleanup script) leaves this connection
+    /// writing into an unlinked file while new connections start a new log:
+    /// commits acknowledged here would be lost, and this connection's
+    /// checkpoint at close would overwrite theirs.
+    func journalFilesReplaced() -> String? {
+        for f in journalFiles {
+            var st = stat()
+            if stat(file + f.suffix, &st) != 0 { return "\(file)\(f.suffix) was deleted" }
+            if UInt64(st.st_dev) != f.device || UInt64(st.st_ino) != f.inode { return "\(file)\(f.suffix) was replaced" }
+        }
+        return nil
     }
 
     /// Prepared statements are cached by SQL text: the same few statements run
@@ -129,8 +202,9 @@ final class SQLiteConnection {
             cache.removeAll()
         }
         var stmt: OpaquePointer?
-        guard sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &stmt, nil) == SQLITE_OK, let s = stmt else {
-            throw KeychainError.storage("\(errorMessage) in \(sql)")
+        let rc = sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &stmt, nil)
+        guard rc == SQLITE_OK, let s = stmt else {
+            throw failure(sqlite3_extended_errcode(db), "\(errorMessage) in \(sql)")
         }
         cache[sql] = s
         return Statement(s, connection: self)
@@ -186,7 +260,7 @@ struct Statement {
                 }
             case .null: rc = sqlite3_bind_null(handle, idx)
             }
-            guard rc == SQLITE_OK else { throw KeychainError.storage(connection.errorMessage) }
+            guard rc == SQLITE_OK else { throw connection.failure(rc, connection.errorMessage) }
         }
     }
 
@@ -201,9 +275,14 @@ struct Statement {
             return false
         default:
             let msg = connection.errorMessage
+            if rc & 0xFF == SQLITE_CONSTRAINT {
+                sqlite3_reset(handle)
+                throw SQLiteConstraint(message: msg)
+            }
+            // Classified before the reset, while SQLite still holds the errno.
+            let error = connection.failure(sqlite3_extended_errcode(connection.db), msg)
             sqlite3_reset(handle)
-            if rc & 0xFF == SQLITE_CONSTRAINT { throw SQLiteConstraint(message: msg) }
-            throw KeychainError.storage(msg)
+            throw error
         }
     }
 

@@ -28,6 +28,7 @@ struct ServeCommand: ParsableCommand {
         }
         let path = socket ?? PasswordSocket.defaultPath()
         if socket == nil { try SecureFile.makePrivateDirectory(PasswordSocket.defaultDirectory()) }
+        try SecureDirectory.check(path: { $0.isEmpty ? "." : $0 }((path as NSString).deletingLastPathComponent))
         let home = KeychainStore.defaultHome()
         let server = try PasswordServer(
             socketPath: path, password: password,
