@@ -152,6 +152,8 @@ if [ $IS_ROOT -eq 1 ]; then
     out=$(host "${SIGN_SESSION[@]}" create)
     signs "item 7 ro ($variant): C_Initialize, login and sign" "$out"
     rv_is "item 7 ro ($variant): C_CreateObject: CKR_TOKEN_WRITE_PROTECTED" "$out" create 0xe2
+    check_out "item 7 ro ($variant): the token says CKF_WRITE_PROTECTED (pkcs11-tool: readonly)" "token flags +: .*readonly" \
+      pkcs11-tool --module "$MODULE" -L
     check_fail "item 7 ro ($variant): import fails with one clear line" \
       "read-only store: $RO/$variant is on a read-only file system" "$KS" import "$ID/auth-upn-old.cert.pem" --pin-source env:PIN
   done
