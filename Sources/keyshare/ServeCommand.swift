@@ -28,7 +28,6 @@ struct ServeCommand: ParsableCommand {
         }
         let path = socket ?? PasswordSocket.defaultPath()
         if socket == nil { try SecureFile.makePrivateDirectory(PasswordSocket.defaultDirectory()) }
-        try SecureDirectory.check(path: { $0.isEmpty ? "." : $0 }((path as NSString).deletingLastPathComponent))
         let home = KeychainStore.defaultHome()
         let server = try PasswordServer(
             socketPath: path, password: password,
@@ -54,6 +53,11 @@ struct ServeCommand: ParsableCommand {
         }
     }
 
-    /// Hook point for the socket directory's ownership and mode check (StrictModes-like, from Keychain): called before the socket is created.
-    static let checkSocketDirectory: @Sendable (String) throws -> Void = { _ in }
+    /// The socket directory gets the store's StrictModes-like check (owned by
+    /// this user or root, not group/world-writable, nor any parent): another
+    /// user must not be able to swap the socket a client trusts. Called by the
+    /// server before it creates anything.
+    static let checkSocketDirectory: @Sendable (String) throws -> Void = { dir in
+        try SecureDirectory.check(path: dir.isEmpty ? "." : dir)
+    }
 }
