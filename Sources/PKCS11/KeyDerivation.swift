@@ -170,9 +170,9 @@ extension Runtime {
             length = try r.resolvedLength(natural: hashLen)
             request = r
         }
-        // Extract alone gives PRK, HashLen bytes; expand gives at most 255 HashLen.
+        // Extract alone gives PRK, HashLen bytes. (Expand gives up to 255
+        // HashLen, above KDFLimits.derivedLength for every hash offered.)
         if !p.expand, length != hashLen { throw PKCS11Error.templateInconsistent }
-        if length > 255 * hashLen { throw PKCS11Error.templateInconsistent }
 
         var okm: [UInt8]
         do {
