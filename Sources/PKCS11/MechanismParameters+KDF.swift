@@ -196,7 +196,8 @@ extension Mechanism {
         return data
     }
 
-    static func bool(_ b: CK_BBOOL) throws -> Bool {
+    /// A CK_BBOOL inside a parameter: 0 or 1, anything else is a caller bug.
+    static func parameterBool(_ b: CK_BBOOL) throws -> Bool {
         switch b {
         case 0: return false
         case 1: return true
@@ -206,7 +207,7 @@ extension Mechanism {
 
     static func hkdf(_ p: [UInt8]) throws -> HKDFParameters {
         let raw = try load(p, as: CK_HKDF_PARAMS.self)
-        let extract = try bool(raw.bExtract), expand = try bool(raw.bExpand)
+        let extract = try parameterBool(raw.bExtract), expand = try parameterBool(raw.bExpand)
         guard extract || expand, let prf = hashOf(raw.prfHashMechanism) else { throw PKCS11Error.mechanismParamInvalid }
         var salt = HKDFParameters.Salt.null
         if extract {
@@ -293,7 +294,7 @@ extension Mechanism {
                     throw PKCS11Error.mechanismParamInvalid
                 }
                 data.append(.dkmLength(sumOfSegments: sumOfSegments, bits: Int(f.ulWidthInBits),
-                                       littleEndian: try bool(f.bLittleEndian)))
+                                       littleEndian: try parameterBool(f.bLittleEndian)))
             case CK_ULONG(CK_SP800_108_BYTE_ARRAY):
                 // "ulValueLen must be set to a non-zero length."
                 let b = try copy(d.pValue, d.ulValueLen, max: KDFLimits.dataBytes)
@@ -313,7 +314,7 @@ extension Mechanism {
         var additional: [AdditionalDerivedKey] = []
         for i in 0..<Int(keyCount) {
             guard let k = keys?[i], let ph = k.phKey else { throw PKCS11Error.mechanismParamInvalid }
-            additional.append(AdditionalDerivedKey(template: try template(k.pTemplate, k.ulAttributeCount),
+            additional.append(AdditionalDerivedKey(template: try nestedTemplate(k.pTemplate, k.ulAttributeCount),
                                                    handleAddress: UInt(bitPattern: ph)))
         }
         return SP800108Parameters(prf: prf, prfMechanism: prfType, feedbackIV: iv, data: data, additionalKeys: additional)
@@ -326,12 +327,12 @@ extension Mechanism {
         }
         let f = v.loadUnaligned(as: CK_SP800_108_COUNTER_FORMAT.self)
         guard [8, 16, 24, 32].contains(f.ulWidthInBits) else { throw PKCS11Error.mechanismParamInvalid }
-        return (Int(f.ulWidthInBits), try bool(f.bLittleEndian))
+        return (Int(f.ulWidthInBits), try parameterBool(f.bLittleEndian))
     }
 
     /// A template inside a parameter (CK_DERIVED_KEY), copied like the C
     /// layer copies C_DeriveKey's own.
-    static func template(_ p: UnsafeMutablePointer<CK_ATTRIBUTE>?, _ n: CK_ULONG) throws -> Template {
+    static func nestedTemplate(_ p: UnsafeMutablePointer<CK_ATTRIBUTE>?, _ n: CK_ULONG) throws -> Template {
         guard n <= CK_ULONG(KDFLimits.templateAttributes) else { throw PKCS11Error.mechanismParamInvalid }
         if n == 0 { return [] }
         guard let p else { throw PKCS11Error.mechanismParamInvalid }
