@@ -133,6 +133,8 @@ extension Runtime {
     public func generateKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, template: Template) throws -> CK_OBJECT_HANDLE {
         let s = try session(h)
         let t = try template.map()
+        // HMAC and HKDF key types, CKM_PKCS5_PBKD2 (SecretKeyGeneration.swift).
+        if let k = try generateSecretKey(s, mechanism: mechanism, template: t) { return k }
         let keyType: CK_KEY_TYPE
         let sizes: ClosedRange<CK_ULONG>
         switch KeyGenerationRules.mechanismType(mechanism) {

@@ -110,6 +110,8 @@ enum ObjectFactory {
         switch type {
         case CKK_AES: guard [16, 24, 32].contains(value.count) else { throw PKCS11Error.attributeValueInvalid }
         case CKK_GENERIC_SECRET: guard !value.isEmpty else { throw PKCS11Error.attributeValueInvalid }
+        case let k where Runtime.hmacKeyType.values.contains(k) || k == CKK_HKDF:  // HMACSign.swift, KeyDerivation.swift
+            guard !value.isEmpty else { throw PKCS11Error.attributeValueInvalid }
         default: throw PKCS11Error.attributeValueInvalid
         }
         if let len = try t.checkedULong(CKA_VALUE_LEN), len != value.count { throw PKCS11Error.templateInconsistent }
