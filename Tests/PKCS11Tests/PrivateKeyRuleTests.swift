@@ -81,10 +81,14 @@ struct PrivateKeyRuleTests {
             }
         }
         // Unwrap and derive, logged in (they need a key to start from).
+        // A KEK that cannot also decrypt: the wrap/decrypt separation refuses to
+        // wrap a sensitive key under one that can (KeyUsagePolicy).
         let kek = try f.rt.generateKey(session: s, mechanism: aesGen, template: [
-            .ulong(CKA_VALUE_LEN, 32), .bool(CKA_WRAP, true), .bool(CKA_UNWRAP, true)])
+            .ulong(CKA_VALUE_LEN, 32), .bool(CKA_WRAP, true), .bool(CKA_UNWRAP, true),
+            .bool(CKA_ENCRYPT, false), .bool(CKA_DECRYPT, false)])
+        // ... and a target that cannot wrap itself (a wrapping key is wrapped only under a trusted one).
         let target = try f.rt.generateKey(session: s, mechanism: aesGen, template: [
-            .ulong(CKA_VALUE_LEN, 32), .bool(CKA_EXTRACTABLE, true)])
+            .ulong(CKA_VALUE_LEN, 32), .bool(CKA_EXTRACTABLE, true), .bool(CKA_WRAP, false), .bool(CKA_UNWRAP, false)])
         let wrap = try Mechanism(type: CKM_AES_KEY_WRAP, parameter: nil)
         guard case .bytes(let wrapped) = try f.rt.wrapKey(session: s, mechanism: wrap, wrappingKey: kek, key: target, capacity: 40) else {
             Issue.record("no wrapped key"); return
