@@ -9,7 +9,8 @@ MODULE        := $(BIN_DIR)/libkeyshare-pkcs11.so
 KEYSHARE      := $(BIN_DIR)/keyshare
 DEB_PACKAGES  := libssl-dev libsqlite3-dev libp11-kit-dev p11-kit opensc softhsm2 gnutls-bin \
                  libengine-pkcs11-openssl openssh-client libnss3-tools zip unzip openssl python3 pkg-config strace \
-                 p11-kit-modules openssh-server openvpn curl iproute2 openjdk-17-jdk-headless
+                 p11-kit-modules openssh-server openvpn curl iproute2 openjdk-17-jdk-headless gdb sqlite3
+SYSTEMD_USER_DIR ?= $(PREFIX)/lib/systemd/user
 P11_MODULE_DIR  = $(shell pkg-config --variable=p11_module_path p11-kit-1 2>/dev/null || echo /usr/lib/x86_64-linux-gnu/pkcs11)
 P11_CONFIG_DIR  = $(shell pkg-config --variable=p11_module_configs p11-kit-1 2>/dev/null || echo /usr/share/p11-kit/modules)
 
@@ -87,9 +88,13 @@ install: build
 	install -m 0755 $(KEYSHARE) $(DESTDIR)$(PREFIX)/bin/keyshare
 	install -m 0644 $(MODULE) $(DESTDIR)$(P11_MODULE_DIR)/libkeyshare-pkcs11.so
 	install -m 0644 pkcs11/keyshare.module $(DESTDIR)$(P11_CONFIG_DIR)/keyshare.module
+	install -d $(DESTDIR)$(SYSTEMD_USER_DIR)
+	install -m 0644 dist/systemd/keyshare-agent.socket $(DESTDIR)$(SYSTEMD_USER_DIR)/keyshare-agent.socket
+	sed 's|@BINDIR@|$(PREFIX)/bin|' dist/systemd/keyshare-agent.service > $(DESTDIR)$(SYSTEMD_USER_DIR)/keyshare-agent.service
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/keyshare $(DESTDIR)$(P11_MODULE_DIR)/libkeyshare-pkcs11.so $(DESTDIR)$(P11_CONFIG_DIR)/keyshare.module
+	rm -f $(DESTDIR)$(SYSTEMD_USER_DIR)/keyshare-agent.socket $(DESTDIR)$(SYSTEMD_USER_DIR)/keyshare-agent.service
 
 clean:
 	rm -rf .build demo

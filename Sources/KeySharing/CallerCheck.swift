@@ -34,10 +34,10 @@ import Foundation
 /// One view of a process (steps 1-3) serves every request that process has
 /// waiting in one poll round, so a process with thousands of descriptors and
 /// connections costs one directory scan per round, not one per request.
-struct CallerCheck {
+public struct CallerCheck {
     /// Why a caller is refused; the text goes to the reply and the log.
-    struct Refusal: Error {
-        let reason: String
+    public struct Refusal: Error {
+        public let reason: String
     }
 
     /// A process's state, read in the order the argument above needs.
@@ -55,7 +55,9 @@ struct CallerCheck {
     /// The executable of the process that connected on `connection` (our
     /// accepted socket), if that process still holds the connection and has
     /// not exec'd since it connected; otherwise why not.
-    mutating func verify(connection: Int32, pid: Int32) -> Result<String, Refusal> {
+    public init() {}
+
+    public mutating func verify(connection: Int32, pid: Int32) -> Result<String, Refusal> {
         let view: ProcessView
         switch views[pid] ?? Self.look(at: pid) {
         case .failure(let refusal):

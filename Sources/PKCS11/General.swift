@@ -44,13 +44,54 @@ public final class Module: @unchecked Sendable {
     private var current: Runtime?
     private var inherited = false
     private var abandoned: [Runtime] = []
+    /// The store and group binding this module's runtimes open with: nil and
+    /// `.process` in the in-process module; the agent gives each client's
+    /// Module the client's store and its (narrowed) access groups.
+    private let home: String?
+    private let accessGroups: AccessGroupChoice
+    /// The first session and object handle of each runtime (the agent starts
+    /// each client at a random base, so handles of a previous agent are
+    /// invalid in a new one instead of naming other objects).
+    private let handleBase: CK_ULONG
 
-    init() {}
+    init() {
+        home = nil
+        accessGroups = .process
+        handleBase = 1
+    }
+
+    /// A module for one agent client (docs/agent.md).
+    public init(home: String?, accessGroups: AccessGroupChoice, handleBase: CK_ULONG) {
+        self.home = home
+        self.accessGroups = accessGroups
+        self.handleBase = max(1, handleBase)
+    }
+
+    /// The module the calling thread serves: the agent sets one per client
+    /// connection around each call (`withCurrent`); otherwise `shared`.
+    public static var current: Module {
+        guard let p = pthread_getspecific(currentKey) else { return shared }
+        return Unmanaged<Module>.fromOpaque(p).takeUnretainedValue()
+    }
+
+    /// Runs `body` with `module` as this thread's current module.
+    public static func withCurrent<T>(_ module: Module, _ body: () throws -> T) rethrows -> T {
+        let previous = pthread_getspecific(currentKey)
+        pthread_setspecific(currentKey, Unmanaged.passUnretained(module).toOpaque())
+        defer { pthread_setspecific(currentKey, previous) }
+        return try body()
+    }
+
+    private static let currentKey: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
 
     public var isInitialized: Bool { lock.withLock { current != nil && !inherited } }
 
     /// - Parameter home: the store directory; nil uses KeychainStore's default rule (tests pass one).
-    public func initialize(_ args: InitializeArguments?, home: String? = nil) throws {
+    public func initialize(_ args: InitializeArguments?, home explicitHome: String? = nil) throws {
         if let args {
             guard args.reservedIsNull else { throw PKCS11Error.argumentsBad }
             guard args.mutexCallbackCount == 0 || args.mutexCallbackCount == 4 else { throw PKCS11Error.argumentsBad }
@@ -67,7 +108,7 @@ public final class Module: @unchecked Sendable {
         // C_Initialize loses below and its runtime is simply dropped.
         let runtime: Runtime
         do {
-            runtime = try Runtime(home: home)
+            runtime = try Runtime(home: explicitHome ?? home, accessGroups: accessGroups, handleBase: handleBase)
         } catch {
             Log.message("C_Initialize: cannot open the keychain store: \(error)")
             throw PKCS11Error(CKR_DEVICE_ERROR)
@@ -120,6 +161,16 @@ public final class Module: @unchecked Sendable {
             return rt
         }
     }
+}
+
+/// Which access groups a runtime's store handle is bound to.
+public enum AccessGroupChoice: Sendable, Equatable {
+    /// This process's KEYSHARE_ACCESS_GROUPS (the in-process module).
+    case process
+    /// Every group (no binding).
+    case all
+    /// Exactly these; new items go to `newItems`.
+    case groups(Set<String>, newItems: String)
 }
 
 /// C_GetInfo's content, from the semantics side so tests can see it.

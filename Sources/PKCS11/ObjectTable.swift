@@ -48,6 +48,8 @@ final class SessionObject {
 /// give the same handle; handles are never reused for another object.
 struct ObjectTable {
     private var next: CK_OBJECT_HANDLE = 1
+
+    init(firstHandle: CK_OBJECT_HANDLE = 1) { next = max(1, firstHandle) }
     private(set) var entries: [CK_OBJECT_HANDLE: ObjectEntry] = [:]
     private var byReference: [PersistentReference: CK_OBJECT_HANDLE] = [:]
     /// The session objects' handles, so a find does not walk every token

@@ -27,7 +27,7 @@ func entry(_ name: StaticString, _ details: @autoclosure () -> String = "", _ bo
 
 /// The live runtime (CKR_CRYPTOKI_NOT_INITIALIZED before C_Initialize).
 @inline(__always)
-func runtime() throws -> Runtime { try Module.shared.runtime() }
+func runtime() throws -> Runtime { try Module.current.runtime() }
 
 /// A CK_ULONG length as an Int, refusing values no buffer can have.
 func length(_ n: CK_ULONG) throws -> Int {
