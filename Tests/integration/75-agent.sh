@@ -86,10 +86,11 @@ import socket, struct, sys
 s = socket.socket(socket.AF_UNIX)
 s.connect(sys.argv[1])
 hello = struct.pack('<IHH', 0x3141534b, 1, 0) + bytes(16) + b'\0\0\0\0\0' * 4
-s.sendall(struct.pack('<I', len(hello)) + hello)
 try:
+    # The agent may close before the hello is even sent: that is a refusal too.
+    s.sendall(struct.pack('<I', len(hello)) + hello)
     print('reply' if s.recv(64) else 'closed')
-except ConnectionResetError:
+except (ConnectionResetError, BrokenPipeError):
     print('closed')
 PY
 )
