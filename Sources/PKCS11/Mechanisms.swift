@@ -34,6 +34,11 @@ public enum Mechanism: Sendable, Equatable {
     case ecdh(ECDHParameters)
     /// CKM_AES_KEY_WRAP (pad false) and CKM_AES_KEY_WRAP_PAD (Wrap.swift).
     case aesKeyWrap(pad: Bool)
+    // Asymmetric additions (issue 13; MechanismParameters+Asymmetric.swift).
+    /// CKM_EDDSA with CK_EDDSA_PARAMS (Sign.swift, EdDSAVariant).
+    case eddsaWith(EdDSAParameters)
+    /// CKM_RSA_AES_KEY_WRAP (RSAWrap.swift).
+    case rsaAESKeyWrap(RSAAESKeyWrapParameters)
     /// A mechanism no chapter decodes yet; the raw parameter is kept for it.
     case undecoded(CK_MECHANISM_TYPE, [UInt8])
 
@@ -45,7 +50,7 @@ public enum Mechanism: Sendable, Equatable {
         case CKM_RSA_PKCS: try noParameter(); self = .rsaPKCS
         case CKM_RSA_X_509: try noParameter(); self = .rsaX509
         case CKM_ECDSA: try noParameter(); self = .ecdsa
-        case CKM_EDDSA: try noParameter(); self = .eddsa
+        case CKM_EDDSA: self = p.isEmpty ? .eddsa : .eddsaWith(try Self.eddsa(p))
         case CKM_RSA_PKCS_PSS: self = .rsaPSS(try Self.pss(p, required: nil))
         case CKM_RSA_PKCS_OAEP: self = .rsaOAEP(try Self.oaep(p))
         case CKM_AES_CBC: self = .aesCBC(iv: try Self.cbcIV(p), pad: false)
@@ -54,6 +59,13 @@ public enum Mechanism: Sendable, Equatable {
         case CKM_ECDH1_DERIVE: self = .ecdh(try Self.ecdh(p))
         case CKM_AES_KEY_WRAP: try Self.keyWrap(p, padded: false); self = .aesKeyWrap(pad: false)
         case CKM_AES_KEY_WRAP_PAD: try Self.keyWrap(p, padded: true); self = .aesKeyWrap(pad: true)
+        // Asymmetric additions: cofactor ECDH is ECDH on every curve offered (cofactor 1).
+        case CKM_ECDH1_COFACTOR_DERIVE:
+            var e = try Self.ecdh(p)
+            e.cofactor = true
+            self = .ecdh(e)
+        case CKM_RSA_AES_KEY_WRAP: self = .rsaAESKeyWrap(try Self.rsaAESKeyWrap(p))
+        case CKM_EC_MONTGOMERY_KEY_PAIR_GEN: try noParameter(); self = .undecoded(type, [])
         case CKM_RSA_PKCS_KEY_PAIR_GEN, CKM_EC_KEY_PAIR_GEN, CKM_EC_EDWARDS_KEY_PAIR_GEN, CKM_AES_KEY_GEN,
              CKM_GENERIC_SECRET_KEY_GEN:
             try noParameter(); self = .undecoded(type, [])
@@ -129,7 +141,12 @@ public enum MechanismCatalog {
     /// a caller that reads CKM_RSA_PKCS_KEY_PAIR_GEN's info can generate
     /// every size it is told of.
     static let rsaSizes = (CK_ULONG(PrivateKey.rsaGenerationBits.lowerBound), CK_ULONG(PrivateKey.rsaGenerationBits.upperBound))
-    static let ecSizes = (CK_ULONG(256), CK_ULONG(521))
+    /// P-192 to P-521 (ECCurve), in field bits.
+    static let ecSizes = (CK_ULONG(192), CK_ULONG(521))
+    /// Ed25519 to Ed448 and X25519 to X448, in key bits as Kryoptic counts
+    /// them (ECXCurve.bits: 256, 456; 256, 448).
+    static let edwardsSizes = (CK_ULONG(ECXCurve.ed25519.bits), CK_ULONG(ECXCurve.ed448.bits))
+    static let montgomerySizes = (CK_ULONG(ECXCurve.x25519.bits), CK_ULONG(ECXCurve.x448.bits))
     static let ecFlags = CKF_EC_F_P | CKF_EC_NAMEDCURVE | CKF_EC_UNCOMPRESS
 
     public static let entries: [(CK_MECHANISM_TYPE, MechanismInfo)] = {
@@ -137,9 +154,12 @@ public enum MechanismCatalog {
         let sv = CKF_SIGN | CKF_VERIFY
         let ed = CKF_ENCRYPT | CKF_DECRYPT
         e.append((CKM_RSA_PKCS_KEY_PAIR_GEN, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: CKF_GENERATE_KEY_PAIR)))
-        e.append((CKM_RSA_PKCS, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv | ed)))
-        e.append((CKM_RSA_X_509, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv | ed)))
-        e.append((CKM_RSA_PKCS_OAEP, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: ed)))
+        // Recovery (SignRecover.swift) and RSA wrapping of secret keys (RSAWrap.swift).
+        let recover = CKF_SIGN_RECOVER | CKF_VERIFY_RECOVER
+        let wu = CKF_WRAP | CKF_UNWRAP
+        e.append((CKM_RSA_PKCS, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv | ed | recover | wu)))
+        e.append((CKM_RSA_X_509, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv | ed | recover)))
+        e.append((CKM_RSA_PKCS_OAEP, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: ed | wu)))
         e.append((CKM_RSA_PKCS_PSS, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv)))
         for t in [CKM_SHA1_RSA_PKCS, CKM_SHA224_RSA_PKCS, CKM_SHA256_RSA_PKCS, CKM_SHA384_RSA_PKCS, CKM_SHA512_RSA_PKCS,
                   CKM_SHA1_RSA_PKCS_PSS, CKM_SHA224_RSA_PKCS_PSS, CKM_SHA256_RSA_PKCS_PSS, CKM_SHA384_RSA_PKCS_PSS,
@@ -152,8 +172,15 @@ public enum MechanismCatalog {
         e.append((CKM_EC_KEY_PAIR_GEN, MechanismInfo(minKeySize: ecSizes.0, maxKeySize: ecSizes.1,
                                                      flags: CKF_GENERATE_KEY_PAIR | ecFlags)))
         e.append((CKM_ECDH1_DERIVE, MechanismInfo(minKeySize: ecSizes.0, maxKeySize: ecSizes.1, flags: CKF_DERIVE | ecFlags)))
-        e.append((CKM_EC_EDWARDS_KEY_PAIR_GEN, MechanismInfo(minKeySize: 256, maxKeySize: 256, flags: CKF_GENERATE_KEY_PAIR)))
-        e.append((CKM_EDDSA, MechanismInfo(minKeySize: 256, maxKeySize: 256, flags: sv)))
+        e.append((CKM_EC_EDWARDS_KEY_PAIR_GEN, MechanismInfo(minKeySize: edwardsSizes.0, maxKeySize: edwardsSizes.1,
+                                                             flags: CKF_GENERATE_KEY_PAIR)))
+        e.append((CKM_EDDSA, MechanismInfo(minKeySize: edwardsSizes.0, maxKeySize: edwardsSizes.1, flags: sv)))
+        // Asymmetric additions (issue 13).
+        e.append((CKM_ECDH1_COFACTOR_DERIVE, MechanismInfo(minKeySize: ecSizes.0, maxKeySize: ecSizes.1,
+                                                           flags: CKF_DERIVE | ecFlags)))
+        e.append((CKM_EC_MONTGOMERY_KEY_PAIR_GEN, MechanismInfo(minKeySize: montgomerySizes.0, maxKeySize: montgomerySizes.1,
+                                                                flags: CKF_GENERATE_KEY_PAIR)))
+        e.append((CKM_RSA_AES_KEY_WRAP, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: wu)))
         // AES key sizes in bytes, as the spec counts them for AES.
         e.append((CKM_AES_KEY_GEN, MechanismInfo(minKeySize: 16, maxKeySize: 32, flags: CKF_GENERATE)))
         for t in [CKM_AES_CBC, CKM_AES_CBC_PAD, CKM_AES_GCM] {

@@ -210,6 +210,32 @@ typedef CK_FUNCTION_LIST_3_0_PTR *CK_FUNCTION_LIST_3_0_PTR_PTR;
 
 #endif /* CK_INTERFACE_DEFINED */
 
+/* ---- 3.0 asymmetric additions (Montgomery keys, EdDSA and RSA-AES wrap
+ *      parameters); PKCS #11 3.0 pkcs11t.h ------------------------------- */
+#ifndef CKK_EC_MONTGOMERY
+#define CKK_EC_MONTGOMERY (0x41UL)
+#endif
+#ifndef CKM_EC_MONTGOMERY_KEY_PAIR_GEN
+#define CKM_EC_MONTGOMERY_KEY_PAIR_GEN (0x1056UL)
+#endif
+#ifndef CK_EDDSA_PARAMS_DEFINED
+#define CK_EDDSA_PARAMS_DEFINED 1
+typedef struct CK_EDDSA_PARAMS {
+    CK_BBOOL phFlag;
+    CK_ULONG ulContextDataLen;
+    CK_BYTE_PTR pContextData;
+} CK_EDDSA_PARAMS;
+typedef CK_EDDSA_PARAMS *CK_EDDSA_PARAMS_PTR;
+#endif
+#ifndef CK_RSA_AES_KEY_WRAP_PARAMS_DEFINED
+#define CK_RSA_AES_KEY_WRAP_PARAMS_DEFINED 1
+typedef struct CK_RSA_AES_KEY_WRAP_PARAMS {
+    CK_ULONG ulAESKeyBits;
+    CK_RSA_PKCS_OAEP_PARAMS_PTR pOAEPParams;
+} CK_RSA_AES_KEY_WRAP_PARAMS;
+typedef CK_RSA_AES_KEY_WRAP_PARAMS *CK_RSA_AES_KEY_WRAP_PARAMS_PTR;
+#endif
+
 /* ---- cast macros Swift cannot import ---------------------------------- */
 static const CK_ULONG KS_CK_UNAVAILABLE_INFORMATION = CK_UNAVAILABLE_INFORMATION;
 static const CK_ULONG KS_CK_EFFECTIVELY_INFINITE = CK_EFFECTIVELY_INFINITE;
