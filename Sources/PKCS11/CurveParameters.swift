@@ -45,11 +45,18 @@ enum CurveParameters {
         throw PKCS11Error(CKR_CURVE_NOT_SUPPORTED)
     }
 
+    /// What OpenSC 0.23's pkcs11-tool sends for `--key-type EC:curve25519`:
+    /// a PrintableString whose length byte says 11 for the 10 bytes of
+    /// "curve25519" (a constant in its curve table, corrected in later
+    /// OpenSC). Accepted as that exact byte string only, so Debian 12's
+    /// pkcs11-tool can make X25519 keys; any other malformed DER is refused.
+    static let openSC023Curve25519: [UInt8] = [0x13, 0x0B] + Array("curve25519".utf8)
+
     /// A CKK_EC_EDWARDS (`edwards` true) or CKK_EC_MONTGOMERY curve.
     static func ecx(_ p: [UInt8], edwards: Bool) throws -> ECXCurve {
         var c = ECXCurve(paramsDER: p) ?? name(p).flatMap { ecxNames[$0] }
         if p == ed25519LegacyOID { c = .ed25519 }
-        if p == x25519LegacyOID { c = .x25519 }
+        if p == x25519LegacyOID || p == openSC023Curve25519 { c = .x25519 }
         guard let c, c.isEdwards == edwards else { throw PKCS11Error(CKR_CURVE_NOT_SUPPORTED) }
         return c
     }
