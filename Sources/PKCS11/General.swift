@@ -27,11 +27,16 @@ public struct InitializeArguments: Sendable, Equatable {
 /// module's critical sections is the deadlock the notes warn about, so the
 /// callbacks are validated and never called.
 ///
-/// Fork: a child inherits the parent's memory but not its threads, SQLite
-/// connection or locks. An atfork handler marks the state inherited; every
-/// call in the child then fails with CKR_CRYPTOKI_NOT_INITIALIZED until the
-/// child calls C_Initialize, which starts fresh. The inherited state is
-/// leaked on purpose: tearing it down would touch the parent's SQLite files.
+/// Fork (docs/reliability.md, "Fork with busy threads"): pthread_atfork
+/// handlers are registered when the library is loaded
+/// (pkcs11/abi/fork_handlers.c → `prepareForFork` / `parentAfterFork` /
+/// `childAfterFork`). The prepare handler waits until no thread is inside the
+/// module (Keychain.ForkGate) and closes the store connections, so the child
+/// inherits no held lock and nothing SQLite-owned. In the child every call
+/// then fails with CKR_CRYPTOKI_NOT_INITIALIZED until it calls C_Initialize,
+/// which starts a fresh runtime. The inherited runtime is never used and
+/// never torn down (its store connection is already closed; its tables may
+/// hold keys the child has not logged in for).
 public final class Module: @unchecked Sendable {
     public static let shared = Module()
 
@@ -39,7 +44,6 @@ public final class Module: @unchecked Sendable {
     private var current: Runtime?
     private var inherited = false
     private var abandoned: [Runtime] = []
-    private var atforkRegistered = false
 
     init() {}
 
@@ -52,13 +56,6 @@ public final class Module: @unchecked Sendable {
             guard args.mutexCallbackCount == 0 || args.mutexCallbackCount == 4 else { throw PKCS11Error.argumentsBad }
         }
         try lock.withLock { () throws in
-            if !atforkRegistered {
-                atforkRegistered = true
-                pthread_atfork(
-                    { Module.shared.lock.lock() },
-                    { Module.shared.lock.unlock() },
-                    { Module.shared.inherited = Module.shared.current != nil; Module.shared.lock.unlock() })
-            }
             if current != nil {
                 guard inherited else { throw PKCS11Error(CKR_CRYPTOKI_ALREADY_INITIALIZED) }
                 if let old = current { abandoned.append(old) }
@@ -91,6 +88,29 @@ public final class Module: @unchecked Sendable {
             return rt
         }
         old.shutdown()
+    }
+
+    /// The pthread_atfork prepare handler: every module thread out (new
+    /// calls wait), then every store connection closed. Returns whether the
+    /// module was quiesced (not when the forking thread is itself inside it).
+    @discardableResult
+    public func prepareForFork() -> Bool {
+        let quiesced = ForkGate.closeForFork()
+        if quiesced { ForkSafety.suspendStores() }
+        return quiesced
+    }
+
+    /// The parent handler: waiting calls go on; the store reopens on its next use.
+    public func parentAfterFork() {
+        ForkGate.reopenAfterFork()
+    }
+
+    /// The child handler: the runtime is the parent's, so the child must call
+    /// C_Initialize, as the spec asks of a forked child ("Applications and
+    /// processes": the child must call C_Initialize before using Cryptoki).
+    public func childAfterFork() {
+        ForkGate.resetInChild()
+        lock.withLock { inherited = current != nil }
     }
 
     /// The live runtime, or CKR_CRYPTOKI_NOT_INITIALIZED (also in a forked child).

@@ -73,6 +73,8 @@ extension Runtime {
             throw PKCS11Error.mechanismInvalid
         }
         // Permissions first: no key is generated for a call that cannot store it.
+        // The private half is always private (ObjectRules.alwaysPrivate), logged in or not.
+        try ObjectRules.checkPrivacy(CKO_PRIVATE_KEY, privT)
         let privToken = try privT.checkedBool(CKA_TOKEN) ?? false
         let pubToken = try pubT.checkedBool(CKA_TOKEN) ?? false
         try checkWritable(s, isToken: privToken, isPrivate: try privT.checkedBool(CKA_PRIVATE) ?? true)
@@ -117,6 +119,8 @@ extension Runtime {
     public func generateKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, template: Template) throws -> CK_OBJECT_HANDLE {
         let s = try session(h)
         let t = try template.map()
+        // HMAC and HKDF key types, CKM_PKCS5_PBKD2 (SecretKeyGeneration.swift).
+        if let k = try generateSecretKey(s, mechanism: mechanism, template: t) { return k }
         let keyType: CK_KEY_TYPE
         let sizes: ClosedRange<CK_ULONG>
         switch KeyGenerationRules.mechanismType(mechanism) {
@@ -124,6 +128,7 @@ extension Runtime {
         case CKM_GENERIC_SECRET_KEY_GEN?: keyType = CKK_GENERIC_SECRET; sizes = 1...512
         default: throw PKCS11Error.mechanismInvalid
         }
+        try ObjectRules.checkPrivacy(CKO_SECRET_KEY, t)
         guard let len = try t.checkedULong(CKA_VALUE_LEN) else { throw PKCS11Error.templateIncomplete }
         guard sizes.contains(len), keyType != CKK_AES || len % 8 == 0 else { throw PKCS11Error.attributeValueInvalid }
         guard let m = KeyGenerationRules.mechanismType(mechanism) else { throw PKCS11Error.mechanismInvalid }
@@ -140,6 +145,7 @@ extension Runtime {
     func secretKeyAttributes(value: [UInt8], keyType: CK_KEY_TYPE, template t: AttributeMap,
                              mechanism: CK_MECHANISM_TYPE?, bornSecret: Bool = true) throws -> AttributeMap {
         var a = try KeyGenerationRules.callerPart(t, objectClass: CKO_SECRET_KEY, keyType: keyType)
+        try ObjectRules.checkPrivacy(CKO_SECRET_KEY, t)
         KeyUsagePolicy.applySecretKeyDefaults(&a)
         let sensitive = try t.checkedBool(CKA_SENSITIVE) ?? true
         let extractable = try t.checkedBool(CKA_EXTRACTABLE) ?? false

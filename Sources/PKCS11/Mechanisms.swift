@@ -34,6 +34,20 @@ public enum Mechanism: Sendable, Equatable {
     case ecdh(ECDHParameters)
     /// CKM_AES_KEY_WRAP (pad false) and CKM_AES_KEY_WRAP_PAD (Wrap.swift).
     case aesKeyWrap(pad: Bool)
+    // Digest, MAC and key-derivation mechanisms: decoded in
+    // MechanismParameters+KDF.swift, run in HMACSign.swift, KeyDerivation.swift
+    // and SecretKeyGeneration.swift.
+    /// CKM_SHA*_HMAC_GENERAL: HMAC truncated to `length` bytes (CK_MAC_GENERAL_PARAMS).
+    case hmacGeneral(DigestAlgorithm, length: Int)
+    /// CKM_HKDF_DERIVE (`data` false) and CKM_HKDF_DATA (`data` true: a CKO_DATA result).
+    case hkdf(HKDFParameters, data: Bool)
+    /// CKM_SP800_108_COUNTER_KDF and CKM_SP800_108_FEEDBACK_KDF.
+    case sp800108(SP800108Parameters)
+    /// CKM_PKCS5_PBKD2, a C_GenerateKey mechanism.
+    case pbkdf2(PBKDF2Parameters)
+    /// CKM_CONCATENATE_BASE_AND_KEY / _BASE_AND_DATA / _DATA_AND_BASE,
+    /// CKM_XOR_BASE_AND_DATA, CKM_EXTRACT_KEY_FROM_KEY.
+    case simpleDerive(SimpleDerivation)
     // Asymmetric additions (issue 13; MechanismParameters+Asymmetric.swift).
     /// CKM_EDDSA with CK_EDDSA_PARAMS (Sign.swift, EdDSAVariant).
     case eddsaWith(EdDSAParameters)
@@ -46,6 +60,11 @@ public enum Mechanism: Sendable, Equatable {
     public init(type: CK_MECHANISM_TYPE, parameter: UnsafeRawBufferPointer?) throws {
         let p = parameter.map { Array($0) } ?? []
         func noParameter() throws { guard p.isEmpty else { throw PKCS11Error.mechanismParamInvalid } }
+        // SHA-3, SHA-512/t, general HMAC, KDFs (MechanismParameters+KDF.swift).
+        if let m = try Self.digestOrKDF(type, p) {
+            self = m
+            return
+        }
         switch type {
         case CKM_RSA_PKCS: try noParameter(); self = .rsaPKCS
         case CKM_RSA_X_509: try noParameter(); self = .rsaX509
@@ -197,6 +216,8 @@ public enum MechanismCatalog {
         for t in [CKM_SHA_1, CKM_SHA224, CKM_SHA256, CKM_SHA384, CKM_SHA512] {
             e.append((t, MechanismInfo(minKeySize: 0, maxKeySize: 0, flags: CKF_DIGEST)))
         }
+        // SHA-3, SHA-512/t, general HMAC, HMAC key generation, KDFs (MechanismParameters+KDF.swift).
+        e += digestKDFEntries
         return e
     }()
 

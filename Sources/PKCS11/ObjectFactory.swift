@@ -16,6 +16,7 @@ enum ObjectFactory {
         guard let cls = try t.checkedULong(CKA_CLASS) else { throw PKCS11Error.templateIncomplete }
         for type in t.keys where ObjectRules.hidden.contains(type) { throw PKCS11Error.attributeTypeInvalid }
         for type in t.keys where ObjectRules.booleans.contains(type) { _ = try t.checkedBool(type) }
+        try ObjectRules.checkPrivacy(cls, t)
         let label = t.string(CKA_LABEL) ?? ""
         let id = t[CKA_ID] ?? []
         var out: AttributeMap
@@ -128,6 +129,8 @@ enum ObjectFactory {
         switch type {
         case CKK_AES: guard [16, 24, 32].contains(value.count) else { throw PKCS11Error.attributeValueInvalid }
         case CKK_GENERIC_SECRET: guard !value.isEmpty else { throw PKCS11Error.attributeValueInvalid }
+        case let k where Runtime.hmacKeyType.values.contains(k) || k == CKK_HKDF:  // HMACSign.swift, KeyDerivation.swift
+            guard !value.isEmpty else { throw PKCS11Error.attributeValueInvalid }
         default: throw PKCS11Error.attributeValueInvalid
         }
         if let len = try t.checkedULong(CKA_VALUE_LEN), len != value.count { throw PKCS11Error.templateInconsistent }

@@ -23,6 +23,8 @@ public final class Runtime: @unchecked Sendable {
     var external = ExternalState()
     /// Slots with a present token as last reported by C_WaitForSlotEvent.
     var slotEventBaseline: Set<CK_SLOT_ID> = []
+    /// C_GetOperationState's saved states (OperationState.swift); its own lock.
+    let savedStates = SavedStateTable()
 
     init(home: String?) throws {
         store = try KeychainStore(home: home)

@@ -68,6 +68,26 @@ final class SignatureOperation: SignOperation, VerifyOperation {
         input = try digest.map { .hashed(try DigestContext($0)) } ?? .raw([])
     }
 
+    // MARK: C_GetOperationState (OperationState.swift)
+
+    /// The key's handle, which C_SetOperationState's hAuthenticationKey must name.
+    var keyHandle: CK_OBJECT_HANDLE?
+
+    private init(copying o: SignatureOperation, input: SignatureInput) {
+        (algorithm, signatureLength, privateKey, publicKey, rawLength) =
+            (o.algorithm, o.signatureLength, o.privateKey, o.publicKey, o.rawLength)
+        self.input = input
+        keyHandle = o.keyHandle
+    }
+
+    /// A copy that goes on independently: the hashed mechanisms copy their
+    /// digest state; raw-input schemes (CKM_ECDSA, CKM_RSA_PKCS, CKM_EDDSA,
+    /// up to 1 MiB of buffered input) are not saved.
+    func duplicate() throws -> any Operation {
+        guard case .hashed(let ctx) = input else { throw PKCS11Error(CKR_STATE_UNSAVEABLE) }
+        return SignatureOperation(copying: self, input: .hashed(try ctx.copy()))
+    }
+
     func update(_ part: [UInt8]) throws {
         switch input {
         case .hashed(let ctx): try ctx.update(part)
@@ -129,7 +149,7 @@ extension Runtime {
         let s = try session(h)
         guard !s.isActive(.sign) else { throw PKCS11Error.operationActive }
         let view = try resolveKey(s, key)
-        if case .hmac(let d) = mechanism { return try s.begin(.sign, try hmacOperation(d, view, usage: CKA_SIGN)) }
+        if let op = try hmacOperation(mechanism, view, usage: CKA_SIGN) { return try s.begin(.sign, op) }
         guard view.objectClass == CKO_PRIVATE_KEY else { throw PKCS11Error.keyTypeInconsistent }
         guard view.bool(CKA_SIGN) == true else { throw PKCS11Error.keyFunctionNotPermitted }
         // A key of an external token: signed on the card (ExternalTokens.swift).
@@ -137,8 +157,9 @@ extension Runtime {
             return try s.begin(.sign, try externalSignOperation(s, view, mechanism))
         }
         let k = try privateKey(view)
-        try s.begin(.sign, try SignatureOperation(mechanism, keyType: k.keyType, bits: k.bits,
-                                                  privateKey: k, publicKey: nil))
+        let op = try SignatureOperation(mechanism, keyType: k.keyType, bits: k.bits, privateKey: k, publicKey: nil)
+        op.keyHandle = key
+        try s.begin(.sign, op)
     }
 
     /// Single-part C_Sign: a NULL buffer or a short one leaves the operation

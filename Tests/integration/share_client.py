@@ -6,8 +6,6 @@ fanout SOCK N         N concurrent clients, a mix of good, malformed, oversized,
                       partial and silent ones; checks every good one got the
                       password in $KEYSHARE_SHARE_PASSWORD (the environment, not
                       argv: `ps` shows every argument to every local user)
-fanout SOCK N PW      the same with PW as an argument: kept only until
-                      20-share.sh passes the password in the environment
 """
 import json, os, socket, sys, threading
 
@@ -47,7 +45,7 @@ def main():
         print(reply["state"], reply.get("error", ""))
         return
     n = int(sys.argv[3])
-    expected = sys.argv[4] if len(sys.argv) > 4 else os.environ.get("KEYSHARE_SHARE_PASSWORD")
+    expected = os.environ.get("KEYSHARE_SHARE_PASSWORD")
     if not expected:
         sys.exit("share_client.py: set KEYSHARE_SHARE_PASSWORD to the password the service should answer")
     kinds = ["good", "malformed", "oversized", "partial", "silent"]

@@ -250,4 +250,7 @@ static const CK_ULONG KS_CKA_DERIVE_TEMPLATE = CKA_DERIVE_TEMPLATE;
 static const CK_ULONG KS_CKA_ALLOWED_MECHANISMS = CKA_ALLOWED_MECHANISMS;
 static const CK_ULONG KS_CKA_UNIQUE_ID = CKA_UNIQUE_ID;
 
+/* Digest, MAC and key-derivation declarations (SHA-3, HKDF, SP 800-108, PBKDF2). */
+#include "pkcs11_kdf.h"
+
 #endif /* KEYSHARE_PKCS11_SHIM_H */

@@ -12,6 +12,12 @@
 
 #include "../../types/pkcs11_shim.h"
 
+/* Fork safety (Sources/PKCS11Module/Support.swift), registered with
+ * pthread_atfork by fork_handlers.c when the library is loaded. */
+void ks_fork_prepare(void);
+void ks_fork_parent(void);
+void ks_fork_child(void);
+
 /* General purpose */
 CK_RV ks_C_Initialize(CK_VOID_PTR pInitArgs);
 CK_RV ks_C_Finalize(CK_VOID_PTR pReserved);
