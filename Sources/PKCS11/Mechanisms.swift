@@ -117,29 +117,42 @@ public enum Mechanism: Sendable, Equatable {
     static let rsaPKCSDigest: [CK_MECHANISM_TYPE: DigestAlgorithm] = [
         CKM_SHA1_RSA_PKCS: .sha1, CKM_SHA224_RSA_PKCS: .sha224, CKM_SHA256_RSA_PKCS: .sha256,
         CKM_SHA384_RSA_PKCS: .sha384, CKM_SHA512_RSA_PKCS: .sha512,
+        CKM_SHA3_224_RSA_PKCS: .sha3_224, CKM_SHA3_256_RSA_PKCS: .sha3_256, CKM_SHA3_384_RSA_PKCS: .sha3_384,
+        CKM_SHA3_512_RSA_PKCS: .sha3_512,
     ]
     static let rsaPSSDigest: [CK_MECHANISM_TYPE: DigestAlgorithm] = [
         CKM_SHA1_RSA_PKCS_PSS: .sha1, CKM_SHA224_RSA_PKCS_PSS: .sha224, CKM_SHA256_RSA_PKCS_PSS: .sha256,
         CKM_SHA384_RSA_PKCS_PSS: .sha384, CKM_SHA512_RSA_PKCS_PSS: .sha512,
+        CKM_SHA3_224_RSA_PKCS_PSS: .sha3_224, CKM_SHA3_256_RSA_PKCS_PSS: .sha3_256,
+        CKM_SHA3_384_RSA_PKCS_PSS: .sha3_384, CKM_SHA3_512_RSA_PKCS_PSS: .sha3_512,
     ]
     static let ecdsaDigest: [CK_MECHANISM_TYPE: DigestAlgorithm] = [
         CKM_ECDSA_SHA1: .sha1, CKM_ECDSA_SHA224: .sha224, CKM_ECDSA_SHA256: .sha256,
         CKM_ECDSA_SHA384: .sha384, CKM_ECDSA_SHA512: .sha512,
+        CKM_ECDSA_SHA3_224: .sha3_224, CKM_ECDSA_SHA3_256: .sha3_256, CKM_ECDSA_SHA3_384: .sha3_384,
+        CKM_ECDSA_SHA3_512: .sha3_512,
     ]
     static let hmacDigest: [CK_MECHANISM_TYPE: DigestAlgorithm] = [
         CKM_SHA_1_HMAC: .sha1, CKM_SHA224_HMAC: .sha224, CKM_SHA256_HMAC: .sha256, CKM_SHA384_HMAC: .sha384,
         CKM_SHA512_HMAC: .sha512,
     ]
+    /// The SHA-3 digests PSS parameters may name (CKM_SHA3_*_RSA_PKCS_PSS).
+    static let sha3Digest: [CK_MECHANISM_TYPE: DigestAlgorithm] = [
+        CKM_SHA3_224: .sha3_224, CKM_SHA3_256: .sha3_256, CKM_SHA3_384: .sha3_384, CKM_SHA3_512: .sha3_512,
+    ]
     static let mgf1: [CK_RSA_PKCS_MGF_TYPE: DigestAlgorithm] = [
         CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA1): .sha1, CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA224): .sha224,
         CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA256): .sha256, CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA384): .sha384,
         CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA512): .sha512,
+        CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA3_224): .sha3_224, CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA3_256): .sha3_256,
+        CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA3_384): .sha3_384, CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA3_512): .sha3_512,
     ]
 
     static func pss(_ p: [UInt8], required: DigestAlgorithm?) throws -> PSSParameters {
         guard p.count == MemoryLayout<CK_RSA_PKCS_PSS_PARAMS>.size else { throw PKCS11Error.mechanismParamInvalid }
         let raw = p.withUnsafeBytes { $0.loadUnaligned(as: CK_RSA_PKCS_PSS_PARAMS.self) }
-        guard let hash = digestOf[raw.hashAlg], let mgf = mgf1[raw.mgf], raw.sLen <= 1 << 16 else {
+        // hashAlg: a SHA-1, SHA-2 or (with the SHA-3 signature mechanisms) SHA-3 digest mechanism.
+        guard let hash = digestOf[raw.hashAlg] ?? sha3Digest[raw.hashAlg], let mgf = mgf1[raw.mgf], raw.sLen <= 1 << 16 else {
             throw PKCS11Error.mechanismParamInvalid
         }
         if let required, required != hash { throw PKCS11Error.mechanismParamInvalid }
@@ -182,10 +195,15 @@ public enum MechanismCatalog {
         e.append((CKM_RSA_PKCS_PSS, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv)))
         for t in [CKM_SHA1_RSA_PKCS, CKM_SHA224_RSA_PKCS, CKM_SHA256_RSA_PKCS, CKM_SHA384_RSA_PKCS, CKM_SHA512_RSA_PKCS,
                   CKM_SHA1_RSA_PKCS_PSS, CKM_SHA224_RSA_PKCS_PSS, CKM_SHA256_RSA_PKCS_PSS, CKM_SHA384_RSA_PKCS_PSS,
-                  CKM_SHA512_RSA_PKCS_PSS] {
+                  CKM_SHA512_RSA_PKCS_PSS,
+                  // SHA-3 (issue 13).
+                  CKM_SHA3_224_RSA_PKCS, CKM_SHA3_256_RSA_PKCS, CKM_SHA3_384_RSA_PKCS, CKM_SHA3_512_RSA_PKCS,
+                  CKM_SHA3_224_RSA_PKCS_PSS, CKM_SHA3_256_RSA_PKCS_PSS, CKM_SHA3_384_RSA_PKCS_PSS,
+                  CKM_SHA3_512_RSA_PKCS_PSS] {
             e.append((t, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv)))
         }
-        for t in [CKM_ECDSA, CKM_ECDSA_SHA1, CKM_ECDSA_SHA224, CKM_ECDSA_SHA256, CKM_ECDSA_SHA384, CKM_ECDSA_SHA512] {
+        for t in [CKM_ECDSA, CKM_ECDSA_SHA1, CKM_ECDSA_SHA224, CKM_ECDSA_SHA256, CKM_ECDSA_SHA384, CKM_ECDSA_SHA512,
+                  CKM_ECDSA_SHA3_224, CKM_ECDSA_SHA3_256, CKM_ECDSA_SHA3_384, CKM_ECDSA_SHA3_512] {
             e.append((t, MechanismInfo(minKeySize: ecSizes.0, maxKeySize: ecSizes.1, flags: sv | ecFlags)))
         }
         e.append((CKM_EC_KEY_PAIR_GEN, MechanismInfo(minKeySize: ecSizes.0, maxKeySize: ecSizes.1,

@@ -41,6 +41,20 @@ head -c 32 /dev/urandom > "$WORK/aes.value"
 printf 'OpenSSL signs, the token recovers' > "$WORK/ossl.data"
 o pkeyutl -sign -inkey "$WORK/peer.pem" -in "$WORK/ossl.data" -out "$WORK/ossl.sig"
 
+# A raw r||s ECDSA signature (P-256: 32 + 32 bytes) to DER, for openssl dgst -verify.
+rs_to_der() {
+  python3 -c '
+import sys
+raw = open(sys.argv[1], "rb").read()
+def integer(b):
+    b = b.lstrip(b"\0") or b"\0"
+    if b[0] & 0x80: b = b"\0" + b
+    return bytes([2, len(b)]) + b
+body = integer(raw[:32]) + integer(raw[32:])
+open(sys.argv[2], "wb").write(bytes([0x30, len(body)]) + body)
+' "$1" "$2" 2>/dev/null || true
+}
+
 run_host() {
   local out c_pass c_fail
   out=$("$WORK/asymmetric" "$MODULE" "$1" "$WORK" 2>&1) || true
@@ -88,6 +102,18 @@ o pkey -inform DER -in "$WORK/rsaaes.p8" -pubout -outform DER -out "$WORK/rsaaes
 check "openssl opens the CKM_RSA_AES_KEY_WRAP blob (OAEP, then -id-aes256-wrap-pad) to the wrapped EC key" \
   cmp -s "$WORK/rsaaes.pub" "$WORK/wrap.ecpub.spki"
 
+# SHA-3 signatures (C_SignUpdate/C_SignFinal), verified by openssl dgst -sha3-*.
+for b in 224 256 384 512; do
+  check "openssl verifies CKM_SHA3_${b}_RSA_PKCS" openssl dgst -sha3-$b -verify "$WORK/sha3.rsa.spki" -keyform DER \
+    -signature "$WORK/sha3.$b.pkcs1" "$WORK/sha3.msg"
+  check "openssl verifies CKM_SHA3_${b}_RSA_PKCS_PSS (MGF1-SHA3-$b, salt $((b / 8)))" openssl dgst -sha3-$b \
+    -sigopt rsa_padding_mode:pss -sigopt rsa_pss_saltlen:$((b / 8)) -sigopt rsa_mgf1_md:sha3-$b \
+    -verify "$WORK/sha3.rsa.spki" -keyform DER -signature "$WORK/sha3.$b.pss" "$WORK/sha3.msg"
+  rs_to_der "$WORK/sha3.$b.ecdsa" "$WORK/sha3.$b.ecdsa.der"
+  check "openssl verifies CKM_ECDSA_SHA3_$b" openssl dgst -sha3-$b -verify "$WORK/sha3.ec.spki" -keyform DER \
+    -signature "$WORK/sha3.$b.ecdsa.der" "$WORK/sha3.msg"
+done
+
 # Blobs OpenSSL makes for the token's RSA key, opened by the second run.
 o pkeyutl -encrypt -pubin -inkey "$WORK/unwrapper.spki" -keyform DER "${OAEP[@]}" -in "$WORK/aes.value" -out "$WORK/in.oaep"
 o genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$WORK/in.ec.pem"
@@ -101,17 +127,7 @@ run_host unwrap
 VAL=$(od -An -tx1 -v "$WORK/aes.value" | tr -d ' \n')
 head -c 16 /dev/zero | o enc -aes-256-cbc -K "$VAL" -iv 00000000000000000000000000000000 -nopad -out "$WORK/expected.block" || true
 check "the key unwrapped from OpenSSL's OAEP blob is OpenSSL's AES key" cmp -s "$WORK/expected.block" "$WORK/unwrapped.block"
-# r||s to DER for openssl dgst -verify.
-python3 - "$WORK/unwrapped.sig" "$WORK/unwrapped.der" <<'EOF'
-import sys
-raw = open(sys.argv[1], 'rb').read()
-def integer(b):
-    b = b.lstrip(b'\0') or b'\0'
-    if b[0] & 0x80: b = b'\0' + b
-    return bytes([2, len(b)]) + b
-body = integer(raw[:32]) + integer(raw[32:])
-open(sys.argv[2], 'wb').write(bytes([0x30, len(body)]) + body)
-EOF
+rs_to_der "$WORK/unwrapped.sig" "$WORK/unwrapped.der"
 o pkey -in "$WORK/in.ec.pem" -pubout -out "$WORK/in.ec.pub"
 check "openssl verifies a signature by the key unwrapped from its RSA-AES blob" \
   openssl dgst -sha256 -verify "$WORK/in.ec.pub" -signature "$WORK/unwrapped.der" "$WORK/unwrapped.msg"

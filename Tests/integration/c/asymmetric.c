@@ -359,6 +359,57 @@ static void wrap(CK_SESSION_HANDLE s) {
     CHECK("the unwrapping RSA pair (token objects)", rv == CKR_OK && put_spki(s, upub, "unwrapper.spki"));
 }
 
+/* SHA-3 signatures: CKM_SHA3_*_RSA_PKCS, CKM_SHA3_*_RSA_PKCS_PSS (salt = hash
+ * size, MGF1 with the same SHA-3) and CKM_ECDSA_SHA3_*, signed in two parts
+ * and written as sha3.<bits>.{pkcs1,pss,ecdsa} for openssl dgst -sha3-<bits>. */
+static void sha3_signatures(CK_SESSION_HANDLE s) {
+    CK_MECHANISM gen = {CKM_RSA_PKCS_KEY_PAIR_GEN, NULL, 0};
+    CK_ULONG bits = 2048;
+    CK_ATTRIBUTE pt[] = {{CKA_MODULUS_BITS, &bits, sizeof bits}};
+    CK_ATTRIBUTE st[] = {{CKA_SIGN, &yes, 1}};
+    CK_OBJECT_HANDLE rpub = 0, rpriv = 0, epub = 0, epriv = 0;
+    CK_RV rv = f->C_GenerateKeyPair(s, &gen, pt, 1, st, 1, &rpub, &rpriv);
+    if (rv == CKR_OK) rv = gen_pair(s, CKM_EC_KEY_PAIR_GEN, P256_OID, sizeof P256_OID, CKA_SIGN, &epub, &epriv);
+    unsigned char msg[] = "signed with SHA-3";
+    CHECK("keys for the SHA-3 signatures", rv == CKR_OK && put_spki(s, rpub, "sha3.rsa.spki") &&
+          put_spki(s, epub, "sha3.ec.spki") && put("sha3.msg", msg, sizeof msg - 1));
+    const struct {
+        int bits;
+        CK_MECHANISM_TYPE pkcs, pss, ecdsa, hash;
+        CK_RSA_PKCS_MGF_TYPE mgf;
+    } v[] = {
+        {224, CKM_SHA3_224_RSA_PKCS, CKM_SHA3_224_RSA_PKCS_PSS, CKM_ECDSA_SHA3_224, CKM_SHA3_224, CKG_MGF1_SHA3_224},
+        {256, CKM_SHA3_256_RSA_PKCS, CKM_SHA3_256_RSA_PKCS_PSS, CKM_ECDSA_SHA3_256, CKM_SHA3_256, CKG_MGF1_SHA3_256},
+        {384, CKM_SHA3_384_RSA_PKCS, CKM_SHA3_384_RSA_PKCS_PSS, CKM_ECDSA_SHA3_384, CKM_SHA3_384, CKG_MGF1_SHA3_384},
+        {512, CKM_SHA3_512_RSA_PKCS, CKM_SHA3_512_RSA_PKCS_PSS, CKM_ECDSA_SHA3_512, CKM_SHA3_512, CKG_MGF1_SHA3_512},
+    };
+    const char *kind[3] = {"pkcs1", "pss", "ecdsa"};
+    for (unsigned i = 0; i < sizeof v / sizeof v[0]; i++) {
+        CK_RSA_PKCS_PSS_PARAMS pp = {v[i].hash, v[i].mgf, (CK_ULONG)v[i].bits / 8};
+        CK_MECHANISM ms[3] = {{v[i].pkcs, NULL, 0}, {v[i].pss, &pp, sizeof pp}, {v[i].ecdsa, NULL, 0}};
+        for (int k = 0; k < 3; k++) {
+            char name[64], what[128];
+            unsigned char sig[512];
+            CK_ULONG n = sizeof sig;
+            rv = f->C_SignInit(s, &ms[k], k == 2 ? epriv : rpriv);
+            if (rv == CKR_OK) rv = f->C_SignUpdate(s, msg, 6);
+            if (rv == CKR_OK) rv = f->C_SignUpdate(s, msg + 6, sizeof msg - 7);
+            if (rv == CKR_OK) rv = f->C_SignFinal(s, sig, &n);
+            snprintf(name, sizeof name, "sha3.%d.%s", v[i].bits, kind[k]);
+            snprintf(what, sizeof what, "C_SignFinal SHA3-%d %s", v[i].bits, kind[k]);
+            CHECK(what, rv == CKR_OK && put(name, sig, n));
+            rv = f->C_VerifyInit(s, &ms[k], k == 2 ? epub : rpub);
+            if (rv == CKR_OK) rv = f->C_Verify(s, msg, sizeof msg - 1, sig, n);
+            snprintf(what, sizeof what, "C_Verify SHA3-%d %s", v[i].bits, kind[k]);
+            CHECK(what, rv == CKR_OK);
+        }
+    }
+    CK_RSA_PKCS_PSS_PARAMS wrong = {CKM_SHA256, CKG_MGF1_SHA3_256, 32};
+    CK_MECHANISM mw = {CKM_SHA3_256_RSA_PKCS_PSS, &wrong, sizeof wrong};
+    CHECK("CKM_SHA3_256_RSA_PKCS_PSS with hashAlg SHA-256: CKR_MECHANISM_PARAM_INVALID",
+          f->C_SignInit(s, &mw, rpriv) == CKR_MECHANISM_PARAM_INVALID);
+}
+
 /* Second run: open what OpenSSL wrapped to the token's RSA key. */
 static void unwrap(CK_SESSION_HANDLE s) {
     CK_OBJECT_HANDLE priv = find_label(s, CKO_PRIVATE_KEY, "unwrapper");
@@ -449,6 +500,7 @@ int main(int argc, char **argv) {
         montgomery(s, "x448", X448_OID, sizeof X448_OID, 56);
         recover(s);
         wrap(s);
+        sha3_signatures(s);
     } else {
         unwrap(s);
     }
