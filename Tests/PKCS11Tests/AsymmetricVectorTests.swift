@@ -209,6 +209,15 @@ struct AsymmetricVectorTests {
         }
         #expect(rv { _ = try f.rt.generateKeyPair(session: s, mechanism: gen, publicTemplate: [Attribute(CKA_EC_PARAMS, ECXCurve.ed448.paramsDER)],
                                                   privateTemplate: []) } == CKR_CURVE_NOT_SUPPORTED)
+        // OpenSC 0.23's pkcs11-tool sends "curve25519" with a length byte of 11: that exact string is X25519;
+        // other malformed names are not.
+        let openSC: [UInt8] = [0x13, 0x0B] + Array("curve25519".utf8)
+        let (q, _) = try f.rt.generateKeyPair(session: s, mechanism: gen, publicTemplate: [Attribute(CKA_EC_PARAMS, openSC)],
+                                              privateTemplate: [.bool(CKA_DERIVE, true)])
+        #expect(try value(f, s, q, CKA_EC_PARAMS) == ECXCurve.x25519.paramsDER)
+        #expect(rv { _ = try f.rt.generateKeyPair(session: s, mechanism: gen,
+                                                  publicTemplate: [Attribute(CKA_EC_PARAMS, [0x13, 0x09] + Array("curve448".utf8))],
+                                                  privateTemplate: []) } == CKR_CURVE_NOT_SUPPORTED)
         #expect(rv { _ = try f.rt.generateKeyPair(session: s, mechanism: gen, publicTemplate: [], privateTemplate: []) }
                 == CKR_TEMPLATE_INCOMPLETE)
     }
