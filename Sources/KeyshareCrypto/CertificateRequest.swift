@@ -85,8 +85,9 @@ public enum CertificateRequest {
 
     /// The X.509 signature algorithm a request signed by `key` uses:
     /// SHA-256 with RSA PKCS #1 v1.5, ECDSA with the hash that fits the
-    /// curve (SHA-256/384/512), Ed25519 (pure).
-    public static func signatureAlgorithm(for key: PublicKey) -> SignatureAlgorithm {
+    /// curve (SHA-256/384/512), Ed25519 and Ed448 (pure). nil for the
+    /// key-agreement keys (X25519, X448), which sign nothing.
+    public static func signatureAlgorithm(for key: PublicKey) -> SignatureAlgorithm? {
         switch key.keyType {
         case .rsa: .rsaPKCS1(.sha256)
         case .ec:
@@ -96,6 +97,8 @@ public enum CertificateRequest {
             default: .ecdsa(.sha256)
             }
         case .ed25519: .ed25519
+        case .ed448: .ed448
+        case .x25519, .x448: nil
         }
     }
 
@@ -114,7 +117,9 @@ public enum CertificateRequest {
         guard X509_REQ_set_pubkey(req, publicKey.pkey) == 1 else { throw CryptoError.openssl("certificate request public key") }
         if !altNames.isEmpty { try addAltNames(req, altNames) }
 
-        let algorithm = signatureAlgorithm(for: publicKey)
+        guard let algorithm = signatureAlgorithm(for: publicKey) else {
+            throw CryptoError(.unsupported, "certificate request", reason: "an X25519 or X448 key cannot sign a request")
+        }
         let tbs = try OSSL.i2d("certificate request info") { i2d_re_X509_REQ_tbs(req, $0) }
         var signature = try sign(tbs, algorithm)
         if case .ecdsa = algorithm, let curve = publicKey.curve {
@@ -244,6 +249,7 @@ public enum CertificateRequest {
         case .ecdsa(.sha384?): nid = NID_ecdsa_with_SHA384
         case .ecdsa(.sha512?): nid = NID_ecdsa_with_SHA512
         case .ed25519: nid = NID_ED25519
+        case .ed448: nid = NID_ED448
         default: throw CryptoError(.unsupported, "certificate request", reason: "no X.509 signature algorithm for \(algorithm)")
         }
         guard let alg = X509_ALGOR_new() else { throw CryptoError.openssl("signature algorithm") }

@@ -5,7 +5,10 @@ import KeyshareCrypto
 // shared X coordinate Z itself) and CKD_SHA*_KDF (ANSI X9.63: Hash(Z ||
 // counter || shared data) blocks); the result is a CKK_GENERIC_SECRET or
 // CKK_AES key. The secret-key derivations (HKDF, SP 800-108, the simple
-// derivations) are in KeyDerivation.swift.
+// derivations) are in KeyDerivation.swift. CKM_ECDH1_COFACTOR_DERIVE gives
+// the same Z: every curve offered has cofactor 1 (ECCurve), and on
+// X25519/X448 keys Z is the RFC 7748 function, whose clamped scalar
+// already clears the cofactor.
 
 enum X963KDF {
     static func derive(_ d: DigestAlgorithm, z: [UInt8], sharedInfo: [UInt8], length: Int) throws -> [UInt8] {
@@ -48,7 +51,10 @@ extension Runtime {
     func deriveECDH(_ s: Session, _ p: ECDHParameters, baseKey: CK_OBJECT_HANDLE,
                     template: Template) throws -> CK_OBJECT_HANDLE {
         let base = try resolveKey(s, baseKey)
-        guard base.objectClass == CKO_PRIVATE_KEY, base.keyType == CKK_EC else { throw PKCS11Error.keyTypeInconsistent }
+        // EC keys, and X25519/X448 keys (RFC 7748 through the same mechanisms, as Kryoptic does).
+        guard base.objectClass == CKO_PRIVATE_KEY, base.keyType == CKK_EC || base.keyType == CKK_EC_MONTGOMERY else {
+            throw PKCS11Error.keyTypeInconsistent
+        }
         guard base.bool(CKA_DERIVE) == true else { throw PKCS11Error.keyFunctionNotPermitted }
         let t = try template.map()
         let cls = try t.checkedULong(CKA_CLASS) ?? CKO_SECRET_KEY
@@ -89,7 +95,8 @@ extension Runtime {
         let bornSecret = base.bool(CKA_ALWAYS_SENSITIVE) == true && base.bool(CKA_NEVER_EXTRACTABLE) == true
         var t2 = t
         t2[CKA_VALUE_LEN] = nil
-        let a = try secretKeyAttributes(value: value, keyType: keyType, template: t2, mechanism: CKM_ECDH1_DERIVE,
+        let m = p.cofactor ? CKM_ECDH1_COFACTOR_DERIVE : CKM_ECDH1_DERIVE
+        let a = try secretKeyAttributes(value: value, keyType: keyType, template: t2, mechanism: m,
                                         bornSecret: bornSecret)
         return try store(a, in: s)
     }

@@ -72,7 +72,9 @@ extension Runtime {
     }
 
     /// Stores a complete attribute set as a token or session object.
-    func store(_ attrs: AttributeMap, in s: Session) throws -> CK_OBJECT_HANDLE {
+    /// `copiedTrust`: a C_CopyObject of a key the SO already trusted (the
+    /// copy's template went through ObjectRules.checkSet).
+    func store(_ attrs: AttributeMap, in s: Session, copiedTrust: Bool = false) throws -> CK_OBJECT_HANDLE {
         guard let cls = try attrs.checkedULong(CKA_CLASS) else { throw PKCS11Error.templateIncomplete }
         // Every creating path ends here, so the CKA_PRIVATE rule holds for all
         // of them (the callers also check it before doing any work).
@@ -80,6 +82,14 @@ extension Runtime {
         let isToken = try attrs.checkedBool(CKA_TOKEN) ?? false
         let isPrivate = try attrs.checkedBool(CKA_PRIVATE) ?? ObjectFactory.privateByDefault(cls)
         try checkWritable(s, isToken: isToken, isPrivate: isPrivate)
+        // CKA_TRUSTED "can only be set to CK_TRUE by the SO user" (PKCS #11
+        // 3.0 §4.6.3, §4.8 footnote 11), at creation as in C_SetAttributeValue
+        // (ObjectRules.checkSet): the wrap rules let a trusted key wrap any
+        // sensitive key, so a user-made trusted key of known value (or an RSA
+        // public key whose private half the user holds) would export them all.
+        if try attrs.checkedBool(CKA_TRUSTED) == true, !copiedTrust, login(for: s.tokenID)?.role != .securityOfficer {
+            throw PKCS11Error.attributeReadOnly
+        }
         var a = attrs
         a[CKA_PRIVATE] = AttributeCoding.bool(isPrivate)
         a[CKA_UNIQUE_ID] = nil
@@ -122,7 +132,7 @@ extension Runtime {
         a.merge(changes) { _, new in new }
         // A key a store from before the rule holds as public is copied as private.
         if ObjectRules.alwaysPrivate(view.objectClass) { a[CKA_PRIVATE] = AttributeCoding.bool(true) }
-        return try store(a, in: s)
+        return try store(a, in: s, copiedTrust: view.bool(CKA_TRUSTED) == true)
     }
 
     public func destroyObject(session h: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE) throws {

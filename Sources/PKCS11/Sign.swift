@@ -51,8 +51,9 @@ final class SignatureOperation: SignOperation, VerifyOperation {
             algorithm = .ecdsa(nil); family = .ec
         case .ecdsaWith(let d):
             algorithm = .ecdsa(d); family = .ec; digest = d
-        case .eddsa:
-            algorithm = .ed25519; family = .ed25519
+        case .eddsa, .eddsaWith:
+            // Ed25519 or Ed448 by the key; the parameter decides the RFC 8032 instance.
+            algorithm = try EdDSAVariant.algorithm(m, keyType: keyType); family = keyType
         default:
             throw PKCS11Error.mechanismInvalid
         }
@@ -62,7 +63,7 @@ final class SignatureOperation: SignOperation, VerifyOperation {
         switch keyType {
         case .rsa: signatureLength = bytes
         case .ec: signatureLength = 2 * bytes
-        case .ed25519: signatureLength = 64
+        case .ed25519, .ed448, .x25519, .x448: signatureLength = ECXCurve(keyType: keyType)?.signatureLength ?? 0
         }
         input = try digest.map { .hashed(try DigestContext($0)) } ?? .raw([])
     }
@@ -104,6 +105,7 @@ final class SignatureOperation: SignOperation, VerifyOperation {
         case .raw(let buf):
             if let rawLength, buf.count != rawLength { throw PKCS11Error.dataLenRange }
             if case .ed25519 = algorithm { return (buf, false) }
+            if case .ed448 = algorithm { return (buf, false) }
             return (buf, true)
         }
     }

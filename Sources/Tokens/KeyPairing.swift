@@ -84,9 +84,9 @@ public enum KeyPairing {
             return k.rsaModulus.map { [[CKA.modulus: $0]] } ?? []
         case .ec:
             return [k.ecPointDER, k.ecPoint].compactMap { $0.map { [CKA.ecPoint: $0] } }
-        case .ed25519:
-            guard let raw = k.ed25519Raw else { return [] }
-            return [[CKA.ecPoint: [0x04, UInt8(raw.count)] + raw], [CKA.ecPoint: raw]]
+        case .ed25519, .ed448, .x25519, .x448:
+            guard let raw = k.ecxRaw else { return [] }
+            return [[CKA.ecPoint: ECXCurve.octetString(raw)], [CKA.ecPoint: raw]]
         }
     }
 
@@ -105,8 +105,10 @@ public enum KeyPairing {
         case .ec:
             if let params = a[CKA.ecParams], let curve = k.curve, params != curve.paramsDER { return true }
             if let p = a[CKA.ecPoint], p != k.ecPointDER, p != k.ecPoint { return true }
-        case .ed25519:
-            if let p = a[CKA.ecPoint], let raw = k.ed25519Raw, p != raw, p != [0x04, UInt8(raw.count)] + raw { return true }
+        case .ed25519, .ed448, .x25519, .x448:
+            if let params = a[CKA.ecParams], let curve = k.ecxCurve, ECXCurve(paramsDER: params) != nil,
+               params != curve.paramsDER { return true }
+            if let p = a[CKA.ecPoint], let raw = k.ecxRaw, p != raw, p != ECXCurve.octetString(raw) { return true }
         }
         return false
     }

@@ -47,7 +47,7 @@ struct KeyCommand: ParsableCommand {
             switch type {
             case .rsa: .pkcs1SHA256
             case .ec: .ecdsaSHA256
-            case .ed25519: .ed25519
+            case .ed25519, .ed448, .x25519, .x448: .ed25519
             }
         }
     }
@@ -85,7 +85,10 @@ struct KeyCommand: ParsableCommand {
                 spec = .rsa(bits: b)
             case .ec:
                 guard bits == nil else { throw ValidationError("--bits is for RSA keys; EC keys take --curve") }
-                guard let c = ECCurve(rawValue: curve ?? "P-256") else { throw ValidationError("--curve must be P-256, P-384 or P-521") }
+                // The CLI's curves; the PKCS #11 module offers more (docs/pkcs11-conformance.md).
+                guard let c = ECCurve(rawValue: curve ?? "P-256"), [.p256, .p384, .p521].contains(c) else {
+                    throw ValidationError("--curve must be P-256, P-384 or P-521")
+                }
                 spec = .ec(c)
             case .ed25519:
                 guard bits == nil, curve == nil else { throw ValidationError("Ed25519 takes neither --bits nor --curve") }
