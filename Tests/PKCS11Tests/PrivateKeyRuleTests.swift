@@ -81,10 +81,14 @@ struct PrivateKeyRuleTests {
             }
         }
         // Unwrap and derive, logged in (they need a key to start from).
+        // A KEK that cannot decrypt (wrap rule 1, docs/pkcs11-conformance.md: the
+        // secret key defaults give CKA_DECRYPT=true otherwise).
         let kek = try f.rt.generateKey(session: s, mechanism: aesGen, template: [
-            .ulong(CKA_VALUE_LEN, 32), .bool(CKA_WRAP, true), .bool(CKA_UNWRAP, true)])
+            .ulong(CKA_VALUE_LEN, 32), .bool(CKA_WRAP, true), .bool(CKA_UNWRAP, true), .bool(CKA_DECRYPT, false)])
+        // Not sensitive: with the secret key defaults it can wrap, and a sensitive
+        // key that can wrap leaves only under a CKA_TRUSTED key (wrap rule 5).
         let target = try f.rt.generateKey(session: s, mechanism: aesGen, template: [
-            .ulong(CKA_VALUE_LEN, 32), .bool(CKA_EXTRACTABLE, true)])
+            .ulong(CKA_VALUE_LEN, 32), .bool(CKA_EXTRACTABLE, true), .bool(CKA_SENSITIVE, false)])
         let wrap = try Mechanism(type: CKM_AES_KEY_WRAP, parameter: nil)
         guard case .bytes(let wrapped) = try f.rt.wrapKey(session: s, mechanism: wrap, wrappingKey: kek, key: target, capacity: 40) else {
             Issue.record("no wrapped key"); return
