@@ -193,7 +193,7 @@ extension Runtime {
             d[CKA_CLASS] = AttributeCoding.ulong(CKO_DATA)
             d[CKA_VALUE] = okm
             if d[CKA_PRIVATE] == nil { d[CKA_PRIVATE] = AttributeCoding.bool(true) }
-            return try store(try ObjectFactory.build(d), in: s)
+            return try store(try ObjectFactory.build(d, soLoggedIn: login(for: s.tokenID)?.role == .securityOfficer), in: s)
         }
         let protection = KeyProtection(base)
         let a = try derivedSecret(value: okm, request, mechanism: mech, inputs: [protection], defaults: protection)

@@ -37,6 +37,10 @@ enum KeyGenerationRules {
         for type in t.keys where computed.contains(type) && type != CKA_CLASS && type != CKA_KEY_TYPE {
             throw PKCS11Error.attributeReadOnly
         }
+        // Generation, unwrapping and derivation all need the user (the key or
+        // the pair's private half is private), never the SO: so no template
+        // here may mark the new key CKA_TRUSTED (ObjectRules.checkTrusted).
+        try ObjectRules.checkTrusted(t, soLoggedIn: false)
         return t.filter { !computed.contains($0.key) && !inputs.contains($0.key) }
     }
 

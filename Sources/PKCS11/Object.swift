@@ -66,7 +66,8 @@ extension Runtime {
         let s = try session(h)
         let t = try template.map()
         // A certificate without CKA_ID joins the key pair its public key matches (Tokens.KeyPairing).
-        let attrs = try KeyPairing.certificateJoiningKeyPair(try ObjectFactory.build(t), template: t, token: s.tokenID,
+        let so = login(for: s.tokenID)?.role == .securityOfficer
+        let attrs = try KeyPairing.certificateJoiningKeyPair(try ObjectFactory.build(t, soLoggedIn: so), template: t, token: s.tokenID,
                                                               store: store, key: userKey(for: s.tokenID))
         return try store(attrs, in: s)
     }

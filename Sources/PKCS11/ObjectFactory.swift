@@ -12,10 +12,12 @@ enum ObjectFactory {
         cls == CKO_PRIVATE_KEY || cls == CKO_SECRET_KEY || cls == ItemClass.genericPassword.rawValue
     }
 
-    static func build(_ t: AttributeMap) throws -> AttributeMap {
+    static func build(_ t: AttributeMap, soLoggedIn: Bool) throws -> AttributeMap {
         guard let cls = try t.checkedULong(CKA_CLASS) else { throw PKCS11Error.templateIncomplete }
         for type in t.keys where ObjectRules.hidden.contains(type) { throw PKCS11Error.attributeTypeInvalid }
         for type in t.keys where ObjectRules.booleans.contains(type) { _ = try t.checkedBool(type) }
+        for type in t.keys where ObjectRules.setByTokenOnly.contains(type) { throw PKCS11Error.attributeReadOnly }
+        try ObjectRules.checkTrusted(t, soLoggedIn: soLoggedIn)
         try ObjectRules.checkPrivacy(cls, t)
         let label = t.string(CKA_LABEL) ?? ""
         let id = t[CKA_ID] ?? []

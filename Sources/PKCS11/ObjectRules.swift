@@ -130,6 +130,21 @@ enum ObjectRules {
         CKA_PUBLIC_KEY_INFO, CKA_CHECK_VALUE,
     ]
 
+    /// What only the token says of an object: "must not be specified when
+    /// object is created with C_CreateObject" (PKCS #11 3.0 attribute tables,
+    /// common footnote 2). A template naming one is CKR_ATTRIBUTE_READ_ONLY,
+    /// as C_GenerateKey's already was (SoftHSM2 answers the same).
+    static let setByTokenOnly: Set<CK_ATTRIBUTE_TYPE> = [
+        CKA_LOCAL, CKA_KEY_GEN_MECHANISM, CKA_ALWAYS_SENSITIVE, CKA_NEVER_EXTRACTABLE, CKA_UNIQUE_ID,
+    ]
+
+    /// CKA_TRUSTED "can only be set to CK_TRUE by the SO user" (footnote 10),
+    /// at creation as in C_SetAttributeValue: the wrap rules trust such a
+    /// key's value (KeyUsagePolicy), so a user must not plant one.
+    static func checkTrusted(_ t: AttributeMap, soLoggedIn: Bool) throws {
+        if try t.checkedBool(CKA_TRUSTED) == true, !soLoggedIn { throw PKCS11Error.attributeReadOnly }
+    }
+
     /// Checks one C_SetAttributeValue entry against the object as it is now.
     static func checkSet(_ view: ObjectView, _ a: Attribute, soLoggedIn: Bool) throws {
         if hidden.contains(a.type) { throw PKCS11Error.attributeTypeInvalid }
