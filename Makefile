@@ -123,6 +123,7 @@ UNITS         = $(wildcard dist/systemd/*.service dist/systemd/*.socket)
 $(GENMAN): $(wildcard Package.resolved)
 	@test -d $(GENMAN_SRC) || { echo "$(GENMAN_SRC) missing: run 'make build' first" >&2; exit 1; }
 	$(SWIFT) build -c release --package-path $(GENMAN_SRC) --scratch-path $(CURDIR)/.build/generate-manual --product generate-manual
+	@touch $@
 
 ## man: keyshare(1) and one page per subcommand from the argument parser, plus keyshare-pkcs11(7).
 man: build $(GENMAN)
