@@ -131,6 +131,8 @@ extension Runtime {
     public func generateKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, template: Template) throws -> CK_OBJECT_HANDLE {
         let s = try session(h)
         let t = try template.map()
+        // DES, 3DES and ChaCha20: one size each (SymmetricKeys.swift).
+        if let fixed = try generateFixedSizeKey(s, mechanism, t) { return fixed }
         let keyType: CK_KEY_TYPE
         let sizes: ClosedRange<CK_ULONG>
         switch KeyGenerationRules.mechanismType(mechanism) {
