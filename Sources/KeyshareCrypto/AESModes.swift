@@ -62,7 +62,7 @@ public enum AESCounter {
         let mask: UInt128 = counterBits == 128 ? ~0 : (UInt128(1) << counterBits) - 1
         let counter = value & mask
         // Blocks left: 2^bits - counter (the counter value itself is the first block).
-        let blocks = mask - counter + 1  // wraps to 0 only for bits = 128, counter = 0: unlimited
+        let blocks = mask &- counter &+ 1  // wraps to 0 only for bits = 128, counter = 0: unlimited
         if blocks == 0 { return nil }
         let (bytes, overflow) = blocks.multipliedReportingOverflow(by: 16)
         if overflow || bytes > UInt128(Int.max) { return nil }
