@@ -38,6 +38,9 @@ public final class AEADContext: @unchecked Sendable {
     private let ctx: OpaquePointer
     public let algorithm: AEADAlgorithm
     private let encrypting: Bool
+    /// The IV length set now: `restart` sets it only when it changes (the
+    /// control goes through OpenSSL's parameter lookup, a string search).
+    private var ivLength: Int
 
     public init(_ algorithm: AEADAlgorithm, key: [UInt8], iv: [UInt8], aad: [UInt8], encrypt: Bool) throws {
         let cipher = try algorithm.cipher(keySize: key.count)
@@ -64,9 +67,38 @@ public final class AEADContext: @unchecked Sendable {
         ctx = c
         self.algorithm = algorithm
         encrypting = encrypt
+        ivLength = iv.count
     }
 
     deinit { EVP_CIPHER_CTX_free(ctx) }
+
+    /// Starts the next message under the same key: a new IV (its length may
+    /// change) and AAD. The key schedule (and GCM's hash key) are kept, so a
+    /// message-based process pays them once, not per message.
+    public func restart(iv: UnsafeRawBufferPointer, aad: UnsafeRawBufferPointer) throws {
+        switch algorithm {
+        case .aesGCM:
+            guard (1...256).contains(iv.count) else { throw CryptoError(.invalidInput, "AES-GCM", reason: "IV must be 1-256 bytes") }
+        case .chacha20Poly1305:
+            guard iv.count == AEADAlgorithm.chachaNonceSize else {
+                throw CryptoError(.invalidInput, "ChaCha20-Poly1305", reason: "nonce must be 12 bytes")
+            }
+        }
+        guard let ivBase = iv.baseAddress, let aadLength = Int32(exactly: aad.count) else {
+            throw CryptoError(.invalidInput, algorithm.name, reason: "bad IV or AAD")
+        }
+        var len: Int32 = 0
+        let mode: Int32 = encrypting ? 1 : 0
+        guard iv.count == ivLength || EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_IVLEN, Int32(iv.count), nil) == 1 else {
+            throw CryptoError.openssl("\(algorithm.name) restart")
+        }
+        ivLength = iv.count
+        guard EVP_CipherInit_ex(ctx, nil, nil, nil, ivBase.assumingMemoryBound(to: UInt8.self), mode) == 1,
+              aad.count == 0 || EVP_CipherUpdate(ctx, nil, &len, aad.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                                                 aadLength) == 1 else {
+            throw CryptoError.openssl("\(algorithm.name) restart")
+        }
+    }
 
     /// Exactly `data.count` bytes of output.
     public func update(_ data: [UInt8]) throws -> [UInt8] {
@@ -104,6 +136,19 @@ public final class AEADContext: @unchecked Sendable {
             throw CryptoError.openssl("\(algorithm.name) final")
         }
         return tag
+    }
+
+    /// The whole message in one go, ciphertext then tag, straight into
+    /// `output` (input.count + tagLength bytes); returns the bytes written.
+    public func sealDirect(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer,
+                           tagLength: Int) throws -> Int {
+        guard output.count >= input.count + tagLength, let o = output.baseAddress else {
+            throw CryptoError(.invalidInput, algorithm.name, reason: "output too small")
+        }
+        let n = try update(input, into: output)
+        let tag = try finishEncrypt(tagLength: tagLength)
+        (o + n).copyMemory(from: tag, byteCount: tag.count)
+        return n + tag.count
     }
 
     /// Checks the tag (decryption only): .authenticationFailed when it does not verify.

@@ -69,11 +69,12 @@ public final class CipherContext: @unchecked Sendable {
         return out
     }
 
-    /// Zero-copy form of `update`: `output` must hold input.count + 2 blocks.
+    /// Zero-copy form of `update`: `output` must hold input.count + blockSize - 1
+    /// bytes (EVP_EncryptUpdate's bound; exactly input.count for a stream mode).
     public func update(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int {
         guard input.count > 0 else { return 0 }
         guard let inBase = input.baseAddress, let outBase = output.baseAddress,
-              output.count >= input.count + blockSize, let inLength = Int32(exactly: input.count) else {
+              output.count >= input.count + blockSize - 1, let inLength = Int32(exactly: input.count) else {
             throw CryptoError(.invalidInput, operation, reason: "buffer sizes")
         }
         var len: Int32 = 0

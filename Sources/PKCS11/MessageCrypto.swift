@@ -117,6 +117,27 @@ final class MessageCipherOperation: Operation {
         self.encrypting = encrypting
     }
 
+    /// The process's EVP context, keyed once at the first message; each
+    /// message restarts it with its own IV and AAD (the key schedule and
+    /// GCM's hash key are not redone per message).
+    private var context: AEADContext?
+
+    /// The context, restarted for a message with `iv` and `aad`.
+    func start(iv: [UInt8], aad: UnsafeRawBufferPointer) throws -> AEADContext {
+        if let c = context {
+            do {
+                try iv.withUnsafeBytes { try c.restart(iv: $0, aad: aad) }
+                return c
+            } catch {
+                context = nil
+                throw error
+            }
+        }
+        let c = try AEADContext(mechanism.aead, key: key, iv: iv, aad: Array(aad), encrypt: encrypting)
+        context = c
+        return c
+    }
+
     /// The IV for a new encrypted message, and whether it was generated
     /// (then the C layer writes it back to pIv).
     func iv(for p: MessageParameters) throws -> (iv: [UInt8], generated: Bool) {
@@ -131,6 +152,20 @@ final class MessageCipherOperation: Operation {
         if mechanism == .chacha20Poly1305, p.tagBytes != AEADAlgorithm.chachaTagSize { throw PKCS11Error.argumentsBad }
         if !encrypting, p.tag.count != p.tagBytes { throw PKCS11Error.argumentsBad }
     }
+}
+
+/// What a direct C_EncryptMessage produced: the output count (the bytes
+/// are in the caller's buffer), and the IV and tag to write back.
+public struct DirectMessageOutput: Sendable, Equatable {
+    public var result: DirectOutput
+    public var iv: [UInt8]?
+    public var tag: [UInt8]?
+}
+
+/// Runs `body` with the bytes of an optional array (nil stays nil).
+func withOptionalBytes<R>(_ a: [UInt8]?, _ body: (UnsafeRawBufferPointer?) throws -> R) rethrows -> R {
+    guard let a else { return try body(nil) }
+    return try a.withUnsafeBytes { try body($0) }
 }
 
 /// What an encrypting message call produced: the output, and the IV and
@@ -202,24 +237,78 @@ extension Runtime {
         _ = try? s.withMessageOperation(encrypt ? .messageEncrypt : .messageDecrypt) { $0.current = nil }
     }
 
-    /// C_EncryptMessage: one message in one call.
+    /// C_EncryptMessage straight between the caller's buffers: the
+    /// per-message parameter read with the process's mechanism, the
+    /// ciphertext into `output`, and the IV (when generated) and tag for the
+    /// C layer to write back through the returned pointers. One session
+    /// lookup and one lock for the whole call: this is the per-message path.
+    public func encryptMessage(session h: CK_SESSION_HANDLE, parameter: UnsafeRawBufferPointer?,
+                               aad: UnsafeRawBufferPointer?, plaintext: UnsafeRawBufferPointer?,
+                               output: UnsafeMutableRawPointer?, capacity: Int?) throws
+        -> (DirectMessageOutput, MessageParameters.Pointers) {
+        try session(h).withMessageOperation(.messageEncrypt) { op in
+            guard let parameter, parameter.count > 0 else { throw PKCS11Error.argumentsBad }
+            let (p, pointers) = try MessageParameters.decode(op.mechanism, parameter, readTag: false)
+            return (try Self.encryptMessage(op, p, aad: aad, plaintext: plaintext, output: output, capacity: capacity), pointers)
+        }
+    }
+
+    /// C_EncryptMessage with decoded parameters (the Swift tests' entry).
+    public func encryptMessage(session h: CK_SESSION_HANDLE, parameters p: MessageParameters,
+                               aad: UnsafeRawBufferPointer?, plaintext: UnsafeRawBufferPointer?,
+                               output: UnsafeMutableRawPointer?, capacity: Int?) throws -> DirectMessageOutput {
+        try session(h).withMessageOperation(.messageEncrypt) { op in
+            try Self.encryptMessage(op, p, aad: aad, plaintext: plaintext, output: output, capacity: capacity)
+        }
+    }
+
+    /// The body of C_EncryptMessage, with the session lock held. Buffers
+    /// that overlap other than exactly go through a copy of the input.
+    private static func encryptMessage(_ op: MessageCipherOperation, _ p: MessageParameters, aad: UnsafeRawBufferPointer?,
+                                       plaintext: UnsafeRawBufferPointer?, output: UnsafeMutableRawPointer?,
+                                       capacity: Int?) throws -> DirectMessageOutput {
+        guard op.current == nil else {
+            op.current = nil
+            throw PKCS11Error.operationActive
+        }
+        guard let aad, let plaintext else { throw PKCS11Error.argumentsBad }
+        try op.checkTag(p)
+        switch OutputResult.decide(needed: plaintext.count, capacity: capacity) {
+        case .length(let n)?: return DirectMessageOutput(result: .length(n), iv: nil, tag: nil)
+        case .tooSmall(let n)?: return DirectMessageOutput(result: .tooSmall(n), iv: nil, tag: nil)
+        default: break
+        }
+        guard let output else { throw PKCS11Error.argumentsBad }
+        let (iv, generated) = try op.iv(for: p)
+        let ctx = try op.start(iv: iv, aad: aad)
+        let out = UnsafeMutableRawBufferPointer(start: output, count: plaintext.count)
+        let n: Int
+        if let i = plaintext.baseAddress, i != UnsafeRawPointer(output), i < UnsafeRawPointer(output) + plaintext.count,
+           UnsafeRawPointer(output) < i + plaintext.count {
+            n = try Array(plaintext).withUnsafeBytes { try ctx.update($0, into: out) }
+        } else {
+            n = try ctx.update(plaintext, into: out)
+        }
+        let tag = try ctx.finishEncrypt(tagLength: p.tagBytes)
+        return DirectMessageOutput(result: .written(n), iv: generated ? iv : nil, tag: tag)
+    }
+
+    /// C_EncryptMessage with arrays (the Swift tests' form of the call above).
     public func encryptMessage(session h: CK_SESSION_HANDLE, parameters p: MessageParameters, aad: [UInt8]?,
                                plaintext: [UInt8]?, capacity: Int?) throws -> MessageOutput {
-        try session(h).withMessageOperation(.messageEncrypt) { op in
-            guard op.current == nil else {
-                op.current = nil
-                throw PKCS11Error.operationActive
+        var out = [UInt8](repeating: 0, count: Swift.max(1, capacity ?? 0))
+        let d = try withOptionalBytes(aad) { a in
+            try withOptionalBytes(plaintext) { pt in
+                try out.withUnsafeMutableBytes { o in
+                    try encryptMessage(session: h, parameters: p, aad: a, plaintext: pt,
+                                       output: capacity == nil ? nil : o.baseAddress, capacity: capacity)
+                }
             }
-            guard let aad, let plaintext else { throw PKCS11Error.argumentsBad }
-            try op.checkTag(p)
-            if let r = OutputResult.decide(needed: plaintext.count, capacity: capacity) {
-                return MessageOutput(result: r, iv: nil, tag: nil)
-            }
-            let (iv, generated) = try op.iv(for: p)
-            let ctx = try AEADContext(op.mechanism.aead, key: op.key, iv: iv, aad: aad, encrypt: true)
-            let ct = try ctx.update(plaintext)
-            let tag = try ctx.finishEncrypt(tagLength: p.tagBytes)
-            return MessageOutput(result: .bytes(ct), iv: generated ? iv : nil, tag: tag)
+        }
+        switch d.result {
+        case .length(let n): return MessageOutput(result: .length(n), iv: d.iv, tag: d.tag)
+        case .tooSmall(let n): return MessageOutput(result: .tooSmall(n), iv: d.iv, tag: d.tag)
+        case .written(let n): return MessageOutput(result: .bytes(Array(out[..<n])), iv: d.iv, tag: d.tag)
         }
     }
 
@@ -251,7 +340,7 @@ extension Runtime {
             if encrypt {
                 if op.mechanism == .chacha20Poly1305, p.tagBytes != AEADAlgorithm.chachaTagSize { throw PKCS11Error.argumentsBad }
                 let (iv, generated) = try op.iv(for: p)
-                let stream = try AEADContext(op.mechanism.aead, key: op.key, iv: iv, aad: aad, encrypt: true)
+                let stream = try aad.withUnsafeBytes { try op.start(iv: iv, aad: $0) }
                 op.current = MessageCipherOperation.Message(iv: iv, tagBytes: p.tagBytes, aad: [], stream: stream)
                 return generated ? iv : nil
             }
@@ -313,7 +402,7 @@ extension Runtime {
     /// One AEAD decryption; a tag that does not verify is CKR_ENCRYPTED_DATA_INVALID.
     private static func open(_ op: MessageCipherOperation, iv: [UInt8], aad: [UInt8], ciphertext: [UInt8],
                              tag: [UInt8]) throws -> [UInt8] {
-        let ctx = try AEADContext(op.mechanism.aead, key: op.key, iv: iv, aad: aad, encrypt: false)
+        let ctx = try aad.withUnsafeBytes { try op.start(iv: iv, aad: $0) }
         var pt = try ctx.update(ciphertext)
         do {
             try ctx.finishDecrypt(tag: tag)

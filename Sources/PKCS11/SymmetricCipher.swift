@@ -66,7 +66,7 @@ final class BlockCipherOperation: CipherOperation {
 /// bytes as it gets and the final call none. Input that would make the
 /// counter field (the low ulCounterBits bits of the counter block) wrap is
 /// CKR_DATA_LEN_RANGE (AESCounter says why).
-final class AESCTROperation: CipherOperation {
+final class AESCTROperation: DirectCipherOperation, DirectUpdateOperation {
     let context: CipherContext
     let encrypting: Bool
     /// Bytes left before the counter field wraps; nil: no Int-sized input reaches it.
@@ -93,6 +93,18 @@ final class AESCTROperation: CipherOperation {
     }
 
     func finish() throws -> [UInt8] { [] }
+
+    func directOneShot(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int? {
+        try directUpdate(input, into: output)
+    }
+
+    func directUpdate(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int {
+        if let r = remaining {
+            guard input.count <= r else { throw PKCS11Error(encrypting ? CKR_DATA_LEN_RANGE : CKR_ENCRYPTED_DATA_LEN_RANGE) }
+            remaining = r - input.count
+        }
+        return try context.update(input, into: output)
+    }
 }
 
 /// AES-CBC with ciphertext stealing (CS1): the output is as long as the
@@ -163,7 +175,7 @@ final class AESCTSOperation: CipherOperation {
 /// the same conventions as AES-GCM (AESGCMOperation): encryption streams,
 /// the final call gives the 16-byte tag; decryption returns plaintext only
 /// from the final call, after the tag (the last 16 bytes) is verified.
-final class ChaChaPolyOperation: CipherOperation {
+final class ChaChaPolyOperation: DirectCipherOperation {
     static let tagBytes = AEADAlgorithm.chachaTagSize
     let key: [UInt8]
     let parameters: ChaChaPolyParameters
@@ -212,6 +224,21 @@ final class ChaChaPolyOperation: CipherOperation {
         } catch {
             throw PKCS11Error(CKR_ENCRYPTED_DATA_INVALID)
         }
+    }
+    /// Encryption only (see DirectCipherOperation): ciphertext, then the tag.
+    func directOneShot(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int? {
+        guard encrypting, stream == nil else { return nil }
+        return try AEADContext(.chacha20Poly1305, key: key, iv: parameters.nonce, aad: parameters.aad, encrypt: true)
+            .sealDirect(input, into: output, tagLength: Self.tagBytes)
+    }
+}
+
+/// AES-GCM's single-part encryption without copies (see DirectCipherOperation).
+extension AESGCMOperation: DirectCipherOperation {
+    func directOneShot(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int? {
+        guard encrypting, stream == nil else { return nil }
+        return try AEADContext(.aesGCM, key: key, iv: parameters.iv, aad: parameters.aad, encrypt: true)
+            .sealDirect(input, into: output, tagLength: parameters.tagBytes)
     }
 }
 

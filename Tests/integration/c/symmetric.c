@@ -765,8 +765,95 @@ static void message_api(CK_SESSION_HANDLE s) {
     CHECK("a GCM process needs an AES key, a ChaCha20 one a ChaCha20 key",
           f->C_MessageEncryptInit(s, &gm, chacha) == CKR_KEY_TYPE_INCONSISTENT &&
           f->C_MessageEncryptInit(s, &cm, key) == CKR_KEY_TYPE_INCONSISTENT);
-    /* Logout ends the processes (they hold key material). */
-    f->C_MessageEncryptInit(s, &gm, key);
+}
+
+/* The copy-free paths (Runtime.cipherDirect, cipherUpdateDirect, the
+ * direct C_EncryptMessage): in place, partly overlapping (the copying
+ * path then), length queries, short buffers, NULL input. Each result is
+ * checked against the same call with separate buffers. */
+static void direct_paths(CK_SESSION_HANDLE s) {
+    unsigned char k[32], iv[16], pt[200], ref[260], buf[300], tag[16], tag2[16];
+    rnd(k, 32); rnd(iv, 16); rnd(pt, sizeof pt);
+    CK_OBJECT_HANDLE key = secret(s, CKK_AES, k, 32);
+    CK_AES_CTR_PARAMS cp = ctr_params(iv, 128);
+    CK_MECHANISM ctr = {CKM_AES_CTR, &cp, sizeof cp};
+    CK_GCM_PARAMS gp = {iv, 12, 96, NULL, 0, 128};
+    CK_MECHANISM gcm = {CKM_AES_GCM, &gp, sizeof gp};
+    CK_ULONG n = sizeof ref, m;
+    crypt1(s, 1, &ctr, key, pt, 150, ref, &n);
+    memcpy(buf, pt, 150);
+    m = sizeof buf;
+    CHECK("CTR C_Encrypt in place (output = input) equals separate buffers",
+          f->C_EncryptInit(s, &ctr, key) == CKR_OK && f->C_Encrypt(s, buf, 150, buf, &m) == CKR_OK && m == 150 &&
+          !memcmp(buf, ref, 150));
+    memcpy(buf, pt, 150);
+    m = sizeof buf - 3;
+    CHECK("CTR C_Encrypt with the output 3 bytes into the input (the copying path) equals separate buffers",
+          f->C_EncryptInit(s, &ctr, key) == CKR_OK && f->C_Encrypt(s, buf, 150, buf + 3, &m) == CKR_OK && m == 150 &&
+          !memcmp(buf + 3, ref, 150));
+    memcpy(buf + 3, pt, 150);
+    m = sizeof buf;
+    CHECK("... and 3 bytes before it",
+          f->C_EncryptInit(s, &ctr, key) == CKR_OK && f->C_Encrypt(s, buf + 3, 150, buf, &m) == CKR_OK && m == 150 &&
+          !memcmp(buf, ref, 150));
+    m = 10;
+    CK_ULONG q = 0;
+    CHECK("CTR C_Encrypt: a short buffer is CKR_BUFFER_TOO_SMALL with the size, a length query too, both keep it",
+          f->C_EncryptInit(s, &ctr, key) == CKR_OK && f->C_Encrypt(s, pt, 150, buf, &m) == CKR_BUFFER_TOO_SMALL && m == 150 &&
+          f->C_Encrypt(s, pt, 150, NULL, &q) == CKR_OK && q == 150 && (m = sizeof buf, f->C_Encrypt(s, pt, 150, buf, &m)) == CKR_OK &&
+          !memcmp(buf, ref, 150));
+    m = sizeof buf;
+    CHECK("CTR C_Encrypt with a NULL input and a length: CKR_ARGUMENTS_BAD, and the operation ends",
+          f->C_EncryptInit(s, &ctr, key) == CKR_OK && f->C_Encrypt(s, NULL, 16, buf, &m) == CKR_ARGUMENTS_BAD &&
+          f->C_Encrypt(s, pt, 16, buf, &m) == CKR_OPERATION_NOT_INITIALIZED);
+    /* C_EncryptUpdate (copy-free for CTR): parts in place equal one call. */
+    memcpy(buf, pt, 150);
+    int ok = f->C_EncryptInit(s, &ctr, key) == CKR_OK;
+    for (int i = 0; ok && i < 150; i += 37) {
+        CK_ULONG part = 150 - i < 37 ? 150 - i : 37, got = part - 1;
+        ok = f->C_EncryptUpdate(s, buf + i, part, buf + i, &got) == CKR_BUFFER_TOO_SMALL && got == part &&
+             f->C_EncryptUpdate(s, buf + i, part, buf + i, &got) == CKR_OK && got == part;
+    }
+    m = 0;
+    CHECK("CTR C_EncryptUpdate in place in 37-byte parts, each after a short buffer, equals C_Encrypt",
+          ok && f->C_EncryptFinal(s, NULL, &m) == CKR_OK && m == 0 && f->C_EncryptFinal(s, buf, &m) == CKR_OK &&
+          !memcmp(buf, ref, 150));
+    /* GCM single-part: ciphertext and tag in place. */
+    n = sizeof ref;
+    crypt1(s, 1, &gcm, key, pt, 100, ref, &n);
+    memcpy(buf, pt, 100);
+    m = sizeof buf;
+    CHECK("GCM C_Encrypt in place: ciphertext || tag as with separate buffers",
+          n == 116 && f->C_EncryptInit(s, &gcm, key) == CKR_OK && f->C_Encrypt(s, buf, 100, buf, &m) == CKR_OK && m == 116 &&
+          !memcmp(buf, ref, 116));
+    memcpy(buf + 5, pt, 100);
+    m = sizeof buf;
+    CHECK("GCM C_Encrypt with overlapping buffers equals separate buffers",
+          f->C_EncryptInit(s, &gcm, key) == CKR_OK && f->C_Encrypt(s, buf + 5, 100, buf, &m) == CKR_OK && m == 116 &&
+          !memcmp(buf, ref, 116));
+    m = 115;
+    CHECK("GCM C_Encrypt with a buffer one byte short: CKR_BUFFER_TOO_SMALL, 116",
+          f->C_EncryptInit(s, &gcm, key) == CKR_OK && f->C_Encrypt(s, pt, 100, buf, &m) == CKR_BUFFER_TOO_SMALL && m == 116 &&
+          f->C_EncryptInit(s, NULL, 0) == CKR_OK);
+    /* C_EncryptMessage in place and overlapping. */
+    CK_MECHANISM gm = {CKM_AES_GCM, NULL, 0};
+    CK_GCM_MESSAGE_PARAMS mp = {iv, 12, 0, CKG_NO_GENERATE, tag, 128}, mp2 = {iv, 12, 0, CKG_NO_GENERATE, tag2, 128};
+    n = sizeof ref;
+    f->C_MessageEncryptInit(s, NULL, 0);  /* message_api left one running */
+    ok = f->C_MessageEncryptInit(s, &gm, key) == CKR_OK &&
+         f->C_EncryptMessage(s, &mp, sizeof mp, (CK_BYTE_PTR)"aad", 3, pt, 100, ref, &n) == CKR_OK && n == 100;
+    memcpy(buf, pt, 100);
+    m = sizeof buf;
+    CHECK("C_EncryptMessage in place equals separate buffers (ciphertext and tag)",
+          ok && f->C_EncryptMessage(s, &mp2, sizeof mp2, (CK_BYTE_PTR)"aad", 3, buf, 100, buf, &m) == CKR_OK && m == 100 &&
+          !memcmp(buf, ref, 100) && !memcmp(tag, tag2, 16));
+    memcpy(buf + 7, pt, 100);
+    memset(tag2, 0, 16);
+    m = sizeof buf;
+    CHECK("C_EncryptMessage with overlapping buffers equals separate buffers",
+          f->C_EncryptMessage(s, &mp2, sizeof mp2, (CK_BYTE_PTR)"aad", 3, buf + 7, 100, buf, &m) == CKR_OK && m == 100 &&
+          !memcmp(buf, ref, 100) && !memcmp(tag, tag2, 16));
+    /* The process stays active for main's logout check. */
 }
 
 /* Rule 6: the CBC padding oracle of Bardou et al. (CRYPTO 2012) run to its
@@ -899,11 +986,13 @@ int main(int argc, char **argv) {
     for_cli(s);
     arguments(s);
     message_api(s);
+    direct_paths(s);
     padding_oracle(s);
     gcm_iv_reuse(s);
     unsigned char buf[16];
     CK_ULONG n = sizeof buf;
     CK_GCM_MESSAGE_PARAMS gp = {buf, 12, 0, CKG_NO_GENERATE, buf, 128};
+    /* direct_paths left a message process running; logout must end it (it holds key material). */
     CHECK("C_Logout ends an active message process",
           f->C_Logout(s) == CKR_OK && f->C_EncryptMessage(s, &gp, sizeof gp, NULL, 0, buf, 1, buf, &n) == CKR_OPERATION_NOT_INITIALIZED);
     /* Single DES ran above through keyshare's own library context: the
