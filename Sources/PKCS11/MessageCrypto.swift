@@ -240,13 +240,14 @@ extension Runtime {
     /// C_EncryptMessage straight between the caller's buffers: the
     /// per-message parameter read with the process's mechanism, the
     /// ciphertext into `output`, and the IV (when generated) and tag for the
-    /// C layer to write back through the returned pointers. One session
-    /// lookup and one lock for the whole call: this is the per-message path.
-    public func encryptMessage(session h: CK_SESSION_HANDLE, parameter: UnsafeRawBufferPointer?,
+    /// C layer to write back through the returned pointers. The C layer's
+    /// session (looked up once, for the argument order) and one lock for the
+    /// whole call: this is the per-message path.
+    public func encryptMessage(session s: Session, parameter: UnsafeRawBufferPointer?,
                                aad: UnsafeRawBufferPointer?, plaintext: UnsafeRawBufferPointer?,
                                output: UnsafeMutableRawPointer?, capacity: Int?) throws
         -> (DirectMessageOutput, MessageParameters.Pointers) {
-        try session(h).withMessageOperation(.messageEncrypt) { op in
+        try s.withMessageOperation(.messageEncrypt) { op in
             guard let parameter, parameter.count > 0 else { throw PKCS11Error.argumentsBad }
             let (p, pointers) = try MessageParameters.decode(op.mechanism, parameter, readTag: false)
             return (try Self.encryptMessage(op, p, aad: aad, plaintext: plaintext, output: output, capacity: capacity), pointers)

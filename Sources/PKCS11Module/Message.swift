@@ -89,11 +89,12 @@ public func ks_C_MessageEncryptInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism:
 @c @implementation
 public func ks_C_EncryptMessage(_ hSession: CK_SESSION_HANDLE, _ pParameter: UnsafeMutableRawPointer?, _ ulParameterLen: CK_ULONG, _ pAssociatedData: UnsafeMutablePointer<CK_BYTE>?, _ ulAssociatedDataLen: CK_ULONG, _ pPlaintext: UnsafeMutablePointer<CK_BYTE>?, _ ulPlaintextLen: CK_ULONG, _ pCiphertext: UnsafeMutablePointer<CK_BYTE>?, _ pulCiphertextLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
     entry("C_EncryptMessage", "hSession=\(hSession) len=\(ulPlaintextLen)") {
-        let rt = try runtime(session: hSession)
+        let rt = try runtime()
+        let s = try rt.session(hSession)
         // Straight between the caller's buffers (no copy of the message);
         // the parameter is read with the process's mechanism inside.
         let n = try length(ulParameterLen)
-        let (out, ptrs) = try rt.encryptMessage(session: hSession, parameter: pParameter.map { UnsafeRawBufferPointer(start: $0, count: n) },
+        let (out, ptrs) = try rt.encryptMessage(session: s, parameter: pParameter.map { UnsafeRawBufferPointer(start: $0, count: n) },
                                                 aad: try rawInput(pAssociatedData, ulAssociatedDataLen),
                                                 plaintext: try rawInput(pPlaintext, ulPlaintextLen),
                                                 output: pCiphertext, capacity: try capacity(pCiphertext, pulCiphertextLen))
