@@ -8,7 +8,9 @@ BIN_DIR       := $(shell pwd)/.build/release
 MODULE        := $(BIN_DIR)/libkeyshare-pkcs11.so
 KEYSHARE      := $(BIN_DIR)/keyshare
 DEB_PACKAGES  := libssl-dev libsqlite3-dev libp11-kit-dev p11-kit opensc softhsm2 gnutls-bin \
-                 libengine-pkcs11-openssl openssh-client libnss3-tools zip unzip openssl python3 pkg-config strace
+                 libengine-pkcs11-openssl openssh-client libnss3-tools zip unzip openssl python3 pkg-config strace \
+                 p11-kit-modules openssh-server openvpn curl iproute2 openjdk-17-jdk-headless gdb sqlite3
+SYSTEMD_USER_DIR ?= $(PREFIX)/lib/systemd/user
 P11_MODULE_DIR  = $(shell pkg-config --variable=p11_module_path p11-kit-1 2>/dev/null || echo /usr/lib/x86_64-linux-gnu/pkcs11)
 P11_CONFIG_DIR  = $(shell pkg-config --variable=p11_module_configs p11-kit-1 2>/dev/null || echo /usr/share/p11-kit/modules)
 
@@ -24,7 +26,13 @@ deps:
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	  policy=""; if [ ! -e /usr/sbin/policy-rc.d ]; then \
+	    printf '#!/bin/sh\n# keyshare make deps: do not start services (sshd, openvpn) while installing\nexit 101\n' \
+	      | $$SUDO tee /usr/sbin/policy-rc.d >/dev/null && $$SUDO chmod 755 /usr/sbin/policy-rc.d && policy=1; \
+	  fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; rc=$$?; \
+	  [ -z "$$policy" ] || $$SUDO rm -f /usr/sbin/policy-rc.d; \
+	  exit $$rc; \
 	fi
 
 ## build: release binaries with the Swift runtime linked in (the module must be self-contained).
@@ -56,11 +64,14 @@ bench: build $(BENCH_BIN)
 	@bash Benchmarks/run.sh "$(KEYSHARE)" "$(MODULE)" "$(BENCH_BIN)"
 
 ## stress: long reliability runs (docs/reliability.md): 4 processes x 2 threads x 1000 operations with the
-## CLI alongside, 200 SIGKILLs, and the in-process run under ThreadSanitizer (module in .build-tsan).
+## CLI alongside, 200 SIGKILLs, 100 forks with 4 busy threads, the password-service exec races 25 times
+## each (issue 12), and the in-process run under ThreadSanitizer (module in .build-tsan).
 SANITIZE := KEYSHARE_SANITIZE=1 $(SWIFT) build -c release
 stress: build
 	@bash Tests/stress/stress.sh "$(KEYSHARE)" "$(MODULE)" 4 2 1000 20
 	@bash Tests/stress/crash.sh "$(KEYSHARE)" "$(MODULE)" 200
+	@RACE_RUNS=25 bash Tests/integration/21-share-hardening.sh "$(KEYSHARE)" "$(MODULE)"
+	@bash Tests/integration/55-fork.sh "$(KEYSHARE)" "$(MODULE)" 100
 	$(SANITIZE) --scratch-path .build-tsan -Xswiftc -sanitize=thread --product keyshare-pkcs11
 	@bash Tests/stress/tsan.sh "$(KEYSHARE)" .build-tsan/release/libkeyshare-pkcs11.so 4 1000
 
@@ -77,9 +88,13 @@ install: build
 	install -m 0755 $(KEYSHARE) $(DESTDIR)$(PREFIX)/bin/keyshare
 	install -m 0644 $(MODULE) $(DESTDIR)$(P11_MODULE_DIR)/libkeyshare-pkcs11.so
 	install -m 0644 pkcs11/keyshare.module $(DESTDIR)$(P11_CONFIG_DIR)/keyshare.module
+	install -d $(DESTDIR)$(SYSTEMD_USER_DIR)
+	install -m 0644 dist/systemd/keyshare-agent.socket $(DESTDIR)$(SYSTEMD_USER_DIR)/keyshare-agent.socket
+	sed 's|@BINDIR@|$(PREFIX)/bin|' dist/systemd/keyshare-agent.service > $(DESTDIR)$(SYSTEMD_USER_DIR)/keyshare-agent.service
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/keyshare $(DESTDIR)$(P11_MODULE_DIR)/libkeyshare-pkcs11.so $(DESTDIR)$(P11_CONFIG_DIR)/keyshare.module
+	rm -f $(DESTDIR)$(SYSTEMD_USER_DIR)/keyshare-agent.socket $(DESTDIR)$(SYSTEMD_USER_DIR)/keyshare-agent.service
 
 clean:
 	rm -rf .build demo

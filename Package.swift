@@ -28,7 +28,7 @@ let package = Package(
     name: "keyshare",
     products: [
         .executable(name: "keyshare", targets: ["keyshare"]),
-        .library(name: "keyshare-pkcs11", type: .dynamic, targets: ["PKCS11Module"]),
+        .library(name: "keyshare-pkcs11", type: .dynamic, targets: ["PKCS11ModuleLink"]),
         .library(name: "KeyShare", targets: ["KeyShare"]),
     ],
     dependencies: [
@@ -59,20 +59,35 @@ let package = Package(
                           swiftSettings: strict),
 
         // The C ABI layer: function tables as static data, only the three C_Get* exported.
+        // The agent protocol (docs/agent.md): frames, codecs, the agent-side dispatcher. C, shared by the
+        // module's client and the agent.
+        .target(name: "AgentProtocol", path: "Sources/AgentProtocol"),
         .target(
             name: "CPKCS11ABI",
-            dependencies: ["CPKCS11"],
+            dependencies: ["CPKCS11", "AgentProtocol"],
             path: "pkcs11/abi"),
+        // The entry points; also linked into the agent (`keyshare agent`), which serves calls with them.
         .target(
             name: "PKCS11Module",
             dependencies: ["PKCS11", "CPKCS11ABI", "CPKCS11"],
+            swiftSettings: strict),
+        // Only the dynamic library uses this target: it carries the module-only link flags.
+        .target(
+            name: "PKCS11ModuleLink",
+            dependencies: ["PKCS11Module"],
             swiftSettings: strict,
             linkerSettings: moduleLinkFlags),
+        // The per-user agent: holds the store, the logins and the keys; serves the module's clients.
+        .target(
+            name: "KeyshareAgent",
+            dependencies: ["PKCS11Module", "PKCS11", "Keychain", "KeyshareCrypto", "AgentProtocol", "CPKCS11ABI",
+                           "CPKCS11", "CLinux", "KeySharing"],
+            swiftSettings: strict),
 
         .executableTarget(
             name: "keyshare",
             dependencies: [
-                "KeySharing", "KeyShare", "Tokens", "Keychain", "KeyshareCrypto", "CLinux",
+                "KeySharing", "KeyShare", "Tokens", "Keychain", "KeyshareCrypto", "CLinux", "KeyshareAgent",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict),
@@ -84,6 +99,7 @@ let package = Package(
         .testTarget(name: "TokensTests", dependencies: ["Tokens", "Keychain", "KeyshareCrypto", "KeychainTestSupport"], swiftSettings: strict),
         .testTarget(name: "KeySharingTests", dependencies: ["KeySharing", "Tokens", "KeyshareCrypto"], swiftSettings: strict),
         .testTarget(name: "KeyShareTests", dependencies: ["KeyShare"], swiftSettings: strict),
+        .testTarget(name: "AgentProtocolTests", dependencies: ["AgentProtocol", "CPKCS11"], swiftSettings: strict),
         .testTarget(name: "PKCS11Tests", dependencies: ["PKCS11", "Tokens", "CPKCS11"], swiftSettings: strict),
     ]
 )

@@ -3,16 +3,20 @@
  * same workloads on each, plus a raw-OpenSSL baseline in the same process,
  * and prints one table with absolute figures and ratios.
  *
- *   p11bench --module NAME=PATH [--module NAME=PATH] [--token LABEL] [--pin PIN]
+ *   BENCH_PIN=PIN p11bench --module NAME=PATH [--module NAME=PATH] [--token LABEL]
  *            [--cli KEYSHARE_BIN] [--cli-home DIR]
  *
  * The first module is the subject, the second the reference: the ratio
  * columns are subject/reference and subject/raw. Each module must already
- * have an initialised token with the given label and user PIN (Benchmarks/
- * run.sh creates them with softhsm2-util and `keyshare token create`).
+ * have an initialised token with the given label and the user PIN in
+ * BENCH_PIN (Benchmarks/run.sh creates them with pkcs11-tool and `keyshare
+ * token create`). The PIN is read from the environment only, never from
+ * argv: every local user reads every process's command line (`ps`); the
+ * child runs (cold start, RSS) inherit it the same way.
  *
- * Environment: BENCH_SMOKE=1 (tiny counts, one repetition), BENCH_REPS
- * (repetitions, default 5), BENCH_TIME (seconds per repetition, default 0.25),
+ * Environment: BENCH_PIN (the tokens' user PIN, required), BENCH_SMOKE=1
+ * (tiny counts, one repetition), BENCH_REPS (repetitions, default 5),
+ * BENCH_TIME (seconds per repetition, default 0.25),
  * BENCH_MAX_OBJECTS (largest find population, default 100000),
  * BENCH_REF_MAX_OBJECTS (cap for the reference module, default 10000),
  * BENCH_ONLY (run only rows whose name contains this string, for profiling),
@@ -197,7 +201,7 @@ typedef struct {
 
 static mod_t mods[NCOL];
 static int nmods;
-static const char *TOKEN = "bench", *PIN = "123456";
+static const char *TOKEN = "bench", *PIN;
 
 static const char *rvname(CK_RV rv) {
     static char buf[32];
@@ -984,7 +988,7 @@ static int child_rss(const char *path) {
 
 static int run_child(const char *mode, const char *path, double *vals, int nvals) {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s' --child %s '%s' --token '%s' --pin '%s'", SELF, mode, path, TOKEN, PIN);
+    snprintf(cmd, sizeof cmd, "'%s' --child %s '%s' --token '%s'", SELF, mode, path, TOKEN);  /* BENCH_PIN is inherited */
     FILE *p = popen(cmd, "r");
     if (!p) return -1;
     int got = 0;
@@ -1228,7 +1232,6 @@ static void cli_import_row(void) {
     char dir[] = "/tmp/p11bench-p12.XXXXXX";
     if (!mkdtemp(dir)) { note(r, SUBJ, "n/a (mkdtemp)"); return; }
     setenv("BENCH_P12PW", "bench-p12", 1);
-    setenv("BENCH_PIN", PIN, 1);
     if (make_p12s(dir, n, "bench-p12")) { note(r, SUBJ, "n/a (p12 generation)"); return; }
     char cmd[8192];
     snprintf(cmd, sizeof cmd,
@@ -1386,12 +1389,14 @@ int main(int argc, char **argv) {
             mods[++nmods].name = spec;
             mods[nmods].path = eq + 1;
         } else if (!strcmp(argv[i], "--token") && i + 1 < argc) TOKEN = argv[++i];
-        else if (!strcmp(argv[i], "--pin") && i + 1 < argc) PIN = argv[++i];
+        else if (!strcmp(argv[i], "--pin")) die("give the PIN in BENCH_PIN, not on the command line (`ps` shows it to every local user)");
         else if (!strcmp(argv[i], "--cli") && i + 1 < argc) CLI = argv[++i];
         else if (!strcmp(argv[i], "--cli-home") && i + 1 < argc) CLI_HOME = argv[++i];
         else if (!strcmp(argv[i], "--child") && i + 2 < argc) { child = argv[++i]; childpath = argv[++i]; }
-        else die("usage: p11bench --module NAME=PATH [--module NAME=PATH] [--token L] [--pin P] [--cli BIN] [--cli-home DIR]");
+        else die("usage: BENCH_PIN=PIN p11bench --module NAME=PATH [--module NAME=PATH] [--token L] [--cli BIN] [--cli-home DIR]");
     }
+    PIN = getenv("BENCH_PIN");
+    if (!PIN || !*PIN) die("set BENCH_PIN to the tokens' user PIN");
     if (child) return !strcmp(child, "init") ? child_init(childpath) : child_rss(childpath);
     if (nmods == 0) die("give at least one --module NAME=PATH");
     colname[SUBJ] = mods[1].name;

@@ -2,8 +2,10 @@
 # Runs p11bench: keyshare's module against SoftHSM2 and raw OpenSSL.
 # Usage: Benchmarks/run.sh KEYSHARE_BIN MODULE_PATH [P11BENCH_BIN]
 # Sets up its own stores in a temp dir: a SoftHSM2 token (private
-# SOFTHSM2_CONF, softhsm2-util --init-token) and a keyshare token
-# (`keyshare token create`), both labelled "bench" with the same PIN.
+# SOFTHSM2_CONF, pkcs11-tool --init-token) and a keyshare token
+# (`keyshare token create`), both labelled "bench" with the same PIN. The PINs
+# go to every program through the environment (BENCH_PIN, BENCH_SO), never on
+# a command line, where every local user would read them in `ps`.
 # BENCH_SMOKE=1 for a quick run that asserts nothing about speed; other
 # BENCH_* variables are described at the top of p11bench.c.
 set -euo pipefail
@@ -28,7 +30,10 @@ export BENCH_KDF_LOG2N=${KEYSHARE_KDF_LOG2N:-15}
 mkdir -p "$WORK/softhsm/tokens"
 printf 'directories.tokendir = %s\nobjectstore.backend = file\nlog.level = ERROR\n' "$WORK/softhsm/tokens" > "$WORK/softhsm/softhsm2.conf"
 export SOFTHSM2_CONF=$WORK/softhsm/softhsm2.conf
-softhsm2-util --init-token --free --label bench --pin "$BENCH_PIN" --so-pin "$BENCH_SO" >/dev/null
+# pkcs11-tool reads the PINs from the environment (env:VAR); softhsm2-util takes them only as arguments.
+pkcs11-tool --module "$SOFTHSM" --slot-index 0 --init-token --label bench --so-pin env:BENCH_SO >/dev/null
+pkcs11-tool --module "$SOFTHSM" --token-label bench --login --login-type so --so-pin env:BENCH_SO \
+  --init-pin --new-pin env:BENCH_PIN >/dev/null
 
 # keyshare: the store the module uses, and a second one for the CLI import row.
 export KEYSHARE_HOME=$WORK/keyshare
@@ -39,6 +44,7 @@ KEYSHARE_HOME=$WORK/keyshare-cli "$KEYSHARE" token create --label bench --pin-so
 # BENCH_WRAP="valgrind --tool=callgrind --toggle-collect=p11_sign" BENCH_ONLY=...).
 REF=(--module "SoftHSM2=$SOFTHSM")
 [ "${BENCH_NO_REF:-0}" != 0 ] && REF=()
+# p11bench reads the PIN from BENCH_PIN.
 # shellcheck disable=SC2086
-${BENCH_WRAP:-} "$BENCH" --module "keyshare=$MODULE" "${REF[@]}" --token bench --pin "$BENCH_PIN" \
+${BENCH_WRAP:-} "$BENCH" --module "keyshare=$MODULE" "${REF[@]}" --token bench \
   --cli "$KEYSHARE" --cli-home "$WORK/keyshare-cli"

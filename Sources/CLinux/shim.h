@@ -3,6 +3,10 @@
 // Linux calls Swift cannot import directly (variadic prototypes), as inline
 // wrappers; no library to link.
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 /// PR_SET_DUMPABLE: 0 makes the process non-dumpable (no core, no same-uid
 /// ptrace or /proc/PID/mem). Returns prctl's result.
@@ -13,5 +17,43 @@ static inline int keyshare_set_dumpable(int dumpable) {
 /// PR_GET_DUMPABLE: 1 dumpable, 0 not, -1 error.
 static inline int keyshare_get_dumpable(void) {
     return prctl(PR_GET_DUMPABLE, 0UL, 0UL, 0UL, 0UL);
+}
+/// Detaches the calling (single-threaded) process for `keyshare agent
+/// --daemonize`: forks; the parent waits until the child reports on a pipe
+/// (a byte '1' listening, '0' another agent already runs) and exits 0, or 1
+/// when the child died first. The child starts a new session and gets the
+/// pipe's write end in *ready_fd. Returns 0 in the child, -1 on error.
+static inline int keyshare_daemonize(int *ready_fd) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) return -1;
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid > 0) {
+        close(p[1]);
+        char c = 0;
+        ssize_t n;
+        do { n = read(p[0], &c, 1); } while (n < 0);
+        _exit(n == 1 ? 0 : 1);
+    }
+    close(p[0]);
+    setsid();
+    *ready_fd = p[1];
+    return 0;
+}
+
+/// SO_PEERCRED of a connected Unix socket: 0 and the peer's pid and uid, or -1.
+static inline int keyshare_peer_cred(int fd, pid_t *pid, uid_t *uid) {
+    /* struct ucred's layout, without depending on _GNU_SOURCE. */
+    struct { pid_t pid; uid_t uid; gid_t gid; } cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, 17 /* SO_PEERCRED */, &cred, &len) != 0) return -1;
+    *pid = cred.pid;
+    *uid = cred.uid;
+    return 0;
+}
+/// accept4 with SOCK_CLOEXEC (accept4 needs _GNU_SOURCE, which Swift's Glibc may not have).
+static inline int keyshare_accept_cloexec(int fd) {
+    extern int accept4(int, struct sockaddr *, socklen_t *, int);
+    return accept4(fd, 0, 0, SOCK_CLOEXEC);
 }
 #endif

@@ -3,9 +3,37 @@
 #include <sqlite3.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 // SQLITE_TRANSIENT is a cast macro, which Swift does not import.
 static inline sqlite3_destructor_type ks_sqlite_transient(void) { return SQLITE_TRANSIENT; }
+
+/// Closing this connection will neither checkpoint nor delete the WAL
+/// (sqlite3_db_config is variadic, which Swift does not import). Used when
+/// the store closes its connection for a fork (another process, or this one
+/// after the fork, still uses the WAL), and when the connection's WAL was
+/// deleted or replaced under it (its checkpoint would overwrite newer commits).
+static inline int ks_sqlite_no_checkpoint_on_close(sqlite3 *db) {
+    return sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)0);
+}
+
+/// The busy handler: another try every millisecond, for at least
+/// `timeout_ms`. SQLite's own (sqlite3_busy_timeout) sleeps 1, 2, 5, ... up
+/// to 100 ms between tries, so a process waiting for another that commits
+/// back to back wakes in long steps, keeps missing the short gaps between
+/// its transactions, and waits seconds (docs/reliability.md, "Fork with busy
+/// threads": a forked worker's C_Login against a busy parent). A failed try
+/// is one fcntl, so polling costs next to nothing.
+static inline int ks_sqlite_busy_poll_handler(void *timeout_ms, int tries) {
+    if ((long)tries >= (long)(intptr_t)timeout_ms) return 0;
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, 0);
+    return 1;
+}
+
+static inline int ks_sqlite_busy_poll(sqlite3 *db, int timeout_ms) {
+    return sqlite3_busy_handler(db, ks_sqlite_busy_poll_handler, (void *)(intptr_t)timeout_ms);
+}
 
 /// The connection's own mapping of the WAL-index (the -shm file), or NULL
 /// before the connection has opened its WAL. Obtained through the VFS's
@@ -41,4 +69,5 @@ static inline uint64_t ks_sqlite_wal_stamp(const volatile void *index) {
     for (int i = 0; i < 12; i++) { x ^= first[i]; x *= 1099511628211ULL; }
     return x | 1;
 }
+
 #endif

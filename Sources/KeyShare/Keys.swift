@@ -117,6 +117,7 @@ public final class KeyRef: @unchecked Sendable {
         case .rsaPKCS1, .rsaPSS, .rsaRaw: fits = keyType == .rsa
         case .ecdsa: fits = keyType == .ec
         case .ed25519: fits = keyType == .ed25519
+        case .ed448: fits = keyType == .ed448
         }
         guard fits else { throw KeyShareError.unsupported("the signature algorithm does not fit a \(keyType) key") }
     }

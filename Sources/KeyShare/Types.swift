@@ -202,7 +202,7 @@ public struct ItemAttributes: Sendable {
         switch type {
         case .rsa: a.ulong(CKA.modulusBits).map { Int($0) }
         case .ec: a[CKA.ecParams].flatMap { ECCurve(paramsDER: $0) }?.bits
-        case .ed25519: 256
+        case .ed25519, .ed448, .x25519, .x448: a[CKA.ecParams].flatMap { ECXCurve(paramsDER: $0) }?.bits ?? 256
         case nil: a.ulong(CKA.valueLen).map { Int($0) * 8 }
         }
     }

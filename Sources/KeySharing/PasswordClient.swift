@@ -8,6 +8,8 @@ public enum PasswordClient {
         /// The service answered and refused, naming its state.
         case refused(state: String, reason: String)
         case protocolError(String)
+        /// No reply within the client's own time limit (the service is busy or stuck).
+        case timedOut(path: String, seconds: Int)
 
         public var description: String {
             switch self {
@@ -17,6 +19,8 @@ public enum PasswordClient {
                 "the password service refused: \(state) (\(reason))"
             case .protocolError(let why):
                 "the password service gave an invalid reply: \(why)"
+            case .timedOut(let path, let seconds):
+                "the password service at \(path) did not answer within \(seconds) s (it may be overloaded); try again"
             }
         }
     }
@@ -43,14 +47,21 @@ public enum PasswordClient {
             guard n > 0 else { break }  // the server may close early on an oversized request: read its reply
             offset += n
         }
+        // One deadline for the whole reply: SO_RCVTIMEO bounds each read, the clock the sum.
+        let deadline = Connection.monotonicMilliseconds() + Int64(timeoutSeconds) * 1000
         var reply: [UInt8] = []
         var buf = [UInt8](repeating: 0, count: 4096)
+        var timedOut = false
         while reply.count < 65536 {
             let n = read(fd, &buf, buf.count)
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { timedOut = true; break }
             if n <= 0 { break }
             reply += buf[0..<n]
             if reply.last == 0x0A { break }
+            if Connection.monotonicMilliseconds() >= deadline { timedOut = true; break }
         }
+        if timedOut && reply.last != 0x0A { throw ClientError.timedOut(path: socketPath, seconds: timeoutSeconds) }
         guard !reply.isEmpty else { throw ClientError.protocolError("the service closed the connection without a reply") }
         return reply.last == 0x0A ? Array(reply.dropLast()) : reply
     }
@@ -72,6 +83,10 @@ public enum PasswordClient {
         guard addr.withSockaddr({ Glibc.connect(fd, $0, $1) }) == 0 else {
             let code = errno
             close(fd)
+            // A full listen queue: connect() waited SO_SNDTIMEO for room.
+            if code == EAGAIN || code == EWOULDBLOCK || code == ETIMEDOUT {
+                throw ClientError.timedOut(path: path, seconds: timeoutSeconds)
+            }
             let reason: String
             switch code {
             case ENOENT, ECONNREFUSED: reason = "no service is running (start it with `keyshare serve`)"

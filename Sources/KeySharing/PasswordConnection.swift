@@ -1,21 +1,33 @@
 import Foundation
 
 /// One client connection of the password service: reads at most one request
-/// line within the size bound and the deadline, then writes one reply and closes.
+/// line within the size bound and the deadline, then writes one reply and
+/// closes. The server decides the reply; a connection only moves bytes.
 final class Connection {
     let fd: Int32
-    let peer: PeerCredentials?
+    /// Accept order: the oldest connection is the one closed when the service is full.
+    let serial: UInt64
+    /// SO_PEERCRED, read at accept: the kernel's record of the connecting process.
+    let credentials: (pid: Int32, uid: UInt32, gid: UInt32)?
     var deadline: Int64
-    var input: [UInt8] = []
-    var pending: [UInt8] = []
-    var answered = false
+    private var input: [UInt8] = []
+    private var pending: [UInt8] = []
+    private(set) var answered = false
     private(set) var closed = false
 
-    typealias Handler = (Result<[UInt8], PasswordProtocol.ProtocolError>, PeerCredentials?) -> [UInt8]
+    /// What reading brought.
+    enum Progress {
+        case waiting
+        /// The connection is closed (an error, or its reply is out).
+        case finished
+        /// A complete request line, or why there is none: the server must reply.
+        case request(Result<[UInt8], PasswordProtocol.ProtocolError>)
+    }
 
-    init(fd: Int32, peer: PeerCredentials?) {
+    init(fd: Int32, serial: UInt64) {
         self.fd = fd
-        self.peer = peer
+        self.serial = serial
+        credentials = Self.peerCredentials(fd)
         deadline = Self.monotonicMilliseconds() + Int64(PasswordProtocol.requestTimeoutMilliseconds)
     }
 
@@ -25,48 +37,57 @@ final class Connection {
         return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
     }
 
-    /// Handles readiness; returns true when the connection is finished (closed).
-    func service(revents: Int16, handle: Handler) -> Bool {
-        if !pending.isEmpty {
-            return flush()
-        }
-        if revents & Int16(POLLIN | POLLHUP | POLLERR) == 0 { return false }
+    /// Which poll events this connection waits for.
+    var events: Int16 { Int16(pending.isEmpty ? POLLIN : POLLOUT) }
+
+    /// Handles readiness.
+    func service(revents: Int16) -> Progress {
+        if closed { return .finished }
+        if !pending.isEmpty { return flush() ? .finished : .waiting }
+        if answered { return .waiting }
+        if revents & Int16(POLLIN | POLLHUP | POLLERR) == 0 { return .waiting }
         var buf = [UInt8](repeating: 0, count: PasswordProtocol.maxRequestBytes + 1)
         let room = PasswordProtocol.maxRequestBytes + 1 - input.count
         let n = read(fd, &buf, room)
         if n < 0 {
-            if errno == EAGAIN || errno == EINTR { return false }
-            return finish()
+            if errno == EAGAIN || errno == EINTR { return .waiting }
+            finish()
+            return .finished
         }
         if n == 0 {
             // The client shut its side: whatever came is all there is.
             let error = input.isEmpty ? "empty request" : "incomplete request: no end of line"
-            return reply(handle(.failure(.init(error)), peer))
+            return .request(.failure(.init(error)))
         }
         input += buf[0..<n]
         if let newline = input.firstIndex(of: 0x0A) {
-            return reply(handle(.success(Array(input[..<newline])), peer))
+            return .request(.success(Array(input[..<newline])))
         }
         if input.count > PasswordProtocol.maxRequestBytes {
-            return reply(handle(.failure(.init("request too large (limit \(PasswordProtocol.maxRequestBytes) bytes)")), peer))
+            return .request(.failure(.init("request too large (limit \(PasswordProtocol.maxRequestBytes) bytes)")))
         }
-        return false
+        return .waiting
     }
 
-    /// The deadline passed: a client still sending gets a timeout reply (one
-    /// non-blocking attempt); one that never read its reply is just closed.
-    func expire(handle: Handler) {
-        if pending.isEmpty && !answered {
-            _ = reply(handle(.failure(.init("timeout: no complete request within \(PasswordProtocol.requestTimeoutMilliseconds) ms")), peer))
-        }
-        if !closed { _ = finish() }
-    }
-
-    private func reply(_ bytes: [UInt8]) -> Bool {
+    /// Sends the reply (as far as the socket takes it now); true when finished.
+    func reply(_ bytes: [UInt8]) -> Bool {
+        guard !closed else { return true }
         answered = true
         pending = bytes
         deadline = Self.monotonicMilliseconds() + Int64(PasswordProtocol.requestTimeoutMilliseconds)
         return flush()
+    }
+
+    /// Closes without waiting: one non-blocking attempt at `last` (if the
+    /// client has had no reply yet), then close.
+    func abandon(last: [UInt8]?) {
+        guard !closed else { return }
+        if let last, !answered, pending.isEmpty {
+            answered = true
+            pending = last
+            _ = flush()
+        }
+        finish()
     }
 
     private func flush() -> Bool {
@@ -74,17 +95,27 @@ final class Connection {
             let n = pending.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if n < 0 {
                 if errno == EAGAIN || errno == EINTR { return false }
-                return finish()
+                finish()
+                return true
             }
             pending.removeFirst(n)
         }
-        return finish()
+        finish()
+        return true
     }
 
-    private func finish() -> Bool {
+    private func finish() {
         pending.removeAll()
         if !closed { close(fd) }
         closed = true
-        return true
+    }
+
+    /// SO_PEERCRED: pid, uid and gid of the process that called connect().
+    static func peerCredentials(_ fd: Int32) -> (pid: Int32, uid: UInt32, gid: UInt32)? {
+        var cred: (Int32, UInt32, UInt32) = (0, 0, 0)
+        var len = socklen_t(MemoryLayout.size(ofValue: cred))
+        let soPeerCred: Int32 = 17  // SO_PEERCRED on Linux (asm-generic/socket.h)
+        guard getsockopt(fd, SOL_SOCKET, soPeerCred, &cred, &len) == 0, cred.0 > 0 else { return nil }
+        return cred
     }
 }

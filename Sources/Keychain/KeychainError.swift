@@ -12,6 +12,14 @@ public enum KeychainError: Error, Equatable, CustomStringConvertible, Sendable {
     case decryptionFailed(String)
     case storage(String)
     case invalidArgument(String)
+    /// A write on a store that cannot be written: a read-only mount, no write
+    /// permission, a handle opened read-only (PKCS #11: CKR_TOKEN_WRITE_PROTECTED).
+    case readOnlyStore(String)
+    /// A write that ran out of disk space (PKCS #11: CKR_DEVICE_MEMORY).
+    case storeFull(String)
+    /// A directory or file another user could have planted or could change
+    /// (SecureDirectory); the message is the whole line: path, owner, mode, fix.
+    case insecurePath(String)
 
     public var description: String {
         switch self {
@@ -26,6 +34,31 @@ public enum KeychainError: Error, Equatable, CustomStringConvertible, Sendable {
         case .decryptionFailed(let m): "decryption failed: \(m)"
         case .storage(let m): "keychain storage error: \(m)"
         case .invalidArgument(let m): "invalid argument: \(m)"
+        case .readOnlyStore(let m): "read-only store: \(m)"
+        case .storeFull(let m): "disk full: \(m)"
+        case .insecurePath(let m): m
+        }
+    }
+}
+
+extension KeychainError {
+    /// Whether this is a write that cannot succeed here until the disk or
+    /// mount changes (so a PIN check may count the attempt elsewhere).
+    var isWriteImpossible: Bool {
+        switch self {
+        case .readOnlyStore, .storeFull: true
+        default: false
+        }
+    }
+
+    /// The same error with the store file named, for failures at open time
+    /// (SQLite's own messages never say which file).
+    func naming(_ path: String) -> KeychainError {
+        switch self {
+        case .storage(let m) where !m.contains(path): .storage("\(path): \(m)")
+        case .readOnlyStore(let m) where !m.contains(path): .readOnlyStore("\(path): \(m)")
+        case .storeFull(let m) where !m.contains(path): .storeFull("\(path): \(m)")
+        default: self
         }
     }
 }

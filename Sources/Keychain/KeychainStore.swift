@@ -28,33 +28,44 @@ public final class KeychainStore: @unchecked Sendable {
     /// Commits made through this connection: PRAGMA data_version ignores them.
     private var ownCommits: UInt64 = 0
     /// The connection's WAL-index mapping, read without a lock or a system
-    /// call by `changeCounter()`; nil only if the VFS has no shared memory.
-    private let walIndex: UnsafeRawPointer?
+    /// call by `changeCounter()`; nil if the VFS has no shared memory, the
+    /// handle is read-only (its index may be private memory, or absent when
+    /// immutable: changeCounter() asks SQLite instead), or while the
+    /// connection is closed for a fork (ForkSafety.swift).
+    private var walIndex: UnsafeRawPointer? { readOnly == nil ? db.walIndex : nil }
+    /// Why this handle cannot write (read-only mount, full disk...); nil when it can.
+    public let readOnly: ReadOnlyReason?
+    /// (device, inode) of keychain.db: names this store's PIN ledger (PINLedger).
+    let fileIdentity: (device: UInt64, inode: UInt64)
 
     public static func defaultHome() -> String { StoreLocation.defaultHome() }
 
-    public init(home: String? = nil, kdfLog2N: Int? = nil) throws {
+    /// Opens (or creates) the store in `home`. Refuses a directory or file
+    /// another user could have planted (SecureDirectory) and an emptied
+    /// keychain.db. A store that cannot be written (read-only mount, full
+    /// disk) opens read-only: `readOnly` says why, and every write fails
+    /// with that reason. `readOnly: true` asks for a read-only handle.
+    public init(home: String? = nil, kdfLog2N: Int? = nil, readOnly: Bool = false) throws {
         let dir = home ?? StoreLocation.defaultHome()
         self.home = dir
-        self.path = dir + "/keychain.db"
         self.kdfLog2N = kdfLog2N
-        try StoreLocation.prepareDirectory(dir)
-        try StoreLocation.prepareFile(path)
-        db = try SQLiteConnection(path: path)
-        // Many processes share the file: wait for a writer instead of failing.
-        sqlite3_busy_timeout(db.db, 15_000)
-        _ = try db.query("PRAGMA journal_mode=WAL") { $0.text(0) }
-        try db.exec("""
-            PRAGMA synchronous=FULL;
-            PRAGMA foreign_keys=ON;
-            PRAGMA secure_delete=ON;
-            PRAGMA temp_store=MEMORY;
-            """)
-        try Schema.migrate(db)
-        // The migration's reads opened the WAL, so its index is mapped now.
-        walIndex = UnsafeRawPointer(ks_sqlite_wal_index(db.db))
+        let resolved = try StoreLocation.prepareDirectory(dir)
+        path = resolved + "/keychain.db"
+        try StoreLocation.checkFiles(path)
+        try StoreLocation.ensureStore(path)
+        StoreLocation.tighten(path)
+        (db, self.readOnly) = try StoreOpening.open(path: path, readOnly: readOnly)
+        var st = stat()
+        fileIdentity = stat(path, &st) == 0 ? (UInt64(st.st_dev), UInt64(st.st_ino)) : (0, 0)
+        if self.readOnly == nil {
+            // The migration's reads opened the WAL, so its index is mapped now
+            // and the -wal and -shm exist: remember which files they are.
+            db.mapWALIndex()
+            db.rememberJournalFiles()
+        }
         StoreLocation.tighten(path + "-wal")
         StoreLocation.tighten(path + "-shm")
+        ForkSafety.register(self)
     }
 
     /// Runs `body` atomically (BEGIN IMMEDIATE, or a savepoint when nested).
@@ -69,6 +80,7 @@ public final class KeychainStore: @unchecked Sendable {
         defer { lock.unlock() }
         let level = depth
         if level == 0 {
+            if let readOnly { throw readOnly.writeError(home: home) }
             try db.exec("BEGIN IMMEDIATE")
         } else {
             try db.exec("SAVEPOINT ks\(level)")
@@ -89,6 +101,7 @@ public final class KeychainStore: @unchecked Sendable {
         depth -= 1
         if level == 0 {
             do {
+                try checkJournalFiles()
                 try db.exec("COMMIT")
             } catch {
                 try? db.exec("ROLLBACK")
@@ -131,15 +144,33 @@ public final class KeychainStore: @unchecked Sendable {
         }
         return try lock.withLock {
             let dv = try db.query("PRAGMA data_version") { UInt64(bitPattern: $0.int(0)) }.first ?? 0
-            // Even: never equal to a stamp, which is odd.
-            return (dv &<< 32 &+ ownCommits) &<< 1
+            // Even: never equal to a stamp, which is odd. data_version is per
+            // connection, so the connection's generation (a reopen after a
+            // fork, ForkSafety.swift) keeps values of two connections apart.
+            return (dv &<< 32 &+ ownCommits &+ db.generation &<< 52) &<< 1
         }
     }
 
     /// Moves the WAL's frames into the database file and empties the WAL, so
     /// the next commit restarts it from the first frame.
     public func checkpoint() throws {
-        try lock.withLock { try db.exec("PRAGMA wal_checkpoint(TRUNCATE)") }
+        if let readOnly { throw readOnly.writeError(home: home) }
+        try lock.withLock {
+            try checkJournalFiles()
+            try db.exec("PRAGMA wal_checkpoint(TRUNCATE)")
+        }
+    }
+
+    /// Refuses to commit (or checkpoint) once the -wal or -shm this
+    /// connection opened was deleted or replaced on disk: such a commit
+    /// would be acknowledged and then lost, and would not be seen by any
+    /// other process (docs/reliability.md, "Item 11"). Two stat calls.
+    func checkJournalFiles() throws {
+        if let what = db.journalFilesReplaced() {
+            throw KeychainError.storage(
+                "\(what) while this process had the store open; its writes would be lost, so they are refused: "
+                    + "restart the program (PKCS #11: C_Finalize, then C_Initialize)")
+        }
     }
 
     /// Whether `changeCounter()` reads shared memory (tests check it does).

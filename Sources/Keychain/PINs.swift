@@ -7,67 +7,146 @@ import KeyshareCrypto
 /// KDF runs, in its own committed transaction, and refunded on success: a
 /// brute force spread over many processes (or killed mid-attempt) is counted
 /// in full, at the price of the counter reading one high while a login is in
-/// flight.
+/// flight. When the store cannot be written (read-only mount, full disk) the
+/// attempt is charged to a PINLedger outside it instead, and if that fails
+/// too the login is refused: PIN guessing stays bounded either way.
 extension KeychainStore {
     private enum Charge {
-        case proceed(PINWrap)
-        case locked
+        /// Go on with the KDF; `folded` ledger attempts joined the store's counter.
+        case proceed(PINWrap, folded: Int, ledger: PINLedger)
+        case locked(folded: Int, ledger: PINLedger?)
         case notInitialized
+    }
+
+    /// What a PIN check reads of its token.
+    private struct PINRow {
+        var wrap: PINWrap?
+        var failures: Int
+        var locked: Bool
+        var maxAttempts: Int
+        var userPINInitialized: Bool
     }
 
     private func columns(_ role: TokenKey.Role) -> (prefix: String, failures: String, locked: String) {
         role == .user ? ("user", "user_failures", "user_locked") : ("so", "so_failures", "so_locked")
     }
 
+    private func pinRow(_ id: TokenID, role: TokenKey.Role) throws -> PINRow {
+        let c = columns(role)
+        let rows = try db.query("""
+            SELECT \(c.prefix)_salt, \(c.prefix)_kdf, \(c.prefix)_wrapped, \(c.failures), \(c.locked), max_attempts,
+                   user_pin_initialized, present
+            FROM tokens WHERE token_id = ?
+            """, [.text(id.description)]) { s in
+            (PINRow(wrap: s.isNull(2) ? nil : PINWrap(salt: s.blob(0), cost: s.text(1), wrapped: s.blob(2)),
+                    failures: Int(s.int(3)), locked: s.int(4) != 0, maxAttempts: Int(s.int(5)),
+                    userPINInitialized: s.int(6) != 0),
+             s.int(7) != 0)
+        }
+        // A removed token is absent, as if it were not in the store.
+        guard let (row, present) = rows.first, present else { throw KeychainError.tokenNotFound }
+        return row
+    }
+
     /// Verifies a PIN and returns the token key, counting failures in the store.
     func unlock(_ id: TokenID, pin: [UInt8], role: TokenKey.Role) throws -> TokenKey {
         guard !inTransaction else { throw KeychainError.invalidArgument("a PIN cannot be checked inside a transaction") }
         let c = columns(role)
-        let charge: Charge = try write {
-            let rows = try db.query("""
-                SELECT \(c.prefix)_salt, \(c.prefix)_kdf, \(c.prefix)_wrapped, \(c.failures), \(c.locked), max_attempts,
-                       user_pin_initialized, present
-                FROM tokens WHERE token_id = ?
-                """, [.text(id.description)]) { s in
-                (s.isNull(2) ? nil : PINWrap(salt: s.blob(0), cost: s.text(1), wrapped: s.blob(2)),
-                 Int(s.int(3)), s.int(4) != 0, Int(s.int(5)), s.int(6) != 0, s.int(7) != 0)
+        let charge: Charge
+        do {
+            charge = try write {
+                let row = try pinRow(id, role: role)
+                if role == .user && !row.userPINInitialized { return .notInitialized }
+                guard let wrap = row.wrap else { return role == .user ? .notInitialized : .locked(folded: 0, ledger: nil) }
+                if row.locked { return .locked(folded: 0, ledger: nil) }
+                // Attempts counted while the store could not be written join its counter now.
+                let ledger = PINLedger(store: self, token: id, role: role, salt: wrap.salt)
+                let pending = try ledger.pending()
+                if row.failures + pending >= row.maxAttempts {
+                    try db.run("UPDATE tokens SET \(c.locked) = 1, \(c.failures) = \(c.failures) + ? WHERE token_id = ?",
+                               [.int(Int64(pending)), .text(id.description)])
+                    return .locked(folded: pending, ledger: ledger)
+                }
+                try db.run("UPDATE tokens SET \(c.failures) = \(c.failures) + 1 + ? WHERE token_id = ?",
+                           [.int(Int64(pending)), .text(id.description)])
+                return .proceed(wrap, folded: pending, ledger: ledger)
             }
-            guard let row = rows.first else { throw KeychainError.tokenNotFound }
-            guard row.5 else { throw KeychainError.tokenNotFound }
-            if role == .user && !row.4 { return .notInitialized }
-            guard let wrap = row.0 else { return role == .user ? .notInitialized : .locked }
-            if row.2 { return .locked }
-            if row.1 >= row.3 {
-                try db.run("UPDATE tokens SET \(c.locked) = 1 WHERE token_id = ?", [.text(id.description)])
-                return .locked
-            }
-            try db.run("UPDATE tokens SET \(c.failures) = \(c.failures) + 1 WHERE token_id = ?", [.text(id.description)])
-            return .proceed(wrap)
+        } catch let error as KeychainError where error.isWriteImpossible {
+            return try unlockCountingElsewhere(id, pin: pin, role: role, cause: error)
         }
         let wrap: PINWrap
         switch charge {
-        case .locked: throw KeychainError.pinLocked
+        case .locked(let folded, let ledger):
+            if folded > 0 { ledger?.release(folded) }
+            throw KeychainError.pinLocked
         case .notInitialized: throw KeychainError.pinNotInitialized
-        case .proceed(let w): wrap = w
+        case .proceed(let w, let folded, let ledger):
+            if folded > 0 { ledger.release(folded) }
+            wrap = w
         }
         if var keyBytes = try wrap.unwrap(pin: pin, token: id, role: role) {
             defer { wipe(&keyBytes) }
-            try write {
-                try db.run("UPDATE tokens SET \(c.failures) = 0 WHERE token_id = ? AND \(c.locked) = 0", [.text(id.description)])
+            do {
+                try write {
+                    try db.run("UPDATE tokens SET \(c.failures) = 0 WHERE token_id = ? AND \(c.locked) = 0", [.text(id.description)])
+                }
+            } catch let error as KeychainError where error.isWriteImpossible {
+                // The disk filled up since the charge: the PIN was right, so
+                // log in; the counter stays one high until a later good login.
             }
             return try TokenKey(tokenID: id, role: role, bytes: keyBytes)
         }
-        let remaining: Int = try write {
-            let r = try db.query("SELECT \(c.failures), max_attempts FROM tokens WHERE token_id = ?", [.text(id.description)]) {
-                (Int($0.int(0)), Int($0.int(1)))
+        let remaining: Int
+        do {
+            remaining = try write {
+                let r = try db.query("SELECT \(c.failures), max_attempts FROM tokens WHERE token_id = ?", [.text(id.description)]) {
+                    (Int($0.int(0)), Int($0.int(1)))
+                }
+                guard let (failures, maxAttempts) = r.first else { throw KeychainError.tokenNotFound }
+                if failures >= maxAttempts {
+                    try db.run("UPDATE tokens SET \(c.locked) = 1 WHERE token_id = ?", [.text(id.description)])
+                }
+                return max(0, maxAttempts - failures)
             }
-            guard let (failures, maxAttempts) = r.first else { throw KeychainError.tokenNotFound }
-            if failures >= maxAttempts {
-                try db.run("UPDATE tokens SET \(c.locked) = 1 WHERE token_id = ?", [.text(id.description)])
-            }
-            return max(0, maxAttempts - failures)
+        } catch let error as KeychainError where error.isWriteImpossible {
+            // The failure is charged already; the next attempt sets the lock.
+            let row = try read { try pinRow(id, role: role) }
+            remaining = max(0, row.maxAttempts - row.failures)
         }
         throw KeychainError.pinIncorrect(remaining: remaining)
+    }
+
+    /// A PIN check on a store that cannot record it (read-only mount, full
+    /// disk): the attempt is charged to the PINLedger before the KDF, on top
+    /// of the store's own count, and the ledger is cleared when the PIN is right. If the
+    /// ledger cannot be written either, the login is refused: a correct PIN
+    /// then cannot log in, but no guess goes uncounted.
+    private func unlockCountingElsewhere(_ id: TokenID, pin: [UInt8], role: TokenKey.Role, cause: KeychainError) throws -> TokenKey {
+        let row = try read { try pinRow(id, role: role) }
+        if role == .user && !row.userPINInitialized { throw KeychainError.pinNotInitialized }
+        guard let wrap = row.wrap else { throw role == .user ? KeychainError.pinNotInitialized : KeychainError.pinLocked }
+        if row.locked { throw KeychainError.pinLocked }
+        let limit = row.maxAttempts - row.failures
+        let ledger = PINLedger(store: self, token: id, role: role, salt: wrap.salt)
+        let charged: Bool
+        do {
+            charged = try ledger.charge(limit: limit)
+        } catch {
+            let why = "cannot count this PIN attempt: the store cannot be written (\(cause)) and \(error); "
+                + "the login is refused so that PIN guessing stays bounded"
+            if case .storeFull = cause { throw KeychainError.storeFull(why) }
+            throw KeychainError.storage(why)
+        }
+        guard charged else { throw KeychainError.pinLocked }
+        if var keyBytes = try wrap.unwrap(pin: pin, token: id, role: role) {
+            defer { wipe(&keyBytes) }
+            // As a good login clears the store's counter, it clears the
+            // ledger; the store's own count waits for a writable login.
+            ledger.release(limit)
+            return try TokenKey(tokenID: id, role: role, bytes: keyBytes)
+        }
+        let used = (try? ledger.pending()) ?? limit
+        throw KeychainError.pinIncorrect(remaining: max(0, limit - used))
     }
 
     public func unlockUser(_ id: TokenID, pin: [UInt8]) throws -> TokenKey {

@@ -78,6 +78,7 @@ public enum CKK {
     public static let genericSecret: UInt = 0x10
     public static let aes: UInt = 0x1F
     public static let ecEdwards: UInt = 0x40
+    public static let ecMontgomery: UInt = 0x41
 }
 
 public enum CKC {
@@ -96,4 +97,5 @@ public enum CKM {
     public static let rsaPKCSKeyPairGen: UInt = 0x0000
     public static let ecKeyPairGen: UInt = 0x1040
     public static let ecEdwardsKeyPairGen: UInt = 0x1055
+    public static let ecMontgomeryKeyPairGen: UInt = 0x1056
 }

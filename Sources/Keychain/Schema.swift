@@ -112,6 +112,19 @@ enum Schema {
 
     static var currentVersion: Int { migrations.count }
 
+    /// For a connection that cannot write: the schema must be current already.
+    static func check(_ db: SQLiteConnection, readOnly reason: ReadOnlyReason) throws {
+        let version = try db.query("PRAGMA user_version") { Int($0.int(0)) }.first ?? 0
+        if version > currentVersion {
+            throw KeychainError.storage("keychain.db has schema version \(version), newer than this keyshare (\(currentVersion))")
+        }
+        if version < currentVersion {
+            throw KeychainError.readOnlyStore(
+                "keychain.db has schema version \(version) and this keyshare needs \(currentVersion), "
+                    + "an upgrade that cannot be written (\(reason))")
+        }
+    }
+
     static func migrate(_ db: SQLiteConnection) throws {
         let version = try db.query("PRAGMA user_version") { Int($0.int(0)) }.first ?? 0
         guard version < currentVersion else {

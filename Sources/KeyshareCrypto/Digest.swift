@@ -1,17 +1,21 @@
 import COpenSSL
 
-/// The SHA family used for signatures, labels (SHA-256 of a certificate),
-/// localKeyID (SHA-1) and PKCS #11 digest mechanisms.
+/// The hash functions of signatures, labels (SHA-256 of a certificate),
+/// localKeyID (SHA-1), the PKCS #11 digest and HMAC mechanisms and the
+/// key-derivation PRFs: SHA-1, SHA-2 (with SHA-512/224 and SHA-512/256,
+/// FIPS 180-4 §6.7) and SHA-3 (FIPS 202).
 public enum DigestAlgorithm: Sendable, CaseIterable, Equatable, Hashable {
     case sha1, sha224, sha256, sha384, sha512
+    case sha512_224, sha512_256
+    case sha3_224, sha3_256, sha3_384, sha3_512
 
     public var outputSize: Int {
         switch self {
         case .sha1: 20
-        case .sha224: 28
-        case .sha256: 32
-        case .sha384: 48
-        case .sha512: 64
+        case .sha224, .sha512_224, .sha3_224: 28
+        case .sha256, .sha512_256, .sha3_256: 32
+        case .sha384, .sha3_384: 48
+        case .sha512, .sha3_512: 64
         }
     }
 
@@ -22,9 +26,16 @@ public enum DigestAlgorithm: Sendable, CaseIterable, Equatable, Hashable {
         case .sha256: Fetched.sha256
         case .sha384: Fetched.sha384
         case .sha512: Fetched.sha512
+        case .sha512_224: Fetched.sha512_224
+        case .sha512_256: Fetched.sha512_256
+        case .sha3_224: Fetched.sha3_224
+        case .sha3_256: Fetched.sha3_256
+        case .sha3_384: Fetched.sha3_384
+        case .sha3_512: Fetched.sha3_512
         }
     }
 
+    /// The name OpenSSL knows the digest by (EVP_MAC's "digest" parameter).
     public var name: String {
         switch self {
         case .sha1: "SHA-1"
@@ -32,6 +43,12 @@ public enum DigestAlgorithm: Sendable, CaseIterable, Equatable, Hashable {
         case .sha256: "SHA-256"
         case .sha384: "SHA-384"
         case .sha512: "SHA-512"
+        case .sha512_224: "SHA512-224"
+        case .sha512_256: "SHA512-256"
+        case .sha3_224: "SHA3-224"
+        case .sha3_256: "SHA3-256"
+        case .sha3_384: "SHA3-384"
+        case .sha3_512: "SHA3-512"
         }
     }
 
@@ -62,6 +79,23 @@ public final class DigestContext: @unchecked Sendable {
         }
         ctx = c
         self.algorithm = algorithm
+    }
+
+    private init(owning c: OpaquePointer, _ algorithm: DigestAlgorithm) {
+        ctx = c
+        self.algorithm = algorithm
+    }
+
+    /// An independent copy of the running digest (EVP_MD_CTX_copy_ex): the
+    /// copy and the original go on separately. What C_GetOperationState
+    /// keeps; OpenSSL 3.0 has no portable serialisation of a digest state.
+    public func copy() throws -> DigestContext {
+        guard let c = EVP_MD_CTX_new() else { throw CryptoError.openssl("digest copy") }
+        guard EVP_MD_CTX_copy_ex(c, ctx) == 1 else {
+            EVP_MD_CTX_free(c)
+            throw CryptoError.openssl("digest copy")
+        }
+        return DigestContext(owning: c, algorithm)
     }
 
     deinit { EVP_MD_CTX_free(ctx) }

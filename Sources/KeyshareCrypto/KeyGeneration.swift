@@ -32,7 +32,12 @@ extension PrivateKey {
     }
 
     public static func generateEd25519() throws -> PrivateKey {
-        try generate("ED25519", "Ed25519 key generation") { _ in true }
+        try generate(.ed25519)
+    }
+
+    /// An Ed25519, Ed448, X25519 or X448 key.
+    public static func generate(_ curve: ECXCurve) throws -> PrivateKey {
+        try generate(curve.rawValue, "\(curve.rawValue) key generation") { _ in true }
     }
 
     private static func generate(_ type: String, _ op: String, _ configure: (OpaquePointer) -> Bool) throws -> PrivateKey {
@@ -71,11 +76,17 @@ extension PrivateKey {
     }
 
     public static func fromEd25519(privateRaw: [UInt8]) throws -> PrivateKey {
-        guard privateRaw.count == 32 else {
-            throw CryptoError(.invalidInput, "Ed25519 private key", reason: "must be 32 bytes")
+        try from(.ed25519, privateRaw: privateRaw)
+    }
+
+    /// From the raw private key of an RFC 7748 / RFC 8032 curve (CKA_VALUE):
+    /// the Ed25519/Ed448 seed or the X25519/X448 scalar string.
+    public static func from(_ curve: ECXCurve, privateRaw: [UInt8]) throws -> PrivateKey {
+        guard privateRaw.count == curve.keyLength else {
+            throw CryptoError(.invalidInput, "\(curve.rawValue) private key", reason: "must be \(curve.keyLength) bytes")
         }
-        guard let key = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nil, privateRaw, 32) else {
-            throw CryptoError.openssl("Ed25519 private key", kind: .invalidInput)
+        guard let key = EVP_PKEY_new_raw_private_key(curve.pkeyID, nil, privateRaw, privateRaw.count) else {
+            throw CryptoError.openssl("\(curve.rawValue) private key", kind: .invalidInput)
         }
         return try PrivateKey(owning: key)
     }
@@ -91,15 +102,5 @@ extension PrivateKey {
         let b = try ParamBuilder()
         for (name, bn) in zip(names, bns) { b.bn(name, bn) }
         return try PrivateKey(owning: b.makeKey("RSA", selection: ks_EVP_PKEY_KEYPAIR(), "RSA private key"))
-    }
-}
-
-extension ECCurve {
-    var nid: Int32 {
-        switch self {
-        case .p256: NID_X9_62_prime256v1
-        case .p384: NID_secp384r1
-        case .p521: NID_secp521r1
-        }
     }
 }

@@ -7,11 +7,15 @@ enum PKeyInfo {
         case EVP_PKEY_RSA: return .rsa
         case EVP_PKEY_EC: return .ec
         case EVP_PKEY_ED25519: return .ed25519
+        case EVP_PKEY_ED448: return .ed448
+        case EVP_PKEY_X25519: return .x25519
+        case EVP_PKEY_X448: return .x448
         default:
             if EVP_PKEY_is_a(pkey, "RSA") == 1 { return .rsa }
             if EVP_PKEY_is_a(pkey, "EC") == 1 { return .ec }
-            if EVP_PKEY_is_a(pkey, "ED25519") == 1 { return .ed25519 }
-            throw CryptoError(.unsupported, "key", reason: "unsupported key type (only RSA, EC P-256/384/521 and Ed25519)")
+            for c in ECXCurve.allCases where EVP_PKEY_is_a(pkey, c.rawValue) == 1 { return c.keyType }
+            throw CryptoError(.unsupported, "key",
+                              reason: "unsupported key type (only RSA, EC, Ed25519, Ed448, X25519 and X448)")
         }
     }
 
@@ -25,8 +29,10 @@ enum PKeyInfo {
         return ECCurve(groupName: OSSL.string(buf))
     }
 
+    /// RSA and EC: the modulus or field size. The RFC 7748/8032 curves: the
+    /// key length in bits (ECXCurve.bits), not OpenSSL's 253/448/456.
     static func bits(_ pkey: OpaquePointer, type: KeyType) -> Int {
-        type == .ed25519 ? 256 : Int(EVP_PKEY_get_bits(pkey))
+        ECXCurve(keyType: type)?.bits ?? Int(EVP_PKEY_get_bits(pkey))
     }
 
     static func bnParam(_ pkey: OpaquePointer, _ name: String, padTo width: Int = 0) -> [UInt8]? {
@@ -85,7 +91,7 @@ enum PKeyInfo {
         let t = try keyType(pkey)
         if t == .ec {
             guard let c = curve(pkey) else {
-                throw CryptoError(.unsupported, "key", reason: "unsupported EC curve (only P-256, P-384, P-521)")
+                throw CryptoError(.unsupported, "key", reason: "unsupported EC curve (only named P-192/224/256/384/521, secp256k1, brainpoolP256r1/384r1/512r1)")
             }
             return (t, c)
         }

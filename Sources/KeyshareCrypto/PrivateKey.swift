@@ -100,11 +100,19 @@ public final class PrivateKey: @unchecked Sendable {
         guard keyType == .ed25519 else {
             throw CryptoError(.invalidInput, "Ed25519 private value", reason: "not an Ed25519 key")
         }
+        return try ecxPrivateRaw()
+    }
+
+    /// The raw private key of an Ed25519, Ed448, X25519 or X448 key (CKA_VALUE).
+    public func ecxPrivateRaw() throws -> [UInt8] {
+        guard publicKey.ecxCurve != nil else {
+            throw CryptoError(.invalidInput, "private value", reason: "not an Ed25519/Ed448/X25519/X448 key")
+        }
         var len = 0
-        guard EVP_PKEY_get_raw_private_key(pkey, nil, &len) == 1 else { throw CryptoError.openssl("Ed25519 private value") }
+        guard EVP_PKEY_get_raw_private_key(pkey, nil, &len) == 1 else { throw CryptoError.openssl("raw private value") }
         var out = [UInt8](repeating: 0, count: len)
-        guard EVP_PKEY_get_raw_private_key(pkey, &out, &len) == 1 else { throw CryptoError.openssl("Ed25519 private value") }
-        return out
+        guard EVP_PKEY_get_raw_private_key(pkey, &out, &len) == 1 else { throw CryptoError.openssl("raw private value") }
+        return Array(out[0..<len])
     }
 
     /// True when `publicKey` is this key's public half: how a certificate is

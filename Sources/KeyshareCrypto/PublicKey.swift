@@ -62,8 +62,12 @@ public final class PublicKey: @unchecked Sendable {
     /// not later inside a signature check or ECDH.
     public convenience init(ecParams: [UInt8], point: [UInt8]) throws {
         guard let curve = ECCurve(paramsDER: ecParams) else {
-            throw CryptoError(.unsupported, "EC public key", reason: "unsupported curve parameters (only named P-256, P-384, P-521)")
+            throw CryptoError(.unsupported, "EC public key", reason: "unsupported curve parameters (named curves of ECCurve only)")
         }
+        try self.init(curve: curve, point: point)
+    }
+
+    public convenience init(curve: ECCurve, point: [UInt8]) throws {
         let raw = try curve.rawPoint(point)
         CryptoError.clearQueue()
         let b = try ParamBuilder()
@@ -75,11 +79,18 @@ public final class PublicKey: @unchecked Sendable {
     }
 
     public convenience init(ed25519Raw: [UInt8]) throws {
-        guard ed25519Raw.count == 32 else {
-            throw CryptoError(.invalidInput, "Ed25519 public key", reason: "must be 32 bytes")
+        try self.init(.ed25519, raw: ed25519Raw)
+    }
+
+    /// From the raw public key of an RFC 7748 / RFC 8032 curve (CKA_EC_POINT
+    /// without its OCTET STRING). Ed25519/Ed448 points that do not decode
+    /// are refused by OpenSSL at use; X25519/X448 take any string (RFC 7748 §5).
+    public convenience init(_ curve: ECXCurve, raw: [UInt8]) throws {
+        guard raw.count == curve.keyLength else {
+            throw CryptoError(.invalidInput, "\(curve.rawValue) public key", reason: "must be \(curve.keyLength) bytes")
         }
-        guard let key = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nil, ed25519Raw, 32) else {
-            throw CryptoError.openssl("Ed25519 public key", kind: .invalidInput)
+        guard let key = EVP_PKEY_new_raw_public_key(curve.pkeyID, nil, raw, raw.count) else {
+            throw CryptoError.openssl("\(curve.rawValue) public key", kind: .invalidInput)
         }
         try self.init(owning: key)
     }
@@ -87,7 +98,7 @@ public final class PublicKey: @unchecked Sendable {
     /// The partial check (SP 800-56A 5.6.2.3.4: coordinates in range, point on
     /// the curve, not the identity). The full check adds n·Q = O, a scalar
     /// multiplication (about 130 us for P-256) that proves nothing more on
-    /// these curves: P-256/384/521 have cofactor 1, so every point on the
+    /// these curves: every ECCurve has cofactor 1, so every point on the
     /// curve but the identity has prime order n.
     private func checkPublic() throws {
         guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl("public key check") }
@@ -122,13 +133,19 @@ public final class PublicKey: @unchecked Sendable {
     /// CKA_EC_POINT form: the raw point wrapped in a DER OCTET STRING.
     public var ecPointDER: [UInt8]? {
         guard let p = ecPoint else { return nil }
-        return p.count < 0x80 ? [0x04, UInt8(p.count)] + p : [0x04, 0x81, UInt8(p.count)] + p
+        return DEROctetString.encode(p)
     }
 
-    public var ed25519Raw: [UInt8]? {
-        guard keyType == .ed25519 else { return nil }
-        var len = 32
-        var out = [UInt8](repeating: 0, count: 32)
+    public var ed25519Raw: [UInt8]? { keyType == .ed25519 ? ecxRaw : nil }
+
+    /// The curve of an Ed25519, Ed448, X25519 or X448 key.
+    public var ecxCurve: ECXCurve? { ECXCurve(keyType: keyType) }
+
+    /// The raw public key of an Ed25519, Ed448, X25519 or X448 key.
+    public var ecxRaw: [UInt8]? {
+        guard let c = ecxCurve else { return nil }
+        var len = c.keyLength
+        var out = [UInt8](repeating: 0, count: len)
         guard EVP_PKEY_get_raw_public_key(pkey, &out, &len) == 1 else {
             CryptoError.clearQueue()
             return nil

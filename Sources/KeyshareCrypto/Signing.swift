@@ -13,7 +13,7 @@ extension PrivateKey {
             return try Signer.digestSign(pkey, md: md.md, message: message, curve: nil) {
                 Signer.configurePSS($0, mgf1: mgf1, saltLength: salt)
             }
-        case .ed25519:
+        case .ed25519, .ed448:
             return try Signer.digestSign(pkey, md: nil, message: message, curve: nil) { _ in true }
         case .rsaPKCS1(nil), .ecdsa(nil), .rsaRaw:
             return try sign(digest: message, algorithm: algorithm)
@@ -27,8 +27,8 @@ extension PrivateKey {
         CryptoError.clearQueue()
         var input = digest
         switch algorithm {
-        case .ed25519:
-            throw CryptoError(.unsupported, "Ed25519 sign", reason: "Ed25519 signs messages, not digests")
+        case .ed25519, .ed448:
+            throw CryptoError(.unsupported, "EdDSA sign", reason: "EdDSA signs messages, not digests")
         case .rsaRaw:
             input = try Signer.leftPad(digest, to: (bits + 7) / 8)
         case .rsaPKCS1(nil):
@@ -73,7 +73,7 @@ extension PublicKey {
         switch algorithm {
         case .rsaPKCS1(let d?), .ecdsa(let d?): md = d.md
         case .rsaPSS(let d, let mgf1, let salt): md = d.md; pss = (mgf1, salt)
-        case .ed25519: md = nil
+        case .ed25519, .ed448: md = nil
         case .rsaPKCS1(nil), .ecdsa(nil), .rsaRaw:
             return try verify(signature: signature, digest: message, algorithm: algorithm)
         }
@@ -95,8 +95,8 @@ extension PublicKey {
         guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl("verify") }
         defer { EVP_PKEY_CTX_free(ctx) }
         switch algorithm {
-        case .ed25519:
-            throw CryptoError(.unsupported, "Ed25519 verify", reason: "Ed25519 verifies messages, not digests")
+        case .ed25519, .ed448:
+            throw CryptoError(.unsupported, "EdDSA verify", reason: "EdDSA verifies messages, not digests")
         case .rsaRaw:
             let k = (bits + 7) / 8
             guard signature.count == k, let expected = try? Signer.leftPad(digest, to: k) else { return false }
@@ -132,6 +132,7 @@ enum Signer {
         case .rsaPKCS1, .rsaPSS, .rsaRaw: ok = keyType == .rsa
         case .ecdsa: ok = keyType == .ec
         case .ed25519: ok = keyType == .ed25519
+        case .ed448: ok = keyType == .ed448
         }
         guard ok else {
             throw CryptoError(.invalidInput, "sign", reason: "algorithm \(algorithm) does not fit a \(keyType) key")
@@ -154,7 +155,7 @@ enum Signer {
         case .ecdsa(let md):
             if let md { return EVP_PKEY_CTX_set_signature_md(ctx, md.md) == 1 }
             return true
-        case .ed25519:
+        case .ed25519, .ed448:
             return true
         }
     }

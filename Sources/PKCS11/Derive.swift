@@ -1,9 +1,14 @@
 import CPKCS11
 import KeyshareCrypto
 
-// PKCS #11 §5.14 C_DeriveKey with CKM_ECDH1_DERIVE: CKD_NULL (the shared X
-// coordinate Z itself) and CKD_SHA*_KDF (ANSI X9.63: Hash(Z || counter ||
-// shared data) blocks). The result is a CKK_GENERIC_SECRET or CKK_AES key.
+// PKCS #11 §5.14 C_DeriveKey. CKM_ECDH1_DERIVE is here: CKD_NULL (the
+// shared X coordinate Z itself) and CKD_SHA*_KDF (ANSI X9.63: Hash(Z ||
+// counter || shared data) blocks); the result is a CKK_GENERIC_SECRET or
+// CKK_AES key. The secret-key derivations (HKDF, SP 800-108, the simple
+// derivations) are in KeyDerivation.swift. CKM_ECDH1_COFACTOR_DERIVE gives
+// the same Z: every curve offered has cofactor 1 (ECCurve), and on
+// X25519/X448 keys Z is the RFC 7748 function, whose clamped scalar
+// already clears the cofactor.
 
 enum X963KDF {
     static func derive(_ d: DigestAlgorithm, z: [UInt8], sharedInfo: [UInt8], length: Int) throws -> [UInt8] {
@@ -22,12 +27,34 @@ enum X963KDF {
 }
 
 extension Runtime {
+    /// C_DeriveKey's key (the one `phKey` receives).
     public func deriveKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, baseKey: CK_OBJECT_HANDLE,
                           template: Template) throws -> CK_OBJECT_HANDLE {
+        try deriveKeys(session: h, mechanism: mechanism, baseKey: baseKey, template: template)[0]
+    }
+
+    /// C_DeriveKey: the key the template describes first, then those of
+    /// SP 800-108's CK_DERIVED_KEY array, in its order. Either all of them
+    /// exist afterwards or none does.
+    public func deriveKeys(session h: CK_SESSION_HANDLE, mechanism: Mechanism, baseKey: CK_OBJECT_HANDLE,
+                           template: Template) throws -> [CK_OBJECT_HANDLE] {
         let s = try session(h)
-        guard case .ecdh(let p) = mechanism else { throw PKCS11Error.mechanismInvalid }
+        switch mechanism {
+        case .ecdh(let p): return [try deriveECDH(s, p, baseKey: baseKey, template: template)]
+        case .hkdf(let p, let data): return [try deriveHKDF(s, p, data: data, baseKey: baseKey, template: template)]
+        case .sp800108(let p): return try deriveSP800108(s, p, baseKey: baseKey, template: template)
+        case .simpleDerive(let p): return [try deriveSimple(s, p, baseKey: baseKey, template: template)]
+        default: throw PKCS11Error.mechanismInvalid
+        }
+    }
+
+    func deriveECDH(_ s: Session, _ p: ECDHParameters, baseKey: CK_OBJECT_HANDLE,
+                    template: Template) throws -> CK_OBJECT_HANDLE {
         let base = try resolveKey(s, baseKey)
-        guard base.objectClass == CKO_PRIVATE_KEY, base.keyType == CKK_EC else { throw PKCS11Error.keyTypeInconsistent }
+        // EC keys, and X25519/X448 keys (RFC 7748 through the same mechanisms, as Kryoptic does).
+        guard base.objectClass == CKO_PRIVATE_KEY, base.keyType == CKK_EC || base.keyType == CKK_EC_MONTGOMERY else {
+            throw PKCS11Error.keyTypeInconsistent
+        }
         guard base.bool(CKA_DERIVE) == true else { throw PKCS11Error.keyFunctionNotPermitted }
         let t = try template.map()
         let cls = try t.checkedULong(CKA_CLASS) ?? CKO_SECRET_KEY
@@ -68,7 +95,8 @@ extension Runtime {
         let bornSecret = base.bool(CKA_ALWAYS_SENSITIVE) == true && base.bool(CKA_NEVER_EXTRACTABLE) == true
         var t2 = t
         t2[CKA_VALUE_LEN] = nil
-        let a = try secretKeyAttributes(value: value, keyType: keyType, template: t2, mechanism: CKM_ECDH1_DERIVE,
+        let m = p.cofactor ? CKM_ECDH1_COFACTOR_DERIVE : CKM_ECDH1_DERIVE
+        let a = try secretKeyAttributes(value: value, keyType: keyType, template: t2, mechanism: m,
                                         bornSecret: bornSecret)
         return try store(a, in: s)
     }

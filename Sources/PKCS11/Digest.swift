@@ -8,15 +8,24 @@ public protocol DigestOperation: Operation {
     func finish() throws -> [UInt8]
 }
 
-final class HashOperation: DigestOperation {
+/// CKM_SHA_1, CKM_SHA224 .. CKM_SHA512, CKM_SHA512_224, CKM_SHA512_256,
+/// CKM_SHA3_224 .. CKM_SHA3_512.
+final class HashOperation: DigestOperation, SaveableOperation {
     let context: DigestContext
     let digestLength: Int
+    let keyHandle: CK_OBJECT_HANDLE? = nil
     init(_ d: DigestAlgorithm) throws {
         context = try DigestContext(d)
         digestLength = d.outputSize
     }
+    private init(_ context: DigestContext) {
+        self.context = context
+        digestLength = context.algorithm.outputSize
+    }
     func update(_ part: [UInt8]) throws { try context.update(part) }
     func finish() throws -> [UInt8] { try context.finish() }
+    /// C_GetOperationState: an independent copy of the digest so far.
+    func duplicate() throws -> any Operation { HashOperation(try context.copy()) }
 }
 
 extension Runtime {

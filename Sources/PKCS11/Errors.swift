@@ -60,6 +60,13 @@ public func returnValue(for error: any Error) -> CK_RV {
         case .decryptionFailed: return CKR_DEVICE_ERROR
         case .storage: return CKR_DEVICE_ERROR
         case .invalidArgument: return CKR_ARGUMENTS_BAD
+        // A write on a store that cannot be written (read-only mount): the
+        // token is write-protected; reading, login and signing still work.
+        case .readOnlyStore: return CKR_TOKEN_WRITE_PROTECTED
+        // Out of disk space: the spec's "token has insufficient memory".
+        case .storeFull: return CKR_DEVICE_MEMORY
+        // A store another user could have planted is refused (C_Initialize).
+        case .insecurePath: return CKR_DEVICE_ERROR
         }
     case let e as CryptoError:
         switch e.kind {

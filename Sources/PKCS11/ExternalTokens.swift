@@ -52,6 +52,7 @@ extension Runtime {
         let old = try lock.withLock { () throws -> ExternalTokenSession? in
             if logins[s.tokenID] != nil { throw PKCS11Error(CKR_USER_ALREADY_LOGGED_IN) }
             logins[s.tokenID] = LoginState(role: .user, key: marker)
+            objects.loggedIn(token: s.tokenID)
             defer { external.sessions[s.tokenID] = card }
             return external.sessions[s.tokenID]
         }

@@ -27,11 +27,16 @@ public struct InitializeArguments: Sendable, Equatable {
 /// module's critical sections is the deadlock the notes warn about, so the
 /// callbacks are validated and never called.
 ///
-/// Fork: a child inherits the parent's memory but not its threads, SQLite
-/// connection or locks. An atfork handler marks the state inherited; every
-/// call in the child then fails with CKR_CRYPTOKI_NOT_INITIALIZED until the
-/// child calls C_Initialize, which starts fresh. The inherited state is
-/// leaked on purpose: tearing it down would touch the parent's SQLite files.
+/// Fork (docs/reliability.md, "Fork with busy threads"): pthread_atfork
+/// handlers are registered when the library is loaded
+/// (pkcs11/abi/fork_handlers.c → `prepareForFork` / `parentAfterFork` /
+/// `childAfterFork`). The prepare handler waits until no thread is inside the
+/// module (Keychain.ForkGate) and closes the store connections, so the child
+/// inherits no held lock and nothing SQLite-owned. In the child every call
+/// then fails with CKR_CRYPTOKI_NOT_INITIALIZED until it calls C_Initialize,
+/// which starts a fresh runtime. The inherited runtime is never used and
+/// never torn down (its store connection is already closed; its tables may
+/// hold keys the child has not logged in for).
 public final class Module: @unchecked Sendable {
     public static let shared = Module()
 
@@ -39,26 +44,59 @@ public final class Module: @unchecked Sendable {
     private var current: Runtime?
     private var inherited = false
     private var abandoned: [Runtime] = []
-    private var atforkRegistered = false
+    /// The store and group binding this module's runtimes open with: nil and
+    /// `.process` in the in-process module; the agent gives each client's
+    /// Module the client's store and its (narrowed) access groups.
+    private let home: String?
+    private let accessGroups: AccessGroupChoice
+    /// The first session and object handle of each runtime (the agent starts
+    /// each client at a random base, so handles of a previous agent are
+    /// invalid in a new one instead of naming other objects).
+    private let handleBase: CK_ULONG
 
-    init() {}
+    init() {
+        home = nil
+        accessGroups = .process
+        handleBase = 1
+    }
+
+    /// A module for one agent client (docs/agent.md).
+    public init(home: String?, accessGroups: AccessGroupChoice, handleBase: CK_ULONG) {
+        self.home = home
+        self.accessGroups = accessGroups
+        self.handleBase = max(1, handleBase)
+    }
+
+    /// The module the calling thread serves: the agent sets one per client
+    /// connection around each call (`withCurrent`); otherwise `shared`.
+    public static var current: Module {
+        guard let p = pthread_getspecific(currentKey) else { return shared }
+        return Unmanaged<Module>.fromOpaque(p).takeUnretainedValue()
+    }
+
+    /// Runs `body` with `module` as this thread's current module.
+    public static func withCurrent<T>(_ module: Module, _ body: () throws -> T) rethrows -> T {
+        let previous = pthread_getspecific(currentKey)
+        pthread_setspecific(currentKey, Unmanaged.passUnretained(module).toOpaque())
+        defer { pthread_setspecific(currentKey, previous) }
+        return try body()
+    }
+
+    private static let currentKey: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
 
     public var isInitialized: Bool { lock.withLock { current != nil && !inherited } }
 
     /// - Parameter home: the store directory; nil uses KeychainStore's default rule (tests pass one).
-    public func initialize(_ args: InitializeArguments?, home: String? = nil) throws {
+    public func initialize(_ args: InitializeArguments?, home explicitHome: String? = nil) throws {
         if let args {
             guard args.reservedIsNull else { throw PKCS11Error.argumentsBad }
             guard args.mutexCallbackCount == 0 || args.mutexCallbackCount == 4 else { throw PKCS11Error.argumentsBad }
         }
         try lock.withLock { () throws in
-            if !atforkRegistered {
-                atforkRegistered = true
-                pthread_atfork(
-                    { Module.shared.lock.lock() },
-                    { Module.shared.lock.unlock() },
-                    { Module.shared.inherited = Module.shared.current != nil; Module.shared.lock.unlock() })
-            }
             if current != nil {
                 guard inherited else { throw PKCS11Error(CKR_CRYPTOKI_ALREADY_INITIALIZED) }
                 if let old = current { abandoned.append(old) }
@@ -70,7 +108,7 @@ public final class Module: @unchecked Sendable {
         // C_Initialize loses below and its runtime is simply dropped.
         let runtime: Runtime
         do {
-            runtime = try Runtime(home: home)
+            runtime = try Runtime(home: explicitHome ?? home, accessGroups: accessGroups, handleBase: handleBase)
         } catch {
             Log.message("C_Initialize: cannot open the keychain store: \(error)")
             throw PKCS11Error(CKR_DEVICE_ERROR)
@@ -93,6 +131,29 @@ public final class Module: @unchecked Sendable {
         old.shutdown()
     }
 
+    /// The pthread_atfork prepare handler: every module thread out (new
+    /// calls wait), then every store connection closed. Returns whether the
+    /// module was quiesced (not when the forking thread is itself inside it).
+    @discardableResult
+    public func prepareForFork() -> Bool {
+        let quiesced = ForkGate.closeForFork()
+        if quiesced { ForkSafety.suspendStores() }
+        return quiesced
+    }
+
+    /// The parent handler: waiting calls go on; the store reopens on its next use.
+    public func parentAfterFork() {
+        ForkGate.reopenAfterFork()
+    }
+
+    /// The child handler: the runtime is the parent's, so the child must call
+    /// C_Initialize, as the spec asks of a forked child ("Applications and
+    /// processes": the child must call C_Initialize before using Cryptoki).
+    public func childAfterFork() {
+        ForkGate.resetInChild()
+        lock.withLock { inherited = current != nil }
+    }
+
     /// The live runtime, or CKR_CRYPTOKI_NOT_INITIALIZED (also in a forked child).
     public func runtime() throws -> Runtime {
         try lock.withLock { () throws -> Runtime in
@@ -100,6 +161,16 @@ public final class Module: @unchecked Sendable {
             return rt
         }
     }
+}
+
+/// Which access groups a runtime's store handle is bound to.
+public enum AccessGroupChoice: Sendable, Equatable {
+    /// This process's KEYSHARE_ACCESS_GROUPS (the in-process module).
+    case process
+    /// Every group (no binding).
+    case all
+    /// Exactly these; new items go to `newItems`.
+    case groups(Set<String>, newItems: String)
 }
 
 /// C_GetInfo's content, from the semantics side so tests can see it.

@@ -19,31 +19,12 @@ private let computed: Set<CK_ATTRIBUTE_TYPE> = [
 private let inputs: Set<CK_ATTRIBUTE_TYPE> = [CKA_MODULUS_BITS, CKA_PUBLIC_EXPONENT, CKA_EC_PARAMS, CKA_VALUE_LEN]
 
 enum KeyGenerationRules {
-    static let ed25519OID: [UInt8] = [0x06, 0x03, 0x2B, 0x65, 0x70]
-    /// 1.3.6.1.4.1.11591.15.1, the pre-RFC 8410 OID some OpenSC versions send.
-    static let ed25519LegacyOID: [UInt8] = [0x06, 0x09, 0x2B, 0x06, 0x01, 0x04, 0x01, 0xDA, 0x47, 0x0F, 0x01]
-
-    /// A printable curve name (DER PrintableString, as pkcs11-tool may send
-    /// for Edwards curves) or nil.
-    static func printable(_ p: [UInt8]) -> String? {
-        guard p.count >= 2, p[0] == 0x13, Int(p[1]) == p.count - 2 else { return nil }
-        return String(decoding: p[2...], as: UTF8.self).lowercased()
-    }
-
-    /// CKA_EC_PARAMS as a key spec: a named-curve OID or a curve name.
-    static func spec(ecParams p: [UInt8], edwards: Bool) throws -> KeySpec {
-        if edwards {
-            if p == ed25519OID || p == ed25519LegacyOID { return .ed25519 }
-            if let name = printable(p), ["edwards25519", "ed25519"].contains(name) { return .ed25519 }
-            throw PKCS11Error(CKR_CURVE_NOT_SUPPORTED)
-        }
-        if let c = ECCurve(paramsDER: p) { return .ec(c) }
-        let names: [String: ECCurve] = [
-            "prime256v1": .p256, "secp256r1": .p256, "p-256": .p256, "secp384r1": .p384, "p-384": .p384,
-            "secp521r1": .p521, "p-521": .p521,
-        ]
-        if let name = printable(p), let c = names[name] { return .ec(c) }
-        throw PKCS11Error(CKR_CURVE_NOT_SUPPORTED)
+    /// What C_GenerateKeyPair makes: the mechanism and CKA_EC_PARAMS
+    /// (CurveParameters.swift) decide it.
+    enum PairSpec {
+        case rsa(bits: Int)
+        case ec(ECCurve)
+        case ecx(ECXCurve)
     }
 
     /// The caller's attributes that a generated key keeps (label, ID, usage
@@ -56,6 +37,10 @@ enum KeyGenerationRules {
         for type in t.keys where computed.contains(type) && type != CKA_CLASS && type != CKA_KEY_TYPE {
             throw PKCS11Error.attributeReadOnly
         }
+        // Generation, unwrapping and derivation all need the user (the key or
+        // the pair's private half is private), never the SO: so no template
+        // here may mark the new key CKA_TRUSTED (ObjectRules.checkTrusted).
+        try ObjectRules.checkTrusted(t, soLoggedIn: false)
         return t.filter { !computed.contains($0.key) && !inputs.contains($0.key) }
     }
 
@@ -71,8 +56,9 @@ extension Runtime {
         let s = try session(h)
         let pubT = try publicTemplate.map()
         let privT = try privateTemplate.map()
-        let spec: KeySpec
-        switch KeyGenerationRules.mechanismType(mechanism) {
+        let spec: KeyGenerationRules.PairSpec
+        let mechanismType = KeyGenerationRules.mechanismType(mechanism)
+        switch mechanismType {
         case CKM_RSA_PKCS_KEY_PAIR_GEN?:
             guard let bits = try pubT.checkedULong(CKA_MODULUS_BITS) else { throw PKCS11Error.templateIncomplete }
             // The range C_GetMechanismInfo reports (MechanismCatalog.rsaSizes).
@@ -80,13 +66,19 @@ extension Runtime {
                 throw PKCS11Error(CKR_KEY_SIZE_RANGE)
             }
             spec = .rsa(bits: Int(bits))
-        case CKM_EC_KEY_PAIR_GEN?, CKM_EC_EDWARDS_KEY_PAIR_GEN?:
+        case CKM_EC_KEY_PAIR_GEN?, CKM_EC_EDWARDS_KEY_PAIR_GEN?, CKM_EC_MONTGOMERY_KEY_PAIR_GEN?:
             guard let p = pubT[CKA_EC_PARAMS] ?? privT[CKA_EC_PARAMS] else { throw PKCS11Error.templateIncomplete }
-            spec = try KeyGenerationRules.spec(ecParams: p, edwards: KeyGenerationRules.mechanismType(mechanism) == CKM_EC_EDWARDS_KEY_PAIR_GEN)
+            if mechanismType == CKM_EC_KEY_PAIR_GEN {
+                spec = .ec(try CurveParameters.weierstrass(p))
+            } else {
+                spec = .ecx(try CurveParameters.ecx(p, edwards: mechanismType == CKM_EC_EDWARDS_KEY_PAIR_GEN))
+            }
         default:
             throw PKCS11Error.mechanismInvalid
         }
         // Permissions first: no key is generated for a call that cannot store it.
+        // The private half is always private (ObjectRules.alwaysPrivate), logged in or not.
+        try ObjectRules.checkPrivacy(CKO_PRIVATE_KEY, privT)
         let privToken = try privT.checkedBool(CKA_TOKEN) ?? false
         let pubToken = try pubT.checkedBool(CKA_TOKEN) ?? false
         try checkWritable(s, isToken: privToken, isPrivate: try privT.checkedBool(CKA_PRIVATE) ?? true)
@@ -100,7 +92,7 @@ extension Runtime {
                 throw PKCS11Error.attributeValueInvalid
             }
         case .ec(let c): key = try PrivateKey.generateEC(c)
-        case .ed25519: key = try PrivateKey.generateEd25519()
+        case .ecx(let c): key = try PrivateKey.generate(c)
         }
         let keyType = CK_KEY_TYPE(ObjectTemplates.keyType(key.keyType))
         let privRest = try KeyGenerationRules.callerPart(privT, objectClass: CKO_PRIVATE_KEY, keyType: keyType)
@@ -131,6 +123,8 @@ extension Runtime {
     public func generateKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, template: Template) throws -> CK_OBJECT_HANDLE {
         let s = try session(h)
         let t = try template.map()
+        // HMAC and HKDF key types, CKM_PKCS5_PBKD2 (SecretKeyGeneration.swift).
+        if let k = try generateSecretKey(s, mechanism: mechanism, template: t) { return k }
         // DES, 3DES and ChaCha20: one size each (SymmetricKeys.swift).
         if let fixed = try generateFixedSizeKey(s, mechanism, t) { return fixed }
         let keyType: CK_KEY_TYPE
@@ -140,6 +134,7 @@ extension Runtime {
         case CKM_GENERIC_SECRET_KEY_GEN?: keyType = CKK_GENERIC_SECRET; sizes = 1...512
         default: throw PKCS11Error.mechanismInvalid
         }
+        try ObjectRules.checkPrivacy(CKO_SECRET_KEY, t)
         guard let len = try t.checkedULong(CKA_VALUE_LEN) else { throw PKCS11Error.templateIncomplete }
         guard sizes.contains(len), keyType != CKK_AES || len % 8 == 0 else { throw PKCS11Error.attributeValueInvalid }
         guard let m = KeyGenerationRules.mechanismType(mechanism) else { throw PKCS11Error.mechanismInvalid }
@@ -156,6 +151,7 @@ extension Runtime {
     func secretKeyAttributes(value: [UInt8], keyType: CK_KEY_TYPE, template t: AttributeMap,
                              mechanism: CK_MECHANISM_TYPE?, bornSecret: Bool = true) throws -> AttributeMap {
         var a = try KeyGenerationRules.callerPart(t, objectClass: CKO_SECRET_KEY, keyType: keyType)
+        try ObjectRules.checkPrivacy(CKO_SECRET_KEY, t)
         KeyUsagePolicy.applySecretKeyDefaults(&a)
         let sensitive = try t.checkedBool(CKA_SENSITIVE) ?? true
         let extractable = try t.checkedBool(CKA_EXTRACTABLE) ?? false

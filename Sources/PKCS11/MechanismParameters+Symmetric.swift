@@ -88,8 +88,8 @@ extension Mechanism {
         case CKM_AES_ECB: try none(); return .aesECB
         case CKM_AES_CTR: return try aesCTR(p)
         case CKM_AES_CTS: return .aesCTS(iv: try iv(16))
-        case CKM_AES_CMAC: try none(); return .aesCMAC(macLength: CMACContext.macSize)
-        case CKM_AES_CMAC_GENERAL: return .aesCMAC(macLength: try macLength(p, max: CMACContext.macSize))
+        case CKM_AES_CMAC: try none(); return .aesCMAC(macLength: CMACOperation.macSize)
+        case CKM_AES_CMAC_GENERAL: return .aesCMAC(macLength: try macLength(p, max: CMACOperation.macSize))
         case CKM_DES_ECB: try none(); return .des(DESMechanism(variant: .des, mode: .ecb, iv: [], pad: false))
         case CKM_DES_CBC: return .des(DESMechanism(variant: .des, mode: .cbc, iv: try iv(8), pad: false))
         case CKM_DES_CBC_PAD: return .des(DESMechanism(variant: .des, mode: .cbc, iv: try iv(8), pad: true))

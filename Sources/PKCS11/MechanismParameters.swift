@@ -20,6 +20,8 @@ public struct ECDHParameters: Sendable, Equatable {
     public var kdf: DigestAlgorithm?
     public var sharedData: [UInt8]
     public var publicData: [UInt8]
+    /// CKM_ECDH1_COFACTOR_DERIVE rather than CKM_ECDH1_DERIVE.
+    public var cofactor = false
 }
 
 /// Decoding of the pointer-carrying parameters. Every length is checked

@@ -34,6 +34,25 @@ public enum Mechanism: Sendable, Equatable {
     case ecdh(ECDHParameters)
     /// CKM_AES_KEY_WRAP (pad false) and CKM_AES_KEY_WRAP_PAD (Wrap.swift).
     case aesKeyWrap(pad: Bool)
+    // Digest, MAC and key-derivation mechanisms: decoded in
+    // MechanismParameters+KDF.swift, run in HMACSign.swift, KeyDerivation.swift
+    // and SecretKeyGeneration.swift.
+    /// CKM_SHA*_HMAC_GENERAL: HMAC truncated to `length` bytes (CK_MAC_GENERAL_PARAMS).
+    case hmacGeneral(DigestAlgorithm, length: Int)
+    /// CKM_HKDF_DERIVE (`data` false) and CKM_HKDF_DATA (`data` true: a CKO_DATA result).
+    case hkdf(HKDFParameters, data: Bool)
+    /// CKM_SP800_108_COUNTER_KDF and CKM_SP800_108_FEEDBACK_KDF.
+    case sp800108(SP800108Parameters)
+    /// CKM_PKCS5_PBKD2, a C_GenerateKey mechanism.
+    case pbkdf2(PBKDF2Parameters)
+    /// CKM_CONCATENATE_BASE_AND_KEY / _BASE_AND_DATA / _DATA_AND_BASE,
+    /// CKM_XOR_BASE_AND_DATA, CKM_EXTRACT_KEY_FROM_KEY.
+    case simpleDerive(SimpleDerivation)
+    // Asymmetric additions (issue 13; MechanismParameters+Asymmetric.swift).
+    /// CKM_EDDSA with CK_EDDSA_PARAMS (Sign.swift, EdDSAVariant).
+    case eddsaWith(EdDSAParameters)
+    /// CKM_RSA_AES_KEY_WRAP (RSAWrap.swift).
+    case rsaAESKeyWrap(RSAAESKeyWrapParameters)
     /// A mechanism no chapter decodes yet; the raw parameter is kept for it.
     case undecoded(CK_MECHANISM_TYPE, [UInt8])
 
@@ -58,11 +77,16 @@ public enum Mechanism: Sendable, Equatable {
     public init(type: CK_MECHANISM_TYPE, parameter: UnsafeRawBufferPointer?) throws {
         let p = parameter.map { Array($0) } ?? []
         func noParameter() throws { guard p.isEmpty else { throw PKCS11Error.mechanismParamInvalid } }
+        // SHA-3, SHA-512/t, general HMAC, KDFs (MechanismParameters+KDF.swift).
+        if let m = try Self.digestOrKDF(type, p) {
+            self = m
+            return
+        }
         switch type {
         case CKM_RSA_PKCS: try noParameter(); self = .rsaPKCS
         case CKM_RSA_X_509: try noParameter(); self = .rsaX509
         case CKM_ECDSA: try noParameter(); self = .ecdsa
-        case CKM_EDDSA: try noParameter(); self = .eddsa
+        case CKM_EDDSA: self = p.isEmpty ? .eddsa : .eddsaWith(try Self.eddsa(p))
         case CKM_RSA_PKCS_PSS: self = .rsaPSS(try Self.pss(p, required: nil))
         case CKM_RSA_PKCS_OAEP: self = .rsaOAEP(try Self.oaep(p))
         case CKM_AES_CBC: self = .aesCBC(iv: try Self.cbcIV(p), pad: false)
@@ -71,6 +95,13 @@ public enum Mechanism: Sendable, Equatable {
         case CKM_ECDH1_DERIVE: self = .ecdh(try Self.ecdh(p))
         case CKM_AES_KEY_WRAP: self = try Self.keyWrapMechanism(p, padded: false)
         case CKM_AES_KEY_WRAP_PAD: self = try Self.keyWrapMechanism(p, padded: true)
+        // Asymmetric additions: cofactor ECDH is ECDH on every curve offered (cofactor 1).
+        case CKM_ECDH1_COFACTOR_DERIVE:
+            var e = try Self.ecdh(p)
+            e.cofactor = true
+            self = .ecdh(e)
+        case CKM_RSA_AES_KEY_WRAP: self = .rsaAESKeyWrap(try Self.rsaAESKeyWrap(p))
+        case CKM_EC_MONTGOMERY_KEY_PAIR_GEN: try noParameter(); self = .undecoded(type, [])
         // Symmetric mechanisms of issue 13 (MechanismParameters+Symmetric.swift).
         case CKM_AES_ECB, CKM_AES_CTR, CKM_AES_CTS, CKM_AES_CMAC, CKM_AES_CMAC_GENERAL, CKM_DES_ECB, CKM_DES_CBC,
              CKM_DES_CBC_PAD, CKM_DES3_ECB, CKM_DES3_CBC, CKM_DES3_CBC_PAD, CKM_CHACHA20_POLY1305, CKM_DES_KEY_GEN,
@@ -108,29 +139,42 @@ public enum Mechanism: Sendable, Equatable {
     static let rsaPKCSDigest: [CK_MECHANISM_TYPE: DigestAlgorithm] = [
         CKM_SHA1_RSA_PKCS: .sha1, CKM_SHA224_RSA_PKCS: .sha224, CKM_SHA256_RSA_PKCS: .sha256,
         CKM_SHA384_RSA_PKCS: .sha384, CKM_SHA512_RSA_PKCS: .sha512,
+        CKM_SHA3_224_RSA_PKCS: .sha3_224, CKM_SHA3_256_RSA_PKCS: .sha3_256, CKM_SHA3_384_RSA_PKCS: .sha3_384,
+        CKM_SHA3_512_RSA_PKCS: .sha3_512,
     ]
     static let rsaPSSDigest: [CK_MECHANISM_TYPE: DigestAlgorithm] = [
         CKM_SHA1_RSA_PKCS_PSS: .sha1, CKM_SHA224_RSA_PKCS_PSS: .sha224, CKM_SHA256_RSA_PKCS_PSS: .sha256,
         CKM_SHA384_RSA_PKCS_PSS: .sha384, CKM_SHA512_RSA_PKCS_PSS: .sha512,
+        CKM_SHA3_224_RSA_PKCS_PSS: .sha3_224, CKM_SHA3_256_RSA_PKCS_PSS: .sha3_256,
+        CKM_SHA3_384_RSA_PKCS_PSS: .sha3_384, CKM_SHA3_512_RSA_PKCS_PSS: .sha3_512,
     ]
     static let ecdsaDigest: [CK_MECHANISM_TYPE: DigestAlgorithm] = [
         CKM_ECDSA_SHA1: .sha1, CKM_ECDSA_SHA224: .sha224, CKM_ECDSA_SHA256: .sha256,
         CKM_ECDSA_SHA384: .sha384, CKM_ECDSA_SHA512: .sha512,
+        CKM_ECDSA_SHA3_224: .sha3_224, CKM_ECDSA_SHA3_256: .sha3_256, CKM_ECDSA_SHA3_384: .sha3_384,
+        CKM_ECDSA_SHA3_512: .sha3_512,
     ]
     static let hmacDigest: [CK_MECHANISM_TYPE: DigestAlgorithm] = [
         CKM_SHA_1_HMAC: .sha1, CKM_SHA224_HMAC: .sha224, CKM_SHA256_HMAC: .sha256, CKM_SHA384_HMAC: .sha384,
         CKM_SHA512_HMAC: .sha512,
     ]
+    /// The SHA-3 digests PSS parameters may name (CKM_SHA3_*_RSA_PKCS_PSS).
+    static let sha3Digest: [CK_MECHANISM_TYPE: DigestAlgorithm] = [
+        CKM_SHA3_224: .sha3_224, CKM_SHA3_256: .sha3_256, CKM_SHA3_384: .sha3_384, CKM_SHA3_512: .sha3_512,
+    ]
     static let mgf1: [CK_RSA_PKCS_MGF_TYPE: DigestAlgorithm] = [
         CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA1): .sha1, CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA224): .sha224,
         CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA256): .sha256, CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA384): .sha384,
         CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA512): .sha512,
+        CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA3_224): .sha3_224, CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA3_256): .sha3_256,
+        CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA3_384): .sha3_384, CK_RSA_PKCS_MGF_TYPE(CKG_MGF1_SHA3_512): .sha3_512,
     ]
 
     static func pss(_ p: [UInt8], required: DigestAlgorithm?) throws -> PSSParameters {
         guard p.count == MemoryLayout<CK_RSA_PKCS_PSS_PARAMS>.size else { throw PKCS11Error.mechanismParamInvalid }
         let raw = p.withUnsafeBytes { $0.loadUnaligned(as: CK_RSA_PKCS_PSS_PARAMS.self) }
-        guard let hash = digestOf[raw.hashAlg], let mgf = mgf1[raw.mgf], raw.sLen <= 1 << 16 else {
+        // hashAlg: a SHA-1, SHA-2 or (with the SHA-3 signature mechanisms) SHA-3 digest mechanism.
+        guard let hash = digestOf[raw.hashAlg] ?? sha3Digest[raw.hashAlg], let mgf = mgf1[raw.mgf], raw.sLen <= 1 << 16 else {
             throw PKCS11Error.mechanismParamInvalid
         }
         if let required, required != hash { throw PKCS11Error.mechanismParamInvalid }
@@ -151,7 +195,12 @@ public enum MechanismCatalog {
     /// a caller that reads CKM_RSA_PKCS_KEY_PAIR_GEN's info can generate
     /// every size it is told of.
     static let rsaSizes = (CK_ULONG(PrivateKey.rsaGenerationBits.lowerBound), CK_ULONG(PrivateKey.rsaGenerationBits.upperBound))
-    static let ecSizes = (CK_ULONG(256), CK_ULONG(521))
+    /// P-192 to P-521 (ECCurve), in field bits.
+    static let ecSizes = (CK_ULONG(192), CK_ULONG(521))
+    /// Ed25519 to Ed448 and X25519 to X448, in key bits as Kryoptic counts
+    /// them (ECXCurve.bits: 256, 456; 256, 448).
+    static let edwardsSizes = (CK_ULONG(ECXCurve.ed25519.bits), CK_ULONG(ECXCurve.ed448.bits))
+    static let montgomerySizes = (CK_ULONG(ECXCurve.x25519.bits), CK_ULONG(ECXCurve.x448.bits))
     static let ecFlags = CKF_EC_F_P | CKF_EC_NAMEDCURVE | CKF_EC_UNCOMPRESS
 
     public static let entries: [(CK_MECHANISM_TYPE, MechanismInfo)] = {
@@ -159,23 +208,38 @@ public enum MechanismCatalog {
         let sv = CKF_SIGN | CKF_VERIFY
         let ed = CKF_ENCRYPT | CKF_DECRYPT
         e.append((CKM_RSA_PKCS_KEY_PAIR_GEN, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: CKF_GENERATE_KEY_PAIR)))
-        e.append((CKM_RSA_PKCS, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv | ed)))
-        e.append((CKM_RSA_X_509, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv | ed)))
-        e.append((CKM_RSA_PKCS_OAEP, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: ed)))
+        // Recovery (SignRecover.swift) and RSA wrapping of secret keys (RSAWrap.swift).
+        let recover = CKF_SIGN_RECOVER | CKF_VERIFY_RECOVER
+        let wu = CKF_WRAP | CKF_UNWRAP
+        e.append((CKM_RSA_PKCS, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv | ed | recover | wu)))
+        e.append((CKM_RSA_X_509, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv | ed | recover)))
+        e.append((CKM_RSA_PKCS_OAEP, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: ed | wu)))
         e.append((CKM_RSA_PKCS_PSS, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv)))
         for t in [CKM_SHA1_RSA_PKCS, CKM_SHA224_RSA_PKCS, CKM_SHA256_RSA_PKCS, CKM_SHA384_RSA_PKCS, CKM_SHA512_RSA_PKCS,
                   CKM_SHA1_RSA_PKCS_PSS, CKM_SHA224_RSA_PKCS_PSS, CKM_SHA256_RSA_PKCS_PSS, CKM_SHA384_RSA_PKCS_PSS,
-                  CKM_SHA512_RSA_PKCS_PSS] {
+                  CKM_SHA512_RSA_PKCS_PSS,
+                  // SHA-3 (issue 13).
+                  CKM_SHA3_224_RSA_PKCS, CKM_SHA3_256_RSA_PKCS, CKM_SHA3_384_RSA_PKCS, CKM_SHA3_512_RSA_PKCS,
+                  CKM_SHA3_224_RSA_PKCS_PSS, CKM_SHA3_256_RSA_PKCS_PSS, CKM_SHA3_384_RSA_PKCS_PSS,
+                  CKM_SHA3_512_RSA_PKCS_PSS] {
             e.append((t, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv)))
         }
-        for t in [CKM_ECDSA, CKM_ECDSA_SHA1, CKM_ECDSA_SHA224, CKM_ECDSA_SHA256, CKM_ECDSA_SHA384, CKM_ECDSA_SHA512] {
+        for t in [CKM_ECDSA, CKM_ECDSA_SHA1, CKM_ECDSA_SHA224, CKM_ECDSA_SHA256, CKM_ECDSA_SHA384, CKM_ECDSA_SHA512,
+                  CKM_ECDSA_SHA3_224, CKM_ECDSA_SHA3_256, CKM_ECDSA_SHA3_384, CKM_ECDSA_SHA3_512] {
             e.append((t, MechanismInfo(minKeySize: ecSizes.0, maxKeySize: ecSizes.1, flags: sv | ecFlags)))
         }
         e.append((CKM_EC_KEY_PAIR_GEN, MechanismInfo(minKeySize: ecSizes.0, maxKeySize: ecSizes.1,
                                                      flags: CKF_GENERATE_KEY_PAIR | ecFlags)))
         e.append((CKM_ECDH1_DERIVE, MechanismInfo(minKeySize: ecSizes.0, maxKeySize: ecSizes.1, flags: CKF_DERIVE | ecFlags)))
-        e.append((CKM_EC_EDWARDS_KEY_PAIR_GEN, MechanismInfo(minKeySize: 256, maxKeySize: 256, flags: CKF_GENERATE_KEY_PAIR)))
-        e.append((CKM_EDDSA, MechanismInfo(minKeySize: 256, maxKeySize: 256, flags: sv)))
+        e.append((CKM_EC_EDWARDS_KEY_PAIR_GEN, MechanismInfo(minKeySize: edwardsSizes.0, maxKeySize: edwardsSizes.1,
+                                                             flags: CKF_GENERATE_KEY_PAIR)))
+        e.append((CKM_EDDSA, MechanismInfo(minKeySize: edwardsSizes.0, maxKeySize: edwardsSizes.1, flags: sv)))
+        // Asymmetric additions (issue 13).
+        e.append((CKM_ECDH1_COFACTOR_DERIVE, MechanismInfo(minKeySize: ecSizes.0, maxKeySize: ecSizes.1,
+                                                           flags: CKF_DERIVE | ecFlags)))
+        e.append((CKM_EC_MONTGOMERY_KEY_PAIR_GEN, MechanismInfo(minKeySize: montgomerySizes.0, maxKeySize: montgomerySizes.1,
+                                                                flags: CKF_GENERATE_KEY_PAIR)))
+        e.append((CKM_RSA_AES_KEY_WRAP, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: wu)))
         // AES key sizes in bytes, as the spec counts them for AES.
         e.append((CKM_AES_KEY_GEN, MechanismInfo(minKeySize: 16, maxKeySize: 32, flags: CKF_GENERATE)))
         e.append((CKM_AES_CBC, MechanismInfo(minKeySize: 16, maxKeySize: 32, flags: ed)))
@@ -194,6 +258,8 @@ public enum MechanismCatalog {
         for t in [CKM_SHA_1, CKM_SHA224, CKM_SHA256, CKM_SHA384, CKM_SHA512] {
             e.append((t, MechanismInfo(minKeySize: 0, maxKeySize: 0, flags: CKF_DIGEST)))
         }
+        // SHA-3, SHA-512/t, general HMAC, HMAC key generation, KDFs (MechanismParameters+KDF.swift).
+        e += digestKDFEntries
         e += symmetricEntries
         return e
     }()

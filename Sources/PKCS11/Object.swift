@@ -1,6 +1,7 @@
 import CPKCS11
 import Keychain
 import KeyshareCrypto
+import Tokens
 
 /// The find operation: its matches are taken at C_FindObjectsInit, so later
 /// changes do not disturb a running search.
@@ -10,16 +11,27 @@ final class FindOperation: Operation {
 }
 
 extension Runtime {
+    /// An object handle as the object functions see it: a private object
+    /// without login is CKR_OBJECT_HANDLE_INVALID (their return values do not
+    /// include CKR_USER_NOT_LOGGED_IN; the key functions report that one).
+    func resolveObject(_ s: Session, _ h: CK_OBJECT_HANDLE) throws -> ObjectView {
+        do {
+            return try resolve(s, h)
+        } catch let e as PKCS11Error where e == .userNotLoggedIn {
+            throw PKCS11Error.objectHandleInvalid
+        }
+    }
+
     public func getAttributeValue(session h: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE,
                                   types: [CK_ATTRIBUTE_TYPE]) throws -> [AttributeLookup] {
-        let view = try resolve(try session(h), object)
+        let view = try resolveObject(try session(h), object)
         return types.map { ObjectRules.lookup(view, $0) }
     }
 
     /// The size is the sum of the visible attribute encodings: enough for a
     /// caller sizing a copy, and no hint about secret parts.
     public func objectSize(session h: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE) throws -> CK_ULONG {
-        let view = try resolve(try session(h), object)
+        let view = try resolveObject(try session(h), object)
         var size = 0
         for (t, v) in view.attributes where !ObjectRules.hidden.contains(t) && !ObjectRules.isSensitive(view, t) {
             size += v.count
@@ -35,7 +47,8 @@ extension Runtime {
 
     public func setAttributeValue(session h: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE, template: Template) throws {
         let s = try session(h)
-        let view = try resolve(s, object)
+        let view = try resolveObject(s, object)
+        try ObjectRules.checkPrivacy(view.objectClass, try template.map())
         try checkWritable(s, isToken: view.isToken, isPrivate: view.isPrivate)
         guard view.bool(CKA_MODIFIABLE) ?? true else { throw PKCS11Error.actionProhibited }
         let so = login(for: s.tokenID)?.role == .securityOfficer
@@ -51,16 +64,33 @@ extension Runtime {
 
     public func createObject(session h: CK_SESSION_HANDLE, template: Template) throws -> CK_OBJECT_HANDLE {
         let s = try session(h)
-        let attrs = try ObjectFactory.build(try template.map())
+        let t = try template.map()
+        // A certificate without CKA_ID joins the key pair its public key matches (Tokens.KeyPairing).
+        let so = login(for: s.tokenID)?.role == .securityOfficer
+        let attrs = try KeyPairing.certificateJoiningKeyPair(try ObjectFactory.build(t, soLoggedIn: so), template: t, token: s.tokenID,
+                                                              store: store, key: userKey(for: s.tokenID))
         return try store(attrs, in: s)
     }
 
     /// Stores a complete attribute set as a token or session object.
-    func store(_ attrs: AttributeMap, in s: Session) throws -> CK_OBJECT_HANDLE {
+    /// `copiedTrust`: a C_CopyObject of a key the SO already trusted (the
+    /// copy's template went through ObjectRules.checkSet).
+    func store(_ attrs: AttributeMap, in s: Session, copiedTrust: Bool = false) throws -> CK_OBJECT_HANDLE {
         guard let cls = try attrs.checkedULong(CKA_CLASS) else { throw PKCS11Error.templateIncomplete }
+        // Every creating path ends here, so the CKA_PRIVATE rule holds for all
+        // of them (the callers also check it before doing any work).
+        try ObjectRules.checkPrivacy(cls, attrs)
         let isToken = try attrs.checkedBool(CKA_TOKEN) ?? false
         let isPrivate = try attrs.checkedBool(CKA_PRIVATE) ?? ObjectFactory.privateByDefault(cls)
         try checkWritable(s, isToken: isToken, isPrivate: isPrivate)
+        // CKA_TRUSTED "can only be set to CK_TRUE by the SO user" (PKCS #11
+        // 3.0 §4.6.3, §4.8 footnote 11), at creation as in C_SetAttributeValue
+        // (ObjectRules.checkSet): the wrap rules let a trusted key wrap any
+        // sensitive key, so a user-made trusted key of known value (or an RSA
+        // public key whose private half the user holds) would export them all.
+        if try attrs.checkedBool(CKA_TRUSTED) == true, !copiedTrust, login(for: s.tokenID)?.role != .securityOfficer {
+            throw PKCS11Error.attributeReadOnly
+        }
         var a = attrs
         a[CKA_PRIVATE] = AttributeCoding.bool(isPrivate)
         a[CKA_UNIQUE_ID] = nil
@@ -84,8 +114,15 @@ extension Runtime {
 
     public func copyObject(session h: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE, template: Template) throws -> CK_OBJECT_HANDLE {
         let s = try session(h)
-        let view = try resolve(s, object)
+        let view = try resolveObject(s, object)
+        let changes = try template.map()
+        // A copy may change CKA_PRIVATE, but a key never becomes public (ObjectRules.alwaysPrivate).
+        try ObjectRules.checkPrivacy(view.objectClass, changes)
         guard view.bool(CKA_COPYABLE) ?? true else { throw PKCS11Error.actionProhibited }
+        // A card's key lives on the card: a token copy of its proxy would be a
+        // private item of a token with no token key to seal it (session copies,
+        // as pkcs11-provider makes, are fine).
+        if view.isExternalKey, try changes.checkedBool(CKA_TOKEN) ?? view.isToken { throw PKCS11Error.actionProhibited }
         let so = login(for: s.tokenID)?.role == .securityOfficer
         var a = view.attributes
         a[CKA_UNIQUE_ID] = nil
@@ -93,13 +130,15 @@ extension Runtime {
             // CKA_TOKEN and CKA_PRIVATE may change in a copy; the rest follows C_SetAttributeValue's rules.
             if t.type != CKA_TOKEN, t.type != CKA_PRIVATE { try ObjectRules.checkSet(view, t, soLoggedIn: so) }
         }
-        a.merge(try template.map()) { _, new in new }
-        return try store(a, in: s)
+        a.merge(changes) { _, new in new }
+        // A key a store from before the rule holds as public is copied as private.
+        if ObjectRules.alwaysPrivate(view.objectClass) { a[CKA_PRIVATE] = AttributeCoding.bool(true) }
+        return try store(a, in: s, copiedTrust: view.bool(CKA_TRUSTED) == true)
     }
 
     public func destroyObject(session h: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE) throws {
         let s = try session(h)
-        let view = try resolve(s, object)
+        let view = try resolveObject(s, object)
         try checkWritable(s, isToken: view.isToken, isPrivate: view.isPrivate)
         guard view.bool(CKA_DESTROYABLE) ?? true else { throw PKCS11Error.actionProhibited }
         if case .token(_, let ref, _) = view.entry { try store.delete(ref) }
@@ -136,9 +175,13 @@ extension Runtime {
                 q.reference = ref
             }
             let items = try store.find(q, key: key)
-            let matched = items.filter { (privateFilter == nil || $0.isPrivate == privateFilter) && externalVisible($0, s) }
+            // Keys count as private even where an old store holds them as public (ObjectRules.isPrivate).
+            let matched = items.filter {
+                let isPrivate = ObjectRules.isPrivate($0)
+                return (privateFilter == nil || isPrivate == privateFilter) && (key != nil || !isPrivate) && externalVisible($0, s)
+            }
             handles += lock.withLock {
-                matched.map { objects.handle(token: $0.tokenID, reference: $0.reference, isPrivate: $0.isPrivate) }
+                matched.map { objects.handle(token: $0.tokenID, reference: $0.reference, isPrivate: ObjectRules.isPrivate($0)) }
             }
         }
         if tokenFilter != true {
@@ -149,7 +192,7 @@ extension Runtime {
                 }
             }
             for (oh, _) in candidates.sorted(by: { $0.0 < $1.0 }) {
-                guard let view = try? resolve(s, oh) else { continue }
+                guard let view = try? resolveObject(s, oh) else { continue }
                 var full = view.attributes
                 for (t, v) in ObjectRules.defaults(for: view.objectClass) where full[t] == nil { full[t] = v }
                 let ok = template.allSatisfy { t in

@@ -12,10 +12,13 @@ enum ObjectFactory {
         cls == CKO_PRIVATE_KEY || cls == CKO_SECRET_KEY || cls == ItemClass.genericPassword.rawValue
     }
 
-    static func build(_ t: AttributeMap) throws -> AttributeMap {
+    static func build(_ t: AttributeMap, soLoggedIn: Bool) throws -> AttributeMap {
         guard let cls = try t.checkedULong(CKA_CLASS) else { throw PKCS11Error.templateIncomplete }
         for type in t.keys where ObjectRules.hidden.contains(type) { throw PKCS11Error.attributeTypeInvalid }
         for type in t.keys where ObjectRules.booleans.contains(type) { _ = try t.checkedBool(type) }
+        for type in t.keys where ObjectRules.setByTokenOnly.contains(type) { throw PKCS11Error.attributeReadOnly }
+        try ObjectRules.checkTrusted(t, soLoggedIn: soLoggedIn)
+        try ObjectRules.checkPrivacy(cls, t)
         let label = t.string(CKA_LABEL) ?? ""
         let id = t[CKA_ID] ?? []
         var out: AttributeMap
@@ -33,7 +36,9 @@ enum ObjectFactory {
         case CKO_PUBLIC_KEY:
             let key = try publicKey(t)
             out = try ObjectTemplates.publicKey(key, label: label, id: id, local: false)
-            out.merge(t) { _, new in new }
+            // The curve and point as the key has them (OID, DER OCTET STRING),
+            // whichever accepted form the caller wrote (CurveParameters.swift).
+            out.merge(t.filter { $0.key != CKA_EC_PARAMS && $0.key != CKA_EC_POINT }) { _, new in new }
         case CKO_PRIVATE_KEY:
             let key = try privateKey(t)
             out = try ObjectTemplates.privateKey(key, label: label, id: id,
@@ -41,7 +46,7 @@ enum ObjectFactory {
                                                  local: false, sensitive: try t.checkedBool(CKA_SENSITIVE) ?? true)
             var rest = t
             for c in [CKA_PRIVATE_EXPONENT, CKA_PRIME_1, CKA_PRIME_2, CKA_EXPONENT_1, CKA_EXPONENT_2,
-                      CKA_COEFFICIENT, CKA_VALUE] { rest[c] = nil }
+                      CKA_COEFFICIENT, CKA_VALUE, CKA_EC_PARAMS] { rest[c] = nil }
             out.merge(rest) { _, new in new }
         case CKO_SECRET_KEY:
             out = try secretKey(t)
@@ -63,10 +68,12 @@ enum ObjectFactory {
                 return try PublicKey(rsaModulus: n, exponent: e)
             case CKK_EC:
                 guard let p = t[CKA_EC_PARAMS], let q = t[CKA_EC_POINT] else { throw PKCS11Error.templateIncomplete }
-                return try PublicKey(ecParams: p, point: q)
-            case CKK_EC_EDWARDS:
+                return try PublicKey(curve: try CurveParameters.weierstrass(p), point: q)
+            case CKK_EC_EDWARDS, CKK_EC_MONTGOMERY:
                 guard let q = t[CKA_EC_POINT] else { throw PKCS11Error.templateIncomplete }
-                return try PublicKey(ed25519Raw: q.count == 34 && q[0] == 0x04 ? Array(q.dropFirst(2)) : q)
+                let curve = try ecxCurve(t, type: type, keyBytes: q)
+                guard let raw = curve.rawKey(q) else { throw PKCS11Error.attributeValueInvalid }
+                return try PublicKey(curve, raw: raw)
             default:
                 throw PKCS11Error.attributeValueInvalid
             }
@@ -91,15 +98,30 @@ enum ObjectFactory {
             der = DER.sequence(DER.integer([0]) + values.flatMap(DER.integer))
         case CKK_EC:
             guard let params = t[CKA_EC_PARAMS], let d = t[CKA_VALUE] else { throw PKCS11Error.templateIncomplete }
-            der = DER.sequence(DER.integer([1]) + DER.tlv(0x04, d) + DER.tlv(0xA0, params))
-        case CKK_EC_EDWARDS:
-            // RFC 8410 keys have no DER private form of their own here: the 32-byte seed is the key.
-            guard let seed = t[CKA_VALUE] else { throw PKCS11Error.templateIncomplete }
-            do { return try PrivateKey.fromEd25519(privateRaw: seed) } catch { throw PKCS11Error.attributeValueInvalid }
+            let curve = try CurveParameters.weierstrass(params)
+            der = DER.sequence(DER.integer([1]) + DER.tlv(0x04, d) + DER.tlv(0xA0, curve.paramsDER))
+        case CKK_EC_EDWARDS, CKK_EC_MONTGOMERY:
+            // RFC 8410 keys have no DER private form of their own here: the raw key (seed or scalar) is the key.
+            guard let raw = t[CKA_VALUE] else { throw PKCS11Error.templateIncomplete }
+            let curve = try ecxCurve(t, type: type, keyBytes: raw)
+            do { return try PrivateKey.from(curve, privateRaw: raw) } catch { throw PKCS11Error.attributeValueInvalid }
         default:
             throw PKCS11Error.attributeValueInvalid
         }
         do { return try PrivateKey(der: der) } catch { throw PKCS11Error.attributeValueInvalid }
+    }
+
+    /// The Edwards or Montgomery curve of a key template: CKA_EC_PARAMS when
+    /// given (required by PKCS #11 3.0, and then it must name a curve of the
+    /// key type), else the one whose key length `keyBytes` has (raw or in an
+    /// OCTET STRING), as older callers that only knew Ed25519 omit it.
+    static func ecxCurve(_ t: AttributeMap, type: CK_KEY_TYPE, keyBytes: [UInt8]) throws -> ECXCurve {
+        let edwards = type == CKK_EC_EDWARDS
+        if let p = t[CKA_EC_PARAMS] { return try CurveParameters.ecx(p, edwards: edwards) }
+        guard let c = ECXCurve.allCases.first(where: { $0.isEdwards == edwards && $0.rawKey(keyBytes) != nil }) else {
+            throw PKCS11Error.attributeValueInvalid
+        }
+        return c
     }
 
     static func secretKey(_ t: AttributeMap) throws -> AttributeMap {
@@ -109,6 +131,8 @@ enum ObjectFactory {
         switch type {
         case CKK_AES: guard [16, 24, 32].contains(value.count) else { throw PKCS11Error.attributeValueInvalid }
         case CKK_GENERIC_SECRET: guard !value.isEmpty else { throw PKCS11Error.attributeValueInvalid }
+        case let k where Runtime.hmacKeyType.values.contains(k) || k == CKK_HKDF:  // HMACSign.swift, KeyDerivation.swift
+            guard !value.isEmpty else { throw PKCS11Error.attributeValueInvalid }
         case CKK_DES, CKK_DES3, CKK_CHACHA20:  // one size each; DES parity (SymmetricKeys.swift)
             guard SymmetricKeys.isValid(value, type: type) else { throw PKCS11Error.attributeValueInvalid }
         default: throw PKCS11Error.attributeValueInvalid

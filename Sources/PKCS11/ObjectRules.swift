@@ -98,6 +98,29 @@ enum ObjectRules {
         return .typeInvalid
     }
 
+    /// The CKA_PRIVATE rule (docs/pkcs11-conformance.md, "CKA_PRIVATE"):
+    /// objects that carry secret material (private keys, secret keys, generic
+    /// passwords) are always private, because that material is sealed under
+    /// the token key, which only the user's login unlocks. PKCS #11 3.0 leaves
+    /// the default "token-specific" (§4.4, common storage object attributes)
+    /// and lets C_CopyObject change CKA_PRIVATE, but a value "incompatible
+    /// with other existing attributes of the object" fails with
+    /// CKR_TEMPLATE_INCONSISTENT (§5.7, C_CopyObject): so does
+    /// CKA_PRIVATE=false here, on every path that makes or changes a key,
+    /// logged in or not. SoftHSM2 differs: it stores such keys in the clear.
+    static func alwaysPrivate(_ objectClass: CK_OBJECT_CLASS) -> Bool {
+        objectClass == CKO_PRIVATE_KEY || objectClass == CKO_SECRET_KEY || objectClass == ItemClass.genericPassword.rawValue
+    }
+
+    /// Refuses a template that asks for a public secret-bearing object.
+    static func checkPrivacy(_ objectClass: CK_OBJECT_CLASS, _ t: AttributeMap) throws {
+        if alwaysPrivate(objectClass), try t.checkedBool(CKA_PRIVATE) == false { throw PKCS11Error.templateInconsistent }
+    }
+
+    /// Whether a stored item is private to the module: its CKA_PRIVATE, or
+    /// the rule above for keys a store from before the rule holds as public.
+    static func isPrivate(_ item: Item) -> Bool { item.isPrivate || alwaysPrivate(item.itemClass.rawValue) }
+
     /// Types fixed at creation (or computed from the key material).
     static let readOnly: Set<CK_ATTRIBUTE_TYPE> = [
         CKA_CLASS, CKA_TOKEN, CKA_PRIVATE, CKA_UNIQUE_ID, CKA_KEY_TYPE, CKA_LOCAL, CKA_KEY_GEN_MECHANISM,
@@ -107,9 +130,27 @@ enum ObjectRules {
         CKA_PUBLIC_KEY_INFO, CKA_CHECK_VALUE,
     ]
 
+    /// What only the token says of an object: "must not be specified when
+    /// object is created with C_CreateObject" (PKCS #11 3.0 attribute tables,
+    /// common footnote 2). A template naming one is CKR_ATTRIBUTE_READ_ONLY,
+    /// as C_GenerateKey's already was (SoftHSM2 answers the same).
+    static let setByTokenOnly: Set<CK_ATTRIBUTE_TYPE> = [
+        CKA_LOCAL, CKA_KEY_GEN_MECHANISM, CKA_ALWAYS_SENSITIVE, CKA_NEVER_EXTRACTABLE, CKA_UNIQUE_ID,
+    ]
+
+    /// CKA_TRUSTED "can only be set to CK_TRUE by the SO user" (footnote 10),
+    /// at creation as in C_SetAttributeValue: the wrap rules trust such a
+    /// key's value (KeyUsagePolicy), so a user must not plant one.
+    static func checkTrusted(_ t: AttributeMap, soLoggedIn: Bool) throws {
+        if try t.checkedBool(CKA_TRUSTED) == true, !soLoggedIn { throw PKCS11Error.attributeReadOnly }
+    }
+
     /// Checks one C_SetAttributeValue entry against the object as it is now.
     static func checkSet(_ view: ObjectView, _ a: Attribute, soLoggedIn: Bool) throws {
         if hidden.contains(a.type) { throw PKCS11Error.attributeTypeInvalid }
+        if a.type == CKA_PRIVATE, alwaysPrivate(view.objectClass), AttributeCoding.decodeBool(a.value) == false {
+            throw PKCS11Error.templateInconsistent
+        }
         if readOnly.contains(a.type) { throw PKCS11Error.attributeReadOnly }
         if a.type == CKA_VALUE, view.objectClass != CKO_DATA { throw PKCS11Error.attributeReadOnly }
         try KeyUsagePolicy.checkChange(view, a)  // fixed secret-key usage (KeyUsagePolicy.swift)

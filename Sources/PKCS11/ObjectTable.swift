@@ -48,6 +48,8 @@ final class SessionObject {
 /// give the same handle; handles are never reused for another object.
 struct ObjectTable {
     private var next: CK_OBJECT_HANDLE = 1
+
+    init(firstHandle: CK_OBJECT_HANDLE = 1) { next = max(1, firstHandle) }
     private(set) var entries: [CK_OBJECT_HANDLE: ObjectEntry] = [:]
     private var byReference: [PersistentReference: CK_OBJECT_HANDLE] = [:]
     /// The session objects' handles, so a find does not walk every token
@@ -96,11 +98,26 @@ struct ObjectTable {
 
     mutating func forget(token: TokenID) {
         for (h, e) in entries where e.tokenID == token { remove(h) }
+        for (h, t) in loggedOut where t == token { loggedOut[h] = nil }
     }
 
+    /// Handles of private objects dropped at logout, until the next login:
+    /// a key function on one answers CKR_USER_NOT_LOGGED_IN (what the caller
+    /// must do) instead of a bare invalid handle. After the next login they
+    /// are plain invalid handles, as C_Logout's spec (§5.6) says they stay.
+    private(set) var loggedOut: [CK_OBJECT_HANDLE: TokenID] = [:]
+
     mutating func forgetPrivate(token: TokenID) {
-        for (h, e) in entries where e.tokenID == token && e.isPrivate { remove(h) }
+        for (h, e) in entries where e.tokenID == token && e.isPrivate {
+            remove(h)
+            loggedOut[h] = token
+        }
         for (h, c) in viewCache where c.view.entry.tokenID == token { viewCache[h] = nil }
+    }
+
+    /// A login: the handles dropped at the last logout are simply invalid now.
+    mutating func loggedIn(token: TokenID) {
+        for (h, t) in loggedOut where t == token { loggedOut[h] = nil }
     }
 
     mutating func destroySessionObjects(of session: CK_SESSION_HANDLE) {
@@ -111,6 +128,7 @@ struct ObjectTable {
 
     mutating func removeAll() {
         entries.removeAll()
+        loggedOut.removeAll()
         byReference.removeAll()
         sessionHandles.removeAll()
         keyCache.removeAll()
@@ -150,9 +168,14 @@ extension Runtime {
     /// objects, and private objects before user login, do not exist for it.
     func resolve(_ s: Session, _ h: CK_OBJECT_HANDLE) throws -> ObjectView {
         let (entry, key) = try lock.withLock { () throws -> (ObjectEntry, TokenKey?) in
-            guard let e = objects.entries[h], e.tokenID == s.tokenID else { throw PKCS11Error.objectHandleInvalid }
             let key = logins[s.tokenID].flatMap { $0.role == .user ? $0.key : nil }
-            if e.isPrivate, key == nil { throw PKCS11Error.objectHandleInvalid }
+            guard let e = objects.entries[h], e.tokenID == s.tokenID else {
+                // A private object's handle from before a logout (ObjectTable.loggedOut).
+                if key == nil, objects.loggedOut[h] == s.tokenID { throw PKCS11Error.userNotLoggedIn }
+                throw PKCS11Error.objectHandleInvalid
+            }
+            // Key functions report this as is; object functions as an invalid handle (resolveObject).
+            if e.isPrivate, key == nil { throw PKCS11Error.userNotLoggedIn }
             return (e, key)
         }
         switch entry {
@@ -174,7 +197,7 @@ extension Runtime {
             var a = item.attributes
             a[CKA_CLASS] = AttributeCoding.ulong(item.itemClass.rawValue)
             a[CKA_TOKEN] = AttributeCoding.bool(true)
-            a[CKA_PRIVATE] = AttributeCoding.bool(item.isPrivate)
+            a[CKA_PRIVATE] = AttributeCoding.bool(ObjectRules.isPrivate(item))
             a[CKA_UNIQUE_ID] = AttributeCoding.string(ref.base64url)
             let view = ObjectView(handle: h, entry: entry, objectClass: item.itemClass.rawValue, attributes: a)
             lock.withLock {

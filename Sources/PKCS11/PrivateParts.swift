@@ -24,8 +24,8 @@ enum PrivateParts {
             }
         case .ec:
             return type == CKA_VALUE ? try? k.ecPrivateScalar() : nil
-        case .ed25519:
-            return type == CKA_VALUE ? try? k.ed25519PrivateRaw() : nil
+        case .ed25519, .ed448, .x25519, .x448:
+            return type == CKA_VALUE ? try? k.ecxPrivateRaw() : nil
         }
     }
 }

@@ -23,11 +23,22 @@ public final class Runtime: @unchecked Sendable {
     var external = ExternalState()
     /// Slots with a present token as last reported by C_WaitForSlotEvent.
     var slotEventBaseline: Set<CK_SLOT_ID> = []
+    /// C_GetOperationState's saved states (OperationState.swift); its own lock.
+    let savedStates = SavedStateTable()
 
-    init(home: String?) throws {
+    init(home: String?, accessGroups: AccessGroupChoice = .process, handleBase: CK_ULONG = 1) throws {
         store = try KeychainStore(home: home)
-        // KEYSHARE_ACCESS_GROUPS confines this process: other groups' items are absent.
-        try store.bindToProcessAccessGroups()
+        switch accessGroups {
+        case .process:
+            // KEYSHARE_ACCESS_GROUPS confines this process: other groups' items are absent.
+            try store.bindToProcessAccessGroups()
+        case .all:
+            break
+        case .groups(let groups, let newItems):
+            try store.bind(accessGroups: groups, newItems: newItems)
+        }
+        nextSessionHandle = handleBase
+        objects = ObjectTable(firstHandle: handleBase)
         slotEventBaseline = Set(try store.tokens().filter(\.present).map { CK_SLOT_ID($0.slotID) })
     }
 

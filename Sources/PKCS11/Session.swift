@@ -89,6 +89,7 @@ extension Runtime {
         for token in Set(removed.map(\.tokenID)) where !sessions.values.contains(where: { $0.tokenID == token }) {
             logins[token] = nil
             objects.forgetPrivate(token: token)
+            savedStates.forget(token: token)
         }
     }
 
@@ -125,6 +126,7 @@ extension Runtime {
         try lock.withLock { () throws in
             try checkCanLoginLocked(s, role: role)
             logins[s.tokenID] = LoginState(role: role, key: key)
+            if role == .user { objects.loggedIn(token: s.tokenID) }
         }
     }
 
@@ -150,8 +152,10 @@ extension Runtime {
             objects.forgetPrivate(token: s.tokenID)
             return sessions.values.filter { $0.tokenID == s.tokenID }
         }
-        // Operations on private keys cannot go on without the key.
+        // Operations on private keys cannot go on without the key, nor can
+        // their saved states be restored (OperationState.swift).
         for t in ended { t.endAll() }
+        savedStates.forget(token: s.tokenID)
         externalLogout(s.tokenID)  // an external token's card (ExternalTokens.swift)
     }
 }

@@ -51,8 +51,9 @@ final class SignatureOperation: SignOperation, VerifyOperation {
             algorithm = .ecdsa(nil); family = .ec
         case .ecdsaWith(let d):
             algorithm = .ecdsa(d); family = .ec; digest = d
-        case .eddsa:
-            algorithm = .ed25519; family = .ed25519
+        case .eddsa, .eddsaWith:
+            // Ed25519 or Ed448 by the key; the parameter decides the RFC 8032 instance.
+            algorithm = try EdDSAVariant.algorithm(m, keyType: keyType); family = keyType
         default:
             throw PKCS11Error.mechanismInvalid
         }
@@ -62,9 +63,29 @@ final class SignatureOperation: SignOperation, VerifyOperation {
         switch keyType {
         case .rsa: signatureLength = bytes
         case .ec: signatureLength = 2 * bytes
-        case .ed25519: signatureLength = 64
+        case .ed25519, .ed448, .x25519, .x448: signatureLength = ECXCurve(keyType: keyType)?.signatureLength ?? 0
         }
         input = try digest.map { .hashed(try DigestContext($0)) } ?? .raw([])
+    }
+
+    // MARK: C_GetOperationState (OperationState.swift)
+
+    /// The key's handle, which C_SetOperationState's hAuthenticationKey must name.
+    var keyHandle: CK_OBJECT_HANDLE?
+
+    private init(copying o: SignatureOperation, input: SignatureInput) {
+        (algorithm, signatureLength, privateKey, publicKey, rawLength) =
+            (o.algorithm, o.signatureLength, o.privateKey, o.publicKey, o.rawLength)
+        self.input = input
+        keyHandle = o.keyHandle
+    }
+
+    /// A copy that goes on independently: the hashed mechanisms copy their
+    /// digest state; raw-input schemes (CKM_ECDSA, CKM_RSA_PKCS, CKM_EDDSA,
+    /// up to 1 MiB of buffered input) are not saved.
+    func duplicate() throws -> any Operation {
+        guard case .hashed(let ctx) = input else { throw PKCS11Error(CKR_STATE_UNSAVEABLE) }
+        return SignatureOperation(copying: self, input: .hashed(try ctx.copy()))
     }
 
     func update(_ part: [UInt8]) throws {
@@ -84,6 +105,7 @@ final class SignatureOperation: SignOperation, VerifyOperation {
         case .raw(let buf):
             if let rawLength, buf.count != rawLength { throw PKCS11Error.dataLenRange }
             if case .ed25519 = algorithm { return (buf, false) }
+            if case .ed448 = algorithm { return (buf, false) }
             return (buf, true)
         }
     }
@@ -127,7 +149,7 @@ extension Runtime {
         let s = try session(h)
         guard !s.isActive(.sign) else { throw PKCS11Error.operationActive }
         let view = try resolveKey(s, key)
-        if case .hmac(let d) = mechanism { return try s.begin(.sign, try hmacOperation(d, view, usage: CKA_SIGN)) }
+        if let op = try hmacOperation(mechanism, view, usage: CKA_SIGN) { return try s.begin(.sign, op) }
         if case .aesCMAC(let n) = mechanism { return try s.begin(.sign, try cmacOperation(n, view, usage: CKA_SIGN)) }
         guard view.objectClass == CKO_PRIVATE_KEY else { throw PKCS11Error.keyTypeInconsistent }
         guard view.bool(CKA_SIGN) == true else { throw PKCS11Error.keyFunctionNotPermitted }
@@ -136,8 +158,9 @@ extension Runtime {
             return try s.begin(.sign, try externalSignOperation(s, view, mechanism))
         }
         let k = try privateKey(view)
-        try s.begin(.sign, try SignatureOperation(mechanism, keyType: k.keyType, bits: k.bits,
-                                                  privateKey: k, publicKey: nil))
+        let op = try SignatureOperation(mechanism, keyType: k.keyType, bits: k.bits, privateKey: k, publicKey: nil)
+        op.keyHandle = key
+        try s.begin(.sign, op)
     }
 
     /// Single-part C_Sign: a NULL buffer or a short one leaves the operation

@@ -98,7 +98,7 @@ extension Runtime {
         }
         return TokenInfo(label: rec.label, manufacturer: ModuleInfo.manufacturer,
                          model: rec.hasPINs ? "keyshare soft" : "keyshare ext", serial: rec.serial,
-                         flags: Self.tokenFlags(rec), sessionCount: CK_ULONG(count), rwSessionCount: CK_ULONG(rw),
+                         flags: Self.tokenFlags(rec, writeProtected: store.readOnly != nil), sessionCount: CK_ULONG(count), rwSessionCount: CK_ULONG(rw),
                          minPINLength: CK_ULONG(minPINLength), maxPINLength: CK_ULONG(maxPINLength))
     }
 
@@ -108,8 +108,15 @@ extension Runtime {
     /// CKF_DUAL_CRYPTO_OPERATIONS (PKCS #11 3.0 §3.2, CK_TOKEN_INFO): the four
     /// dual functions of §5.17 run on every token (DualFunction.swift), so
     /// callers that look at this flag before using them may.
-    static func tokenFlags(_ rec: TokenRecord) -> CK_FLAGS {
+    ///
+    /// CKF_WRITE_PROTECTED: the store could only be opened read-only (a
+    /// read-only mount, a full disk: KeychainStore.readOnly). Sessions may
+    /// still be opened read/write, because hosts such as pkcs11-tool and libp11
+    /// open R/W sessions only to sign; each write then fails with
+    /// CKR_TOKEN_WRITE_PROTECTED (or CKR_DEVICE_MEMORY on a full disk).
+    static func tokenFlags(_ rec: TokenRecord, writeProtected: Bool = false) -> CK_FLAGS {
         var f: CK_FLAGS = CKF_RNG | CKF_TOKEN_INITIALIZED | CKF_DUAL_CRYPTO_OPERATIONS
+        if writeProtected { f |= CKF_WRITE_PROTECTED }
         // External tokens: the card asks for its user PIN (ExternalTokens.swift).
         guard rec.hasPINs else { return f | CKF_LOGIN_REQUIRED | CKF_USER_PIN_INITIALIZED }
         f |= CKF_LOGIN_REQUIRED
@@ -149,7 +156,8 @@ extension Runtime {
             if lock.withLock({ closed }) { throw PKCS11Error.notInitialized }
             if let slot = try pollSlotEvent() { return slot }
             guard block else { throw PKCS11Error(CKR_NO_EVENT) }
-            usleep(200_000)
+            // Not inside the module while asleep: a fork need not wait (ForkGate).
+            ForkGate.outside { _ = usleep(200_000) }
         }
     }
 

@@ -34,7 +34,7 @@ extension Runtime {
         let s = try session(h)
         guard !s.isActive(.verify) else { throw PKCS11Error.operationActive }
         let view = try resolveKey(s, key)
-        if case .hmac(let d) = mechanism { return try s.begin(.verify, try hmacOperation(d, view, usage: CKA_VERIFY)) }
+        if let op = try hmacOperation(mechanism, view, usage: CKA_VERIFY) { return try s.begin(.verify, op) }
         if case .aesCMAC(let n) = mechanism { return try s.begin(.verify, try cmacOperation(n, view, usage: CKA_VERIFY)) }
         let permitted = view.objectClass == CKO_PUBLIC_KEY ? view.bool(CKA_VERIFY) : view.bool(CKA_SIGN)
         guard view.objectClass == CKO_PUBLIC_KEY || view.objectClass == CKO_PRIVATE_KEY else {
@@ -42,8 +42,9 @@ extension Runtime {
         }
         guard permitted == true else { throw PKCS11Error.keyFunctionNotPermitted }
         let k = try publicKey(view)
-        try s.begin(.verify, try SignatureOperation(mechanism, keyType: k.keyType, bits: k.bits,
-                                                    privateKey: nil, publicKey: k))
+        let op = try SignatureOperation(mechanism, keyType: k.keyType, bits: k.bits, privateKey: nil, publicKey: k)
+        op.keyHandle = key
+        try s.begin(.verify, op)
     }
 
     public func verify(session h: CK_SESSION_HANDLE, data: [UInt8]?, signature: [UInt8]?) throws {

@@ -110,6 +110,7 @@ extension Runtime {
     public func wrapKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, wrappingKey: CK_OBJECT_HANDLE,
                         key: CK_OBJECT_HANDLE, capacity: Int?) throws -> OutputResult {
         let s = try session(h)
+        if mechanism.isRSAWrap { return try rsaWrapKey(s, mechanism, wrappingKey: wrappingKey, key: key, capacity: capacity) }
         let method = try WrapMethod(mechanism)
         let (wrapper, kekValue) = try kek(s, wrappingKey, usage: CKA_WRAP)
         let target = try resolveKey(s, key)
@@ -136,6 +137,7 @@ extension Runtime {
     public func unwrapKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, unwrappingKey: CK_OBJECT_HANDLE,
                           wrapped: [UInt8], template: Template) throws -> CK_OBJECT_HANDLE {
         let s = try session(h)
+        if mechanism.isRSAWrap { return try rsaUnwrapKey(s, mechanism, unwrappingKey: unwrappingKey, wrapped: wrapped, template: template) }
         let method = try WrapMethod(mechanism)
         let (unwrapper, kekValue) = try kek(s, unwrappingKey, usage: CKA_UNWRAP)
         let t = try template.map()

@@ -14,7 +14,7 @@ public func ks_C_Initialize(_ pInitArgs: UnsafeMutableRawPointer?) -> CK_RV {
             args = InitializeArguments(flags: a.flags, mutexCallbackCount: callbacks.filter { $0 }.count,
                                        reservedIsNull: a.pReserved == nil)
         }
-        try Module.shared.initialize(args)
+        try Module.current.initialize(args)
         return CKR_OK
     }
 }
@@ -22,7 +22,7 @@ public func ks_C_Initialize(_ pInitArgs: UnsafeMutableRawPointer?) -> CK_RV {
 @c @implementation
 public func ks_C_Finalize(_ pReserved: UnsafeMutableRawPointer?) -> CK_RV {
     entry("C_Finalize") {
-        try Module.shared.finalize(reservedIsNull: pReserved == nil)
+        try Module.current.finalize(reservedIsNull: pReserved == nil)
         return CKR_OK
     }
 }

@@ -75,8 +75,21 @@ public func ks_C_DeriveKey(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMu
     entry("C_DeriveKey", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hBaseKey=\(hBaseKey)") {
         let rt = try runtime(session: hSession)
         guard let phKey else { throw PKCS11Error.argumentsBad }
-        phKey.pointee = try rt.deriveKey(session: hSession, mechanism: try mechanism(pMechanism), baseKey: hBaseKey,
-                                         template: try template(pTemplate, ulAttributeCount))
+        let m = try mechanism(pMechanism)
+        // SP 800-108's CK_DERIVED_KEY handles: CK_INVALID_HANDLE unless every
+        // key was made ("if any of the keys cannot be derived for any reason,
+        // none of the keys shall be derived"; the offending template's phKey
+        // is CK_INVALID_HANDLE). The addresses were checked non-NULL when the
+        // parameter was decoded.
+        var extra: [UnsafeMutablePointer<CK_OBJECT_HANDLE>] = []
+        if case .sp800108(let p) = m {
+            extra = p.additionalKeys.compactMap { UnsafeMutablePointer(bitPattern: $0.handleAddress) }
+        }
+        for p in extra { p.pointee = 0 }
+        let handles = try rt.deriveKeys(session: hSession, mechanism: m, baseKey: hBaseKey,
+                                        template: try template(pTemplate, ulAttributeCount))
+        phKey.pointee = handles[0]
+        for (p, h) in zip(extra, handles.dropFirst()) { p.pointee = h }
         return CKR_OK
     }
 }

@@ -44,14 +44,18 @@ public func ks_C_GetSessionInfo(_ hSession: CK_SESSION_HANDLE, _ pInfo: UnsafeMu
     }
 }
 
-/// Operation state is never saved: it holds unlocked key material.
+/// PKCS #11 3.0 §5.6: saved states of digests, HMACs and hashed multi-part
+/// signatures (Sources/PKCS11/OperationState.swift); the output convention
+/// of §5.2 (NULL buffer: the length; short buffer: CKR_BUFFER_TOO_SMALL).
+/// Neither call ends an active operation when it fails.
 @c @implementation
 public func ks_C_GetOperationState(_ hSession: CK_SESSION_HANDLE, _ pOperationState: UnsafeMutablePointer<CK_BYTE>?,
                                    _ pulOperationStateLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
     entry("C_GetOperationState", "hSession=\(hSession)") {
-        _ = try runtime().session(hSession)
-        guard pulOperationStateLen != nil else { throw PKCS11Error.argumentsBad }
-        return CKR_STATE_UNSAVEABLE
+        let rt = try runtime(session: hSession)
+        let r = try rt.getOperationState(session: hSession,
+                                         capacity: try capacity(pOperationState, pulOperationStateLen))
+        return deliver(r, pOperationState, pulOperationStateLen)
     }
 }
 
@@ -59,9 +63,11 @@ public func ks_C_GetOperationState(_ hSession: CK_SESSION_HANDLE, _ pOperationSt
 public func ks_C_SetOperationState(_ hSession: CK_SESSION_HANDLE, _ pOperationState: UnsafeMutablePointer<CK_BYTE>?,
                                    _ ulOperationStateLen: CK_ULONG, _ hEncryptionKey: CK_OBJECT_HANDLE,
                                    _ hAuthenticationKey: CK_OBJECT_HANDLE) -> CK_RV {
-    entry("C_SetOperationState", "hSession=\(hSession)") {
-        _ = try runtime().session(hSession)
-        return CKR_SAVED_STATE_INVALID
+    entry("C_SetOperationState", "hSession=\(hSession) len=\(ulOperationStateLen)") {
+        let rt = try runtime(session: hSession)
+        try rt.setOperationState(session: hSession, state: try required(pOperationState, ulOperationStateLen),
+                                 encryptionKey: hEncryptionKey, authenticationKey: hAuthenticationKey)
+        return CKR_OK
     }
 }
 
@@ -107,12 +113,12 @@ public func ks_C_Logout(_ hSession: CK_SESSION_HANDLE) -> CK_RV {
     }
 }
 
-/// Message-based operations are not supported, so there is never one to cancel.
+/// PKCS #11 3.0 §5.6.5: ends the operations `flags` names (Sources/PKCS11/SessionCancel.swift).
 @c @implementation
 public func ks_C_SessionCancel(_ hSession: CK_SESSION_HANDLE, _ flags: CK_FLAGS) -> CK_RV {
     entry("C_SessionCancel", "hSession=\(hSession) flags=0x\(String(flags, radix: 16))") {
-        _ = try runtime().session(hSession)
-        return CKR_FUNCTION_NOT_SUPPORTED
+        try runtime().sessionCancel(session: hSession, flags: flags)
+        return CKR_OK
     }
 }
 

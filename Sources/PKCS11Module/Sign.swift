@@ -50,14 +50,14 @@ public func ks_C_SignFinal(_ hSession: CK_SESSION_HANDLE, _ pSignature: UnsafeMu
     }
 }
 
-/// No mechanism with message recovery is offered.
+/// RSA with message recovery (CKM_RSA_PKCS, CKM_RSA_X_509; SignRecover.swift).
 @c @implementation
 public func ks_C_SignRecoverInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
                                  _ hKey: CK_OBJECT_HANDLE) -> CK_RV {
-    entry("C_SignRecoverInit", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism))") {
-        _ = try runtime().session(hSession)
-        guard pMechanism != nil else { throw PKCS11Error.argumentsBad }
-        return CKR_MECHANISM_INVALID
+    entry("C_SignRecoverInit", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hKey=\(hKey)") {
+        try operationInit(hSession, .signRecover, pMechanism) { rt, m in
+            try rt.signRecoverInit(session: hSession, mechanism: m, key: hKey)
+        }
     }
 }
 
@@ -65,8 +65,11 @@ public func ks_C_SignRecoverInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: Un
 public func ks_C_SignRecover(_ hSession: CK_SESSION_HANDLE, _ pData: UnsafeMutablePointer<CK_BYTE>?, _ ulDataLen: CK_ULONG,
                              _ pSignature: UnsafeMutablePointer<CK_BYTE>?,
                              _ pulSignatureLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
-    entry("C_SignRecover", "hSession=\(hSession)") {
-        _ = try runtime().session(hSession)
-        return CKR_OPERATION_NOT_INITIALIZED
+    entry("C_SignRecover", "hSession=\(hSession) len=\(ulDataLen) out=\(pSignature == nil ? "NULL" : "buf")") {
+        try operationCall(hSession, [.signRecover]) { rt in
+            let r = try rt.signRecover(session: hSession, data: try input(pData, ulDataLen),
+                                       capacity: try capacity(pSignature, pulSignatureLen))
+            return deliver(r, pSignature, pulSignatureLen)
+        }
     }
 }

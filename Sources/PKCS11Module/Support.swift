@@ -1,5 +1,6 @@
 import CPKCS11
 import CPKCS11ABI
+import Keychain
 import PKCS11
 
 // The C side of every entry point: argument decoding, error mapping, the
@@ -8,8 +9,12 @@ import PKCS11
 
 /// Runs one entry point: the body's CK_RV, or the thrown error's; logged when
 /// KEYSHARE_DEBUG is set (the details closure is not evaluated otherwise).
+/// The whole call holds the fork gate's shared side (Keychain.ForkGate): a
+/// fork waits until no thread is in here, and calls wait while it is prepared.
 @inline(__always)
 func entry(_ name: StaticString, _ details: @autoclosure () -> String = "", _ body: () throws -> CK_RV) -> CK_RV {
+    ForkGate.enter()
+    defer { ForkGate.leave() }
     guard Log.enabled else {
         do { return try body() } catch { return returnValue(for: error) }
     }
@@ -22,7 +27,7 @@ func entry(_ name: StaticString, _ details: @autoclosure () -> String = "", _ bo
 
 /// The live runtime (CKR_CRYPTOKI_NOT_INITIALIZED before C_Initialize).
 @inline(__always)
-func runtime() throws -> Runtime { try Module.shared.runtime() }
+func runtime() throws -> Runtime { try Module.current.runtime() }
 
 /// A CK_ULONG length as an Int, refusing values no buffer can have.
 func length(_ n: CK_ULONG) throws -> Int {
@@ -165,3 +170,15 @@ func fill<T>(_ field: inout T, _ text: String) {
 func version(_ v: (major: UInt8, minor: UInt8)) -> CK_VERSION {
     CK_VERSION(major: v.major, minor: v.minor)
 }
+
+// The pthread_atfork handlers, registered by pkcs11/abi/fork_handlers.c when
+// the library is loaded (before any thread can be inside the module).
+
+@c @implementation
+public func ks_fork_prepare() { Module.shared.prepareForFork() }
+
+@c @implementation
+public func ks_fork_parent() { Module.shared.parentAfterFork() }
+
+@c @implementation
+public func ks_fork_child() { Module.shared.childAfterFork() }

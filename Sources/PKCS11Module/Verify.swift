@@ -50,14 +50,14 @@ public func ks_C_VerifyFinal(_ hSession: CK_SESSION_HANDLE, _ pSignature: Unsafe
     }
 }
 
-/// No mechanism with message recovery is offered.
+/// RSA with message recovery (CKM_RSA_PKCS, CKM_RSA_X_509; SignRecover.swift).
 @c @implementation
 public func ks_C_VerifyRecoverInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
                                    _ hKey: CK_OBJECT_HANDLE) -> CK_RV {
-    entry("C_VerifyRecoverInit", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism))") {
-        _ = try runtime().session(hSession)
-        guard pMechanism != nil else { throw PKCS11Error.argumentsBad }
-        return CKR_MECHANISM_INVALID
+    entry("C_VerifyRecoverInit", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hKey=\(hKey)") {
+        try operationInit(hSession, .verifyRecover, pMechanism) { rt, m in
+            try rt.verifyRecoverInit(session: hSession, mechanism: m, key: hKey)
+        }
     }
 }
 
@@ -65,8 +65,11 @@ public func ks_C_VerifyRecoverInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: 
 public func ks_C_VerifyRecover(_ hSession: CK_SESSION_HANDLE, _ pSignature: UnsafeMutablePointer<CK_BYTE>?,
                                _ ulSignatureLen: CK_ULONG, _ pData: UnsafeMutablePointer<CK_BYTE>?,
                                _ pulDataLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
-    entry("C_VerifyRecover", "hSession=\(hSession)") {
-        _ = try runtime().session(hSession)
-        return CKR_OPERATION_NOT_INITIALIZED
+    entry("C_VerifyRecover", "hSession=\(hSession) len=\(ulSignatureLen) out=\(pData == nil ? "NULL" : "buf")") {
+        try operationCall(hSession, [.verifyRecover]) { rt in
+            let r = try rt.verifyRecover(session: hSession, signature: try input(pSignature, ulSignatureLen),
+                                         capacity: try capacity(pData, pulDataLen))
+            return deliver(r, pData, pulDataLen)
+        }
     }
 }

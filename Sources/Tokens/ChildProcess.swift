@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Keychain
 
 /// Runs a helper process with a deadline and collects its stdout. Used to
 /// poll external PKCS #11 modules outside our own process, so a module that
@@ -31,6 +32,12 @@ enum ChildProcess {
             close(fds[0])
             throw ExternalModuleError(function: "posix_spawn", rv: 0, message: "cannot run \(executable): \(String(cString: strerror(rc)))")
         }
+        // Waiting for the child can take up to `timeout`: a fork of the host
+        // must not wait as long (Keychain.ForkGate).
+        return ForkGate.outside { collect(pid: pid, fd: fds[0], timeout: timeout) }
+    }
+
+    private static func collect(pid: pid_t, fd: Int32, timeout: Double) -> Outcome {
         var output: [UInt8] = []
         var buf = [UInt8](repeating: 0, count: 65536)
         var deadline = timespec()
@@ -42,17 +49,17 @@ enum ChildProcess {
             clock_gettime(CLOCK_MONOTONIC, &now)
             let left = end - (Double(now.tv_sec) + Double(now.tv_nsec) / 1e9)
             if left <= 0 { timedOut = true; break }
-            var p = pollfd(fd: fds[0], events: Int16(POLLIN), revents: 0)
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             let r = poll(&p, 1, Int32(min(left, 1) * 1000) + 1)
             if r < 0 && errno == EINTR { continue }
             if r <= 0 { continue }
-            let n = buf.withUnsafeMutableBytes { read(fds[0], $0.baseAddress, $0.count) }
+            let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if n < 0 && errno == EINTR { continue }
             if n <= 0 { break }
             output += buf.prefix(n)
             if output.count > 64 << 20 { timedOut = true; break }  // a runaway child
         }
-        close(fds[0])
+        close(fd)
         if timedOut { kill(pid, SIGKILL) }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}

@@ -62,10 +62,15 @@ public final class DriverPoller: @unchecked Sendable {
             box.lock.withLock { box.value = r }
         }
         let end = monotonicSeconds() + timeout
-        while monotonicSeconds() < end {
-            if let r = box.lock.withLock({ box.value }) { return try r.get() }
-            sleepSeconds(0.005)
+        // The wait may last `timeout`: a fork need not wait for it (ForkGate).
+        let result = ForkGate.outside { () -> Result<DriverSnapshot, Error>? in
+            while monotonicSeconds() < end {
+                if let r = box.lock.withLock({ box.value }) { return r }
+                sleepSeconds(0.005)
+            }
+            return nil
         }
+        if let result { return try result.get() }
         lock.withLock { _ = hung.insert(key) }
         throw failure("the module did not answer within \(timeout) s")
     }

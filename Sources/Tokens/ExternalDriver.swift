@@ -114,7 +114,8 @@ public enum ExternalDriver {
             switch k.keyType {
             case .rsa: keyType = CKK.rsa; modulus = k.rsaModulus; exponent = k.rsaPublicExponent
             case .ec: keyType = CKK.ec; params = k.curve?.paramsDER; point = k.ecPointDER
-            case .ed25519: keyType = CKK.ecEdwards
+            case .ed25519, .ed448: keyType = CKK.ecEdwards; params = k.ecxCurve?.paramsDER
+            case .x25519, .x448: keyType = CKK.ecMontgomery; params = k.ecxCurve?.paramsDER
             }
         }
         a[CKA.class] = AttributeCoding.ulong(CKO.privateKey)

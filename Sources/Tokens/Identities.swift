@@ -1,8 +1,11 @@
 import Keychain
 import KeyshareCrypto
 
-/// A certificate and the private key it certifies, paired by CKA_ID as on
-/// Apple's keychain (where an identity is found through the key's public part).
+/// A certificate and the private key it certifies, paired by the public key
+/// (as on Apple's keychain, where an identity is found through the key's
+/// public part): never by CKA_ID alone, so a certificate whose ID differs
+/// from its key's (imported before the key, or by a tool that chose another
+/// ID) is still an identity, and a key that merely shares an ID is not.
 public struct Identity: Sendable {
     public var tokenID: TokenID
     public var label: String
@@ -16,23 +19,20 @@ public struct Identity: Sendable {
 
 extension TokenManager {
     /// End-entity certificates with their keys. CA certificates (chain
-    /// members) are not identities. Each key is an index seek by CKA_ID.
+    /// members) are not identities. Each key is found by its public key
+    /// (KeyPairing: index seeks on CKA_PUBLIC_KEY_INFO, modulus or point).
     public func identities(in token: TokenID?, key: TokenKey?) throws -> [Identity] {
         let certs = try store.find(ItemQuery(tokenID: token, itemClass: .certificate), key: key)
         var out: [Identity] = []
         for item in certs {
             guard let der = item.attributes[CKA.value], let cert = try? Certificate(der: der) else { continue }
             if item.attributes.ulong(CKA.certificateCategory) == CertificateCategory.authority || cert.isCA { continue }
-            let id = item.attributes[CKA.id] ?? []
             let visibleKey = key?.tokenID == item.tokenID ? key : nil
-            let priv = try store.find(ItemQuery(tokenID: item.tokenID, itemClass: .privateKey, attributes: [CKA.id: id],
-                                                limit: .one), key: visibleKey).first
-            let pub = try store.find(ItemQuery(tokenID: item.tokenID, itemClass: .publicKey, attributes: [CKA.id: id],
-                                               limit: .one), key: visibleKey).first
+            let pair = try KeyPairing.find(cert.publicKey, in: item.tokenID, store: store, key: visibleKey)
             out.append(Identity(
-                tokenID: item.tokenID, label: item.attributes.string(CKA.label) ?? ObjectTemplates.hex(cert.sha256Fingerprint),
-                id: id, certificate: cert, certificateReference: item.reference,
-                privateKeyReference: priv?.reference, publicKeyReference: pub?.reference))
+                tokenID: item.tokenID, label: item.attributes.string(CKA.label).flatMap { $0.isEmpty ? nil : $0 } ?? ObjectTemplates.hex(cert.sha256Fingerprint),
+                id: item.attributes[CKA.id] ?? [], certificate: cert, certificateReference: item.reference,
+                privateKeyReference: pair?.privateKey?.reference, publicKeyReference: pair?.publicKey?.reference))
         }
         return out
     }

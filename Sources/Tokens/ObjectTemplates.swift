@@ -100,7 +100,8 @@ public enum ObjectTemplates {
         switch t {
         case .rsa: CKK.rsa
         case .ec: CKK.ec
-        case .ed25519: CKK.ecEdwards
+        case .ed25519, .ed448: CKK.ecEdwards
+        case .x25519, .x448: CKK.ecMontgomery
         }
     }
 
@@ -108,7 +109,8 @@ public enum ObjectTemplates {
         switch t {
         case .rsa: CKM.rsaPKCSKeyPairGen
         case .ec: CKM.ecKeyPairGen
-        case .ed25519: CKM.ecEdwardsKeyPairGen
+        case .ed25519, .ed448: CKM.ecEdwardsKeyPairGen
+        case .x25519, .x448: CKM.ecMontgomeryKeyPairGen
         }
     }
 
@@ -118,7 +120,8 @@ public enum ObjectTemplates {
         switch t {
         case .rsa: return (sign, !u.isDisjoint(with: [.keyEncipherment, .dataEncipherment]), false)
         case .ec: return (sign, false, u.contains(.keyAgreement))
-        case .ed25519: return (sign, false, false)
+        case .ed25519, .ed448: return (sign, false, false)
+        case .x25519, .x448: return (false, false, u.contains(.keyAgreement))
         }
     }
 
@@ -138,12 +141,13 @@ public enum ObjectTemplates {
             }
             a[CKA.ecParams] = curve.paramsDER
             if includePoint { a[CKA.ecPoint] = point }
-        case .ed25519:
-            guard let raw = k.ed25519Raw else {
-                throw CryptoError(.invalidInput, "Ed25519 key attributes", reason: "raw public key unavailable")
+        case .ed25519, .ed448, .x25519, .x448:
+            // CKA_EC_POINT as OpenSC writes and reads it: the raw key in a DER OCTET STRING.
+            guard let curve = k.ecxCurve, let raw = k.ecxRaw else {
+                throw CryptoError(.invalidInput, "EdDSA/XDH key attributes", reason: "raw public key unavailable")
             }
-            a[CKA.ecParams] = ed25519Params
-            if includePoint { a[CKA.ecPoint] = [0x04, UInt8(raw.count)] + raw }
+            a[CKA.ecParams] = curve.paramsDER
+            if includePoint { a[CKA.ecPoint] = ECXCurve.octetString(raw) }
         }
         return a
     }

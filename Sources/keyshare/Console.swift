@@ -30,6 +30,13 @@ enum Console {
         out(String(decoding: data, as: UTF8.self))
     }
 
+    /// One compact JSON object on one line (event streams such as `token watch --json`).
+    static func jsonLine<T: Encodable>(_ value: T) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+
     /// A plain aligned table; columns are as wide as their widest cell.
     static func table(_ header: [String], _ rows: [[String]]) {
         var widths = header.map(\.count)

@@ -23,7 +23,7 @@ struct Context {
     /// Unlocks the token with the user PIN; the store counts a wrong PIN.
     func unlock(_ token: TokenRecord, _ pin: PINOptions) throws -> TokenKey {
         let secret = try pin.userPIN(token: token.label)
-        return try store.unlockUser(token.tokenID, pin: secret)
+        return try PINErrors.naming("user PIN", of: token) { try store.unlockUser(token.tokenID, pin: secret) }
     }
 
     /// Items named on the command line: a persistent reference (base64url) or a label.

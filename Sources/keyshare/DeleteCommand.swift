@@ -11,15 +11,20 @@ struct DeleteCommand: ParsableCommand {
     @Argument(help: "A persistent reference (as `list` prints it) or a label.") var item: String
     @OptionGroup var selection: TokenSelection
     @OptionGroup var pin: PINOptions
+    @Flag(help: "JSON output: every item removed, with its persistent reference and PKCS #11 URI.") var json = false
 
     func run() throws {
         let ctx = try Context.open()
         let token = try ctx.token(selection)
         let key = try ctx.unlock(token, pin)
         let items = try ctx.resolveItems(item, token: token, key: key)
+        // Described before they go: afterwards the references resolve to nothing.
+        let rows = items.map { ItemRow($0, token: token) }
         try ctx.store.transaction {
             for i in items { try ctx.store.delete(i.reference) }
         }
-        Console.out("deleted \(items.count) item\(items.count == 1 ? "" : "s")")
+        if json { return try Console.json(["removed": rows]) }
+        Console.out("deleted \(items.count) item\(items.count == 1 ? "" : "s"): "
+            + rows.map { "\($0.itemClass) \"\($0.label)\" (\($0.reference))" }.joined(separator: ", "))
     }
 }

@@ -15,6 +15,7 @@ struct DriverCommand: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Add a PKCS #11 module; its tokens appear as pkcs11.<name>:<serial>.")
         @Option(help: "Path of the PKCS #11 module (.so).") var module: String
         @Option(help: "Driver name (default: from the file name, e.g. softhsm2).") var name: String?
+        @Flag(help: "JSON output: the driver and the tokens and items that appeared, with references and URIs.") var json = false
 
         func run() throws {
             let path = (module as NSString).standardizingPath
@@ -40,6 +41,12 @@ struct DriverCommand: ParsableCommand {
             try ctx.store.addDriver(name: driverName, modulePath: absolute)
             try ctx.store.setDriverHelper(Drivers.executable)
             let (inserted, _) = try ExternalDriver.mirror(snapshot, driver: driverName, store: ctx.store)
+            if json {
+                struct Added: Encodable { var driver, module, driverClass: String; var tokens: [TokenEventRow] }
+                let rows = try inserted.compactMap { try ctx.store.token($0) }.map { try TokenEventRow(event: "inserted", $0, store: ctx.store) }
+                return try Console.json(["added": Added(driver: driverName, module: absolute,
+                                                        driverClass: ExternalDriver.driverClass(driverName), tokens: rows)])
+            }
             Console.out("added driver \(driverName) (\(absolute)): \(snapshot.tokens.count) token(s) present"
                 + (inserted.isEmpty ? "" : ": " + inserted.map(\.description).joined(separator: ", ")))
         }

@@ -13,21 +13,44 @@ struct ExportCommand: ParsableCommand {
         abstract: "Export an identity as a PKCS #12 file under the shared export password.")
 
     @Argument(help: "The identity: a persistent reference or a label.") var item: String
-    @Option(name: .customLong("out"), help: "The PKCS #12 file to write (mode 0600).") var out: String
+    @Option(name: .customLong("out"), help: "The PKCS #12 file to write (mode 0600; - for standard output).") var out: String
     @Option(help: "modern (PBES2/AES-256, SHA-256 MAC, chain) or legacy (3DES, SHA-1 MAC, for old consumers).")
     var profile: PKCS12.Profile = .modern
     @OptionGroup var selection: TokenSelection
     @OptionGroup var pin: PINOptions
+    @Flag(help: "JSON output.") var json = false
+    @OptionGroup var force: ForceOption
 
     func run() throws {
+        try FileIO.checkOutput(out, force: force.force)
         let ctx = try Context.open()
         let token = try ctx.token(selection)
         let key = try ctx.unlock(token, pin)
         let identity = try findIdentity(ctx: ctx, token: token, key: key)
-        let password = try SharedPassword.obtain(store: ctx.store, token: token.tokenID, key: key)
-        let bytes = try IdentityExport.pkcs12(of: identity, store: ctx.store, key: key, password: password, profile: profile)
-        try SecureFile.write(bytes, to: out, mode: 0o600)
-        Console.out("exported \(identity.label) to \(out) (\(profile.rawValue) profile; `keyshare password` shows the password)")
+        // One transaction: a failed export (non-exportable key, unwritable
+        // --out) leaves no shared password behind that it would have created.
+        // The file is written last inside it; if the commit itself then fails,
+        // the new file goes too (its password would not exist).
+        var wrote = false
+        do {
+            try ctx.store.transaction {
+                let password = try SharedPassword.obtain(store: ctx.store, token: token.tokenID, key: key)
+                let bytes = try IdentityExport.pkcs12(of: identity, store: ctx.store, key: key, password: password, profile: profile)
+                try FileIO.write(bytes, out, force: force.force)
+                wrote = true
+            }
+        } catch {
+            if wrote && out != "-" { unlink(out) }
+            throw error
+        }
+        if json {
+            return try Console.json(["exported": [
+                "file": out, "label": identity.label, "profile": profile.rawValue, "certificate": identity.certificateReference.base64url,
+                "uri": PKCS11URI.object(token: token, label: identity.label, id: identity.id, type: "cert"),
+            ]])
+        }
+        // With --out - the PKCS #12 is standard output: the report goes to stderr.
+        (out == "-" ? Console.error : Console.out)("exported \(identity.label) to \(out) (\(profile.rawValue) profile; `keyshare password` shows the password)")
     }
 
     private func findIdentity(ctx: Context, token: TokenRecord, key: TokenKey) throws -> Identity {

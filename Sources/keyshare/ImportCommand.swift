@@ -25,10 +25,17 @@ struct ImportCommand: ParsableCommand {
     var passwordFromService = false
     @Option(help: "The password service's socket (default $XDG_RUNTIME_DIR/keyshare/password.sock).")
     var socket: String?
-    @Flag(help: "JSON output.") var json = false
+    @Option(help: "The label of the imported identity, key pair or certificate (default: that of the key pair already in the token, else the SHA-256 hex).")
+    var label: String?
+    @Option(help: "The CKA_ID (hex) of the imported identity, key pair or certificate (default: that of the key pair already in the token, else SHA-1 of the public key).")
+    var id: String?
+    @Flag(help: "JSON output: every item created or found, with its persistent reference and PKCS #11 URI.") var json = false
 
     func run() throws {
         guard !files.isEmpty else { throw ValidationError("give at least one file to import") }
+        let options = ImportOptions(label: label, id: try id.map(HexID.parse))
+        if let label, label.isEmpty { throw ValidationError("--label must not be empty") }
+        if !options.isEmpty, files.count > 1 { throw ValidationError("--label and --id name one item: import one file with them") }
         let ctx = try Context.open()
         let token = try ctx.token(selection)
         let key = try ctx.unlock(token, pin)
@@ -39,7 +46,7 @@ struct ImportCommand: ParsableCommand {
             Console.progress("importing \(index + 1)/\(files.count): \(path)")
             do {
                 // A zip gives one row per entry; trust is evaluated after its transaction committed.
-                for var row in try importOne(path, ctx: ctx, token: token, key: key, password: &password) {
+                for var row in try importOne(path, options: options, ctx: ctx, token: token, key: key, password: &password) {
                     row.trust = ImportTrust.summary(certificate: row.certificate.flatMap { PersistentReference(base64url: $0) },
                                                     privateKey: row.privateKey.flatMap { PersistentReference(base64url: $0) })
                     results.append(row)
@@ -55,45 +62,52 @@ struct ImportCommand: ParsableCommand {
             try Console.json(results)
         } else {
             for r in results {
+                for note in r.skipped { Console.out("\(r.file): skipped \(note)") }
                 Console.out("\(r.file): \(r.summary)")
             }
         }
         if failures > 0 { throw CLIExit(code: 1) }
     }
 
-    private func importOne(_ path: String, ctx: Context, token: TokenRecord, key: TokenKey, password: inout String?) throws -> [ImportRow] {
+    private func importOne(_ path: String, options: ImportOptions, ctx: Context, token: TokenRecord, key: TokenKey,
+                           password: inout String?) throws -> [ImportRow] {
         guard let data = FileManager.default.contents(atPath: path) else {
             throw CLIError("cannot read the file")
         }
         let bytes = [UInt8](data)
         guard !bytes.isEmpty else { throw CLIError("the file is empty") }
+        func row(_ r: ImportResult) -> ImportRow { ImportRow(file: path, result: r, token: token) }
         if ShareZip.looksLikeZip(bytes) {
-            return try importZip(try ShareZip.entries(of: bytes), path: path, ctx: ctx, token: token, key: key, password: &password)
+            return try importZip(try ShareZip.entries(of: bytes), path: path, options: options, ctx: ctx, token: token, key: key,
+                                 password: &password)
         }
-        if let text = String(bytes: bytes, encoding: .utf8), text.contains("-----BEGIN ") {
-            return [ImportRow(file: path, result: try importPEM(text, ctx: ctx, token: token, key: key))]
+        if let text = String(bytes: bytes, encoding: .utf8), PEMBundle.looksLikePEM(text) {
+            return try importPEM(text, path: path, options: options, ctx: ctx, token: token, key: key, password: &password)
         }
         if let cert = try? Certificate(der: bytes) {
-            return [ImportRow(file: path, result: try ctx.tokens.importCertificate(cert, into: token.tokenID, key: key))]
+            return [row(try ctx.tokens.importCertificate(cert, options: options, into: token.tokenID, key: key))]
         }
         if let privateKey = try? PrivateKey(der: bytes) {
-            return [ImportRow(file: path, result: try ctx.tokens.importPrivateKey(privateKey, label: nil, into: token.tokenID, key: key))]
+            return [row(try ctx.tokens.importPrivateKey(privateKey, options: options, into: token.tokenID, key: key))]
         }
         do {
             let pw = try workingPassword(bytes, password: &password)
-            return [ImportRow(file: path, result: try ctx.tokens.importPKCS12(bytes, password: pw, into: token.tokenID, key: key))]
+            return [row(try ctx.tokens.importPKCS12(bytes, password: pw, options: options, into: token.tokenID, key: key))]
         } catch let e as CryptoError where e.kind == .notPKCS12 || e.kind == .corruptPKCS12 {
             // Not a PKCS #12: it may be a zip after all (spec §7), else the PKCS #12 error stands.
             guard let entries = try? ShareZip.entries(of: bytes), !entries.isEmpty else { throw e }
-            return try importZip(entries, path: path, ctx: ctx, token: token, key: key, password: &password)
+            return try importZip(entries, path: path, options: options, ctx: ctx, token: token, key: key, password: &password)
         }
     }
 
     /// Every entry of a zip in one store transaction: one failing entry (wrong
     /// password, not a PKCS #12) rolls back the others. Duplicates are not errors.
-    private func importZip(_ entries: [(name: String, bytes: [UInt8])], path: String, ctx: Context, token: TokenRecord,
-                           key: TokenKey, password: inout String?) throws -> [ImportRow] {
+    private func importZip(_ entries: [(name: String, bytes: [UInt8])], path: String, options: ImportOptions, ctx: Context,
+                           token: TokenRecord, key: TokenKey, password: inout String?) throws -> [ImportRow] {
         guard let first = entries.first else { throw CLIError("the zip archive holds no files") }
+        guard options.isEmpty || entries.count == 1 else {
+            throw CLIError("--label and --id name one identity, but the zip holds \(entries.count) files")
+        }
         let pw: String
         do {
             pw = try workingPassword(first.bytes, password: &password)
@@ -103,8 +117,8 @@ struct ImportCommand: ParsableCommand {
         return try ctx.store.transaction {
             try entries.map { entry in
                 do {
-                    let result = try ctx.tokens.importPKCS12(entry.bytes, password: pw, into: token.tokenID, key: key)
-                    return ImportRow(file: "\(path): \(entry.name)", result: result)
+                    let result = try ctx.tokens.importPKCS12(entry.bytes, password: pw, options: options, into: token.tokenID, key: key)
+                    return ImportRow(file: "\(path): \(entry.name)", result: result, token: token)
                 } catch {
                     throw CLIError("\(entry.name): \(ErrorText.describe(error)); nothing was imported")
                 }
@@ -134,49 +148,137 @@ struct ImportCommand: ParsableCommand {
         return pw
     }
 
-    private func importPEM(_ text: String, ctx: Context, token: TokenRecord, key: TokenKey) throws -> ImportResult {
-        if text.contains("PRIVATE KEY-----") {
-            let pkey = try PrivateKey(pem: text)
-            return try ctx.tokens.importPrivateKey(pkey, label: nil, into: token.tokenID, key: key)
+    /// Every block of a PEM file in one transaction: keys with their
+    /// certificates as identities, the other certificates on their own; an
+    /// encrypted key takes the password source (or a prompt). A block that
+    /// cannot be imported refuses the whole file, naming the block and why.
+    private func importPEM(_ text: String, path: String, options: ImportOptions, ctx: Context, token: TokenRecord, key: TokenKey,
+                           password: inout String?) throws -> [ImportRow] {
+        let bundle: PEMBundle
+        do {
+            bundle = try PEMBundle.parse(text) {
+                if password == nil {
+                    let secret = try Secrets.obtain(passwordSource, prompt: "Password of the encrypted private key: ",
+                                                    what: "private key password")
+                    password = String(decoding: secret, as: UTF8.self)
+                }
+                return Array((password ?? "").utf8)
+            }
+        } catch let e as CryptoError {
+            throw CLIError(e.description + "; nothing was imported")
         }
-        let certs = try Certificate.parseAll(pem: text)
-        guard !certs.isEmpty else { throw CLIError("no certificate or key found in the PEM file") }
-        // A bundle: the first certificate is the one reported; all are imported.
-        var first: ImportResult?
-        for cert in certs {
-            let r = try ctx.tokens.importCertificate(cert, into: token.tokenID, key: key)
-            if first == nil { first = r }
+        guard !bundle.privateKeys.isEmpty || !bundle.certificates.isEmpty else {
+            throw CLIError("no certificate or private key in the PEM file" + (bundle.skipped.isEmpty ? "" : " (only \(bundle.skipped.joined(separator: "; ")))"))
         }
-        return first!
+        let results = try ctx.tokens.importBundle(privateKeys: bundle.privateKeys, certificates: bundle.certificates,
+                                                  options: options, into: token.tokenID, key: key)
+        var rows = results.map { ImportRow(file: path, result: $0, token: token) }
+        if !rows.isEmpty { rows[0].skipped = bundle.skipped }
+        return rows
+    }
+}
+
+/// `--id` values: hex digits, optionally with colons or a 0x prefix ("01", "0xA1B2", "a1:b2").
+enum HexID {
+    static func parse(_ s: String) throws -> [UInt8] {
+        var digits = s.lowercased().replacingOccurrences(of: ":", with: "")
+        if digits.hasPrefix("0x") { digits.removeFirst(2) }
+        guard !digits.isEmpty, digits.count % 2 == 0, digits.count <= 510,
+              digits.allSatisfy({ $0.isHexDigit }) else {
+            throw ValidationError("--id must be an even number of hex digits (for example 01 or A1B2), at most 255 bytes")
+        }
+        var out: [UInt8] = []
+        var i = digits.startIndex
+        while i < digits.endIndex {
+            let j = digits.index(i, offsetBy: 2)
+            out.append(UInt8(digits[i..<j], radix: 16)!)
+            i = j
+        }
+        return out
     }
 }
 
 struct ImportRow: Encodable {
     var file: String
+    var tokenID: String
     var label: String
+    var id: String
     var duplicate: Bool
     var certificate: String?
     var privateKey: String?
     var publicKey: String?
     var chain: [String]
+    /// Every object of this identity / key pair / certificate: created or already there.
+    var items: [ImportedItemRow]
     /// The imported identity's trust result (reported; an untrusted chain does not fail the import).
     var trust: String?
+    /// PEM blocks read but deliberately not imported (text output only).
+    var skipped: [String] = []
 
-    init(file: String, result: ImportResult) {
+    enum CodingKeys: String, CodingKey { case file, tokenID, label, id, duplicate, certificate, privateKey, publicKey, chain, items, trust }
+
+    init(file: String, result: ImportResult, token: TokenRecord) {
         self.file = file
+        tokenID = token.tokenID.description
         label = result.label
+        id = Hex.upper(result.id)
         duplicate = result.duplicate
         certificate = result.certificate?.base64url
         privateKey = result.privateKey?.base64url
         publicKey = result.publicKey?.base64url
         chain = result.chain.map(\.base64url)
+        items = result.items.map { ImportedItemRow($0, token: token) }
     }
 
+    /// One line naming every object: what was created by its reference, what
+    /// was already there by its stored label and reference (as `list` shows them).
     var summary: String {
-        if duplicate { return "already in the keychain: \(label)" }
-        var what: [String] = []
-        if certificate != nil && privateKey != nil { what.append("identity") } else if certificate != nil { what.append("certificate") } else if privateKey != nil { what.append("key pair") }
-        if !chain.isEmpty { what.append("\(chain.count) chain certificate\(chain.count == 1 ? "" : "s")") }
-        return "imported \(what.joined(separator: " + ")) \(label)" + (trust.map { "; trust: \($0)" } ?? "")
+        let created = items.filter(\.created), existing = items.filter { !$0.created }
+        let already = existing.map { "\($0.what) \"\($0.label)\" (\($0.reference))" }.joined(separator: ", ")
+        if created.isEmpty { return "already in the keychain: " + already }
+        let kind: String
+        if items.contains(where: { $0.role == ImportedItem.Role.certificate.rawValue }),
+           items.contains(where: { $0.role == ImportedItem.Role.privateKey.rawValue }) {
+            kind = "identity"
+        } else if items.contains(where: { $0.role == ImportedItem.Role.privateKey.rawValue }) {
+            kind = "key pair"
+        } else {
+            kind = "certificate"
+        }
+        return "imported \(kind) \"\(label)\" (CKA_ID \(id)): " + created.map { "\($0.what) \($0.reference)" }.joined(separator: ", ")
+            + (existing.isEmpty ? "" : "; already there: " + already)
+            + (trust.map { "; trust: \($0)" } ?? "")
+    }
+}
+
+struct ImportedItemRow: Encodable {
+    var role: String
+    var label: String
+    var id: String
+    var reference: String
+    var uri: String
+    var created: Bool
+
+    init(_ i: ImportedItem, token: TokenRecord) {
+        role = i.role.rawValue
+        label = i.label
+        id = Hex.upper(i.id)
+        reference = i.reference.base64url
+        created = i.created
+        let cls: ItemClass = switch i.role {
+        case .certificate, .chainCertificate: .certificate
+        case .privateKey: .privateKey
+        case .publicKey: .publicKey
+        }
+        uri = PKCS11URI.object(token: token, label: i.label.isEmpty ? nil : i.label, id: i.id, type: PKCS11URI.typeName(cls))
+    }
+
+    var what: String {
+        switch role {
+        case ImportedItem.Role.chainCertificate.rawValue: "chain certificate"
+        case ImportedItem.Role.privateKey.rawValue: "private key"
+        case ImportedItem.Role.publicKey.rawValue: "public key"
+        default: "certificate"
+        }
     }
 }

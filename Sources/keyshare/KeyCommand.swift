@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Keychain
 import KeyShare
 import Tokens
 
@@ -46,7 +47,7 @@ struct KeyCommand: ParsableCommand {
             switch type {
             case .rsa: .pkcs1SHA256
             case .ec: .ecdsaSHA256
-            case .ed25519: .ed25519
+            case .ed25519, .ed448, .x25519, .x448: .ed25519
             }
         }
     }
@@ -68,9 +69,11 @@ struct KeyCommand: ParsableCommand {
         @Option(help: "EC curve: P-256, P-384 or P-521.") var curve: String?
         @Option(help: "The label of both keys.") var label: String
         @Option(help: "What the pair may do: comma-separated sign, encrypt, derive (default: all its type can).") var usage: String?
+        @Flag(help: "The private key may leave the token in a PKCS #12 (keyshare export, the share tree); by default it never can (CKA_EXTRACTABLE false).")
+        var extractable = false
         @OptionGroup var common: Common
         @OptionGroup var pin: PINOptions
-        @Flag(help: "JSON output.") var json = false
+        @Flag(help: "JSON output: the two keys created, with their persistent references and PKCS #11 URIs.") var json = false
 
         func run() throws {
             let spec: KeySpec
@@ -82,7 +85,10 @@ struct KeyCommand: ParsableCommand {
                 spec = .rsa(bits: b)
             case .ec:
                 guard bits == nil else { throw ValidationError("--bits is for RSA keys; EC keys take --curve") }
-                guard let c = ECCurve(rawValue: curve ?? "P-256") else { throw ValidationError("--curve must be P-256, P-384 or P-521") }
+                // The CLI's curves; the PKCS #11 module offers more (docs/pkcs11-conformance.md).
+                guard let c = ECCurve(rawValue: curve ?? "P-256"), [.p256, .p384, .p521].contains(c) else {
+                    throw ValidationError("--curve must be P-256, P-384 or P-521")
+                }
                 spec = .ec(c)
             case .ed25519:
                 guard bits == nil, curve == nil else { throw ValidationError("Ed25519 takes neither --bits nor --curve") }
@@ -106,13 +112,15 @@ struct KeyCommand: ParsableCommand {
             let pair: (privateKey: KeyRef, publicKey: KeyRef)
             do {
                 pair = try session.generateKeyPair(KeyPairParameters(
-                    spec, label: label, applicationTag: Array(common.tag.utf8), token: common.selection.token, usage: flags))
+                    spec, label: label, applicationTag: Array(common.tag.utf8), token: common.selection.token, usage: flags,
+                    extractable: extractable))
             } catch KeyShareError.duplicateItem {
                 throw CLIError("a key with tag \(common.tag) already exists (duplicate item)")
             }
             let a = pair.privateKey.attributes
             if json {
-                try Console.json(KeyRow(a))
+                let token = try Context.open(syncDrivers: false).store.token(a.tokenID)
+                try Console.json(["created": [KeyRow(a, token: token), KeyRow(pair.publicKey.attributes, token: token)]])
             } else {
                 Console.out("generated \(a.keyType.map { "\($0)" } ?? "") \(a.keySizeInBits ?? 0)-bit key pair \(label) (tag \(common.tag)): "
                     + "private \(a.persistentReference.base64url), public \(pair.publicKey.persistentReference.base64url)")
@@ -125,12 +133,14 @@ struct KeyCommand: ParsableCommand {
         @OptionGroup var common: Common
         @Option var padding: Padding = .oaepSHA256
         @Argument var input: String
-        @Argument var output: String
+        @Argument(help: "The output file (0600), or - for standard output.") var output: String
+        @OptionGroup var force: ForceOption
 
         func run() throws {
+            try FileIO.checkOutput(output, force: force.force)
             let session = try SessionFactory.open(common.groups)
             let k = try KeyCommand.key(session, common, .publicKey)
-            try FileIO.write(try k.encrypt(FileIO.read(input), padding: padding.rsa), output)
+            try FileIO.write(try k.encrypt(FileIO.read(input), padding: padding.rsa), output, force: force.force)
         }
     }
 
@@ -140,13 +150,15 @@ struct KeyCommand: ParsableCommand {
         @Option var padding: Padding = .oaepSHA256
         @OptionGroup var pin: PINOptions
         @Argument var input: String
-        @Argument var output: String
+        @Argument(help: "The output file (0600), or - for standard output.") var output: String
+        @OptionGroup var force: ForceOption
 
         func run() throws {
+            try FileIO.checkOutput(output, force: force.force)
             let session = try SessionFactory.open(common.groups)
             try SessionFactory.unlock(session, common.selection, pin)
             let k = try KeyCommand.key(session, common, .privateKey)
-            try FileIO.write(try k.decrypt(FileIO.read(input), padding: padding.rsa), output)
+            try FileIO.write(try k.decrypt(FileIO.read(input), padding: padding.rsa), output, force: force.force)
         }
     }
 
@@ -158,16 +170,18 @@ struct KeyCommand: ParsableCommand {
         var algorithm: Algorithm?
         @OptionGroup var pin: PINOptions
         @Argument var input: String
-        @Argument var output: String
+        @Argument(help: "The signature file (0600), or - for standard output.") var output: String
+        @OptionGroup var force: ForceOption
 
         func run() throws {
+            try FileIO.checkOutput(output, force: force.force)
             let session = try SessionFactory.open(common.groups)
             try SessionFactory.unlock(session, common.selection, pin)
             let k = try KeyCommand.key(session, common, .privateKey)
             let alg = algorithm ?? .default(for: k.keyType)
             var sig = try k.createSignature(FileIO.read(input), algorithm: alg.signature)
             if k.keyType == .ec { sig = try ECDSASignatureEncoding.der(fromRaw: sig) }
-            try FileIO.write(sig, output)
+            try FileIO.write(sig, output, force: force.force)
         }
     }
 
@@ -215,27 +229,37 @@ struct KeyCommand: ParsableCommand {
         @Flag(help: "Also private keys (asks for the PIN).") var `private` = false
         @Flag(help: "JSON output.") var json = false
 
+        /// `--token` narrows the listing to that token (it used to list every
+        /// token's keys); the TOKEN column says where each key lives.
         func run() throws {
             let session = try SessionFactory.open(groups)
+            let ctx = try Context.open(syncDrivers: false)
+            let tokens = Dictionary(try ctx.store.tokens().map { ($0.tokenID, $0) }, uniquingKeysWith: { a, _ in a })
+            let only = try selection.token.map { try ctx.tokens.resolveToken($0).tokenID }
             if `private` { try SessionFactory.unlock(session, selection, pin) }
             var rows: [KeyRow] = []
             for cls in [ItemClass.privateKey, .publicKey] {
-                let found = (try? session.copyMatching(Query(itemClass: cls, returning: .attributes))) ?? []
-                rows += found.compactMap(\.attributes).map(KeyRow.init)
+                let found = (try? session.copyMatching(Query(itemClass: cls, tokenID: only, returning: .attributes))) ?? []
+                rows += found.compactMap(\.attributes).map { KeyRow($0, token: tokens[$0.tokenID]) }
             }
             if json { try Console.json(rows); return }
-            Console.table(["CLASS", "LABEL", "TAG", "TYPE", "BITS", "GROUP", "REFERENCE"],
-                          rows.map { [$0.itemClass, $0.label, $0.tag, $0.keyType, String($0.bits), $0.accessGroup, $0.reference] })
+            Console.table(["CLASS", "LABEL", "TAG", "TYPE", "BITS", "TOKEN", "GROUP", "REFERENCE"],
+                          rows.map { [$0.itemClass, $0.label, $0.tag, $0.keyType, String($0.bits), $0.tokenLabel, $0.accessGroup, $0.reference] })
         }
     }
 }
 
 struct KeyRow: Encodable {
-    var itemClass, label, tag, keyType, accessGroup, reference, tokenID: String
+    var itemClass, label, tag, keyType, accessGroup, reference, tokenID, tokenLabel, id, uri: String
     var bits: Int
     var usage: [String]
 
-    init(_ a: ItemAttributes) {
+    init(_ a: ItemAttributes, token: TokenRecord?) {
+        tokenLabel = token?.label ?? a.tokenID.description
+        id = Hex.upper(a.pkcs11[CKA.id] ?? [])
+        uri = token.map {
+            PKCS11URI.object(token: $0, label: a.label, id: a.pkcs11[CKA.id], type: a.itemClass == .privateKey ? "private" : "public")
+        } ?? ""
         itemClass = a.itemClass == .privateKey ? "private-key" : "public-key"
         label = a.label ?? ""
         tag = a.applicationTag.map { String(decoding: $0, as: UTF8.self) } ?? ""

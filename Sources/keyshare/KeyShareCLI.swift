@@ -33,7 +33,7 @@ enum SessionFactory {
         let ctx = try Context.open()
         let token = try ctx.token(selection)
         let secret = try pin.userPIN(token: token.label)
-        try session.unlock(token: token.tokenID.description, pin: secret)
+        try PINErrors.naming("user PIN", of: token) { _ = try session.unlock(token: token.tokenID.description, pin: secret) }
     }
 }
 
@@ -44,10 +44,20 @@ enum FileIO {
         return [UInt8](data)
     }
 
-    static func write(_ bytes: [UInt8], _ path: String) throws {
+    /// `-` is standard output; a path gets a new 0600 file (OutputFile's rule:
+    /// an existing regular file only with --force, never a link or device).
+    static func write(_ bytes: [UInt8], _ path: String, force: Bool) throws {
         if path == "-" { FileHandle.standardOutput.write(Data(bytes)); return }
-        try SecureFile.write(bytes, to: path, mode: 0o600)
+        try OutputFile.write(bytes, to: path, existing: existing(force), mode: 0o600)
     }
+
+    /// Refuses a bad output path before any work (before the PIN is asked for).
+    static func checkOutput(_ path: String, force: Bool) throws {
+        if path == "-" { return }
+        try OutputFile.check(path, existing: existing(force))
+    }
+
+    static func existing(_ force: Bool) -> OutputFile.Existing { force ? .replaceRegularFile : .refuse }
 
     /// Every certificate in a PEM bundle or one DER certificate.
     static func certificates(_ path: String) throws -> [Certificate] {
@@ -57,6 +67,12 @@ enum FileIO {
         }
         return [try Certificate(der: bytes)]
     }
+}
+
+/// `--force` for every command that writes a file the user names.
+struct ForceOption: ParsableArguments {
+    @Flag(help: "Replace an existing regular file at the output path (a link, device or directory is never replaced).")
+    var force = false
 }
 
 extension KeyShareError {

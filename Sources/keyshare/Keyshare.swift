@@ -18,7 +18,8 @@ struct Keyshare: ParsableCommand {
             TokenCommand.self, DriverCommand.self, ImportCommand.self, ListCommand.self, ShowCommand.self,
             DeleteCommand.self, ExportCommand.self, PasswordCommand.self,
             ShareCommand.self, ServeCommand.self,
-            KeyCommand.self, TrustCommand.self, WrapCommand.self, UnwrapCommand.self,
+            KeyCommand.self, CSRCommand.self, TrustCommand.self, WrapCommand.self, UnwrapCommand.self,
+            AgentCommand.self,
         ])
 
     /// ArgumentParser's own errors (usage) keep its formatting; every other error

@@ -102,6 +102,9 @@ enum KeyDescription {
         case .rsa: "RSA-\(k.bits)"
         case .ec: "EC \(k.curve?.rawValue ?? "?")"
         case .ed25519: "Ed25519"
+        case .ed448: "Ed448"
+        case .x25519: "X25519"
+        case .x448: "X448"
         }
     }
 
@@ -114,7 +117,13 @@ enum KeyDescription {
         case CKK.ec:
             if let p = attributes[CKA.ecParams], let c = ECCurve(paramsDER: p) { return "EC \(c.rawValue)" }
             return "EC"
-        case CKK.ecEdwards: return "Ed25519"
+        case CKK.ecEdwards, CKK.ecMontgomery:
+            switch attributes[CKA.ecParams].flatMap({ ECXCurve(paramsDER: $0) }) {
+            case .ed448?: return "Ed448"
+            case .x25519?: return "X25519"
+            case .x448?: return "X448"
+            default: return keyType == CKK.ecEdwards ? "Ed25519" : "X25519"
+            }
         case CKK.aes:
             if let len = attributes.ulong(CKA.valueLen) { return "AES-\(len * 8)" }
             return "AES"

@@ -50,12 +50,18 @@ struct PasswordCommand: ParsableCommand {
             abstract: "Fetch the shared password from the password service (as a consumer would).")
         @Option(help: "The service's socket (default $XDG_RUNTIME_DIR/keyshare/password.sock).") var socket: String?
         @Flag(help: "Print even when standard output is not a terminal.") var stdout = false
+        @Option(help: "Seconds to wait for the service's reply (1-300).") var timeout = 5
+
+        func validate() throws {
+            guard (1...300).contains(timeout) else { throw ValidationError("--timeout must be 1 to 300 seconds") }
+        }
 
         func run() throws {
             guard stdout || Console.stdoutIsTerminal else {
                 throw CLIError("refusing to print the password to a pipe or file; add --stdout if that is what you want")
             }
-            Console.out(try PasswordClient.fetchPassword(socketPath: socket ?? PasswordSocket.defaultPath()))
+            Console.out(try PasswordClient.fetchPassword(socketPath: socket ?? PasswordSocket.defaultPath(),
+                                                         timeoutSeconds: timeout))
         }
     }
 }

@@ -32,7 +32,8 @@ struct ServeCommand: ParsableCommand {
         let server = try PasswordServer(
             socketPath: path, password: password,
             policy: { try AccessPolicyFile.load(home: home) },
-            log: { Console.error("serve: " + $0) })
+            log: { Console.error("serve: " + $0) },
+            checkDirectory: Self.checkSocketDirectory)
 
         signal(SIGPIPE, SIG_IGN)
         var sources: [DispatchSourceSignal] = []
@@ -44,8 +45,19 @@ struct ServeCommand: ParsableCommand {
             sources.append(source)
         }
         Console.error("serve: listening on \(path) (service \(PasswordProtocol.serviceName))")
-        server.run()
+        let cleanup = server.run()
         sources.forEach { $0.cancel() }
-        Console.error("serve: stopped; removed \(path)")
+        switch cleanup {
+        case .removed: Console.error("serve: stopped; removed \(path)")
+        case .leftAlone(let why): Console.error("serve: stopped; \(why): left it alone")
+        }
+    }
+
+    /// The socket directory gets the store's StrictModes-like check (owned by
+    /// this user or root, not group/world-writable, nor any parent): another
+    /// user must not be able to swap the socket a client trusts. Called by the
+    /// server before it creates anything.
+    static let checkSocketDirectory: @Sendable (String) throws -> Void = { dir in
+        try SecureDirectory.check(path: dir.isEmpty ? "." : dir)
     }
 }

@@ -141,49 +141,61 @@ struct ShareGet: ParsableCommand {
         commandName: "get", abstract: "Write one item of the share tree (a PKCS #12 or a zip) to a file (0600).")
     @Argument(help: "The item identifier: LABEL, <Folder>.<LABEL> or <Folder>.zip (or its path: PIV/piv_8E2F55A1.p12).")
     var item: String
-    @Option(name: .customLong("out"), help: "The file to write.") var out: String
+    @Option(name: .customLong("out"), help: "The file to write (0600; - for standard output).") var out: String
     @OptionGroup var options: TreeOptions
     @OptionGroup var selection: TokenSelection
     @OptionGroup var pin: PINOptions
+    @Flag(help: "JSON output.") var json = false
+    @OptionGroup var force: ForceOption
 
     func run() throws {
+        try FileIO.checkOutput(out, force: force.force)
         let session = try ShareSession.open(selection, pin, options)
         let entry = try session.entry(item)
         guard entry.kind != .folder else { throw CLIError("\(item) is a folder; get its zip (\(entry.fileName).zip) or one of its files") }
         guard entry.selectable else { throw CLIError("\(item) is not accepted by the given selectors") }
         let bytes = try session.files.bytes(of: entry)
-        try SecureFile.write(bytes, to: out, mode: 0o600)
+        try FileIO.write(bytes, out, force: force.force)
         let what = entry.kind == .zip ? "\(entry.children.count) PKCS #12 files" : entry.selector
-        Console.out("wrote \(entry.fileName) (\(what), \(bytes.count) bytes, \(options.profile.rawValue) profile) to \(out)")
+        if json {
+            struct Wrote: Encodable { var file, name, item, profile: String; var bytes: Int }
+            return try Console.json(["wrote": Wrote(file: out, name: entry.fileName, item: entry.selector,
+                                                    profile: options.profile.rawValue, bytes: bytes.count)])
+        }
+        (out == "-" ? Console.error : Console.out)("wrote \(entry.fileName) (\(what), \(bytes.count) bytes, \(options.profile.rawValue) profile) to \(out)")
     }
 }
 
 struct ShareExportTree: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "export-tree", abstract: "Write the whole share tree into a directory (folders as directories).")
-    @Argument(help: "The directory to write (created 0700 if missing).") var directory: String
+    @Argument(help: "The directory to create (0700); it must not exist, or be empty.") var directory: String
     @OptionGroup var options: TreeOptions
     @OptionGroup var selection: TokenSelection
     @OptionGroup var pin: PINOptions
 
+    /// The tree is written into a temporary directory beside DIRECTORY and
+    /// renamed into place once complete: a failure leaves no partial tree.
     func run() throws {
+        try OutputFile.checkNewDirectory(directory)
         let session = try ShareSession.open(selection, pin, options)
-        try SecureFile.makePrivateDirectory(directory)
         var files = 0
         var total = 0
-        func put(_ entry: ShareTree.Entry, in dir: String) throws {
-            let bytes = try session.files.bytes(of: entry)
-            try SecureFile.write(bytes, to: dir + "/" + entry.fileName, mode: 0o600)
-            files += 1
-            total += bytes.count
+        try OutputFile.produceDirectory(at: directory) { root in
+            func put(_ entry: ShareTree.Entry, in dir: String) throws {
+                let bytes = try session.files.bytes(of: entry)
+                try OutputFile.write(bytes, to: dir + "/" + entry.fileName, existing: .refuse, mode: 0o600)
+                files += 1
+                total += bytes.count
+            }
+            for entry in session.tree.root { try put(entry, in: root) }
+            for folder in session.tree.folders {
+                let dir = root + "/" + folder.fileName
+                try OutputFile.makeDirectory(dir)
+                for entry in folder.children { try put(entry, in: dir) }
+            }
+            for zip in session.tree.zips { try put(zip, in: root) }
         }
-        for entry in session.tree.root { try put(entry, in: directory) }
-        for folder in session.tree.folders {
-            let dir = directory + "/" + folder.fileName
-            try SecureFile.makePrivateDirectory(dir)
-            for entry in folder.children { try put(entry, in: dir) }
-        }
-        for zip in session.tree.zips { try put(zip, in: directory) }
         Console.out("wrote \(files) files (\(total) bytes, \(session.files.builds) PKCS #12 builds, \(options.profile.rawValue) profile) to \(directory)")
     }
 }

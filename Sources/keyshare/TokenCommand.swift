@@ -10,9 +10,11 @@ struct TokenCommand: ParsableCommand {
         subcommands: [Create.self, List.self, Delete.self, SetPIN.self, InitPIN.self, Remove.self, Insert.self, Watch.self])
 
     struct Create: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Create a soft token with a user PIN and an SO PIN.")
+        static let configuration = CommandConfiguration(
+            abstract: "Create a soft token with a user PIN and an SO PIN.", discussion: PINPolicy.rule)
         @Option(help: "The token's label (at most 32 bytes).") var label: String
-        @Option(name: .customLong("so-pin-source"), help: "Where the SO PIN comes from (env:VAR or file:PATH); prompted if absent.")
+        @Option(name: .customLong("so-pin-source"),
+                help: "Where the SO PIN comes from (env:VAR or file:PATH; \(PINPolicy.range) bytes); prompted if absent.")
         var soPinSource: SecretSource?
         @OptionGroup var pin: PINOptions
         @Flag(help: "Print the new token as JSON.") var json = false
@@ -58,7 +60,7 @@ struct TokenCommand: ParsableCommand {
             let ctx = try Context.open()
             let record = try ctx.tokens.resolveToken(token)
             let so = try Secrets.obtain(soPinSource, prompt: "SO PIN for \(record.label): ", what: "SO PIN")
-            _ = try ctx.store.unlockSO(record.tokenID, pin: so)
+            _ = try PINErrors.naming("SO PIN", of: record) { try ctx.store.unlockSO(record.tokenID, pin: so) }
             try ctx.store.deleteToken(record.tokenID)
             Console.out("deleted token \(record.tokenID)")
         }
@@ -66,11 +68,12 @@ struct TokenCommand: ParsableCommand {
 
     struct SetPIN: ParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "set-pin", abstract: "Change the user PIN (or the SO PIN with --so).")
+            commandName: "set-pin", abstract: "Change the user PIN (or the SO PIN with --so).", discussion: PINPolicy.rule)
         @OptionGroup var selection: TokenSelection
         @Flag(help: "Change the SO PIN instead of the user PIN.") var so = false
         @Option(name: .customLong("pin-source"), help: "Where the current PIN comes from.") var pinSource: SecretSource?
-        @Option(name: .customLong("new-pin-source"), help: "Where the new PIN comes from.") var newPinSource: SecretSource?
+        @Option(name: .customLong("new-pin-source"), help: "Where the new PIN comes from (\(PINPolicy.range) bytes).")
+        var newPinSource: SecretSource?
 
         func run() throws {
             let ctx = try Context.open()
@@ -79,10 +82,12 @@ struct TokenCommand: ParsableCommand {
             let old = try Secrets.obtain(pinSource, prompt: "Current \(who): ", what: who)
             let new = try Secrets.obtain(newPinSource, prompt: "New \(who): ", what: "new " + who, confirm: true)
             try PINPolicy.check(new, what: "new " + who)
-            if so {
-                try ctx.store.changeSOPIN(record.tokenID, old: old, new: new)
-            } else {
-                try ctx.store.changeUserPIN(record.tokenID, old: old, new: new)
+            try PINErrors.naming(who, of: record) {
+                if so {
+                    try ctx.store.changeSOPIN(record.tokenID, old: old, new: new)
+                } else {
+                    try ctx.store.changeUserPIN(record.tokenID, old: old, new: new)
+                }
             }
             Console.out("\(who) of \(record.label) changed")
         }
@@ -90,16 +95,18 @@ struct TokenCommand: ParsableCommand {
 
     struct InitPIN: ParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "init-pin", abstract: "Set a new user PIN with the SO PIN (unlocks a locked PIN; keys survive).")
+            commandName: "init-pin", abstract: "Set a new user PIN with the SO PIN (unlocks a locked PIN; keys survive).",
+            discussion: PINPolicy.rule)
         @OptionGroup var selection: TokenSelection
         @Option(name: .customLong("so-pin-source"), help: "Where the SO PIN comes from.") var soPinSource: SecretSource?
-        @Option(name: .customLong("new-pin-source"), help: "Where the new user PIN comes from.") var newPinSource: SecretSource?
+        @Option(name: .customLong("new-pin-source"), help: "Where the new user PIN comes from (\(PINPolicy.range) bytes).")
+        var newPinSource: SecretSource?
 
         func run() throws {
             let ctx = try Context.open()
             let record = try ctx.token(selection)
             let so = try Secrets.obtain(soPinSource, prompt: "SO PIN for \(record.label): ", what: "SO PIN")
-            let soKey = try ctx.store.unlockSO(record.tokenID, pin: so)
+            let soKey = try PINErrors.naming("SO PIN", of: record) { try ctx.store.unlockSO(record.tokenID, pin: so) }
             let new = try Secrets.obtain(newPinSource, prompt: "New user PIN: ", what: "new user PIN", confirm: true)
             try PINPolicy.check(new, what: "new user PIN")
             try ctx.store.initUserPIN(record.tokenID, soKey: soKey, newPIN: new)
@@ -108,14 +115,38 @@ struct TokenCommand: ParsableCommand {
     }
 }
 
-/// PKCS #11 puts PIN length bounds in the token info; the CLI enforces the same.
+/// PKCS #11 puts PIN length bounds in the token info (ulMinPinLen 4,
+/// ulMaxPinLen 255 in Sources/PKCS11/SlotToken.swift, which C_InitToken,
+/// C_InitPIN and C_SetPIN enforce); the CLI enforces the same bounds, so a PIN
+/// set through either works through the other. Lengths are bytes (UTF-8), as
+/// PKCS #11 counts them. 10-cli.sh checks these against pkcs11-tool -L.
 enum PINPolicy {
     static let minLength = 4
-    static let maxLength = 64
+    static let maxLength = 255
+    static let range = "\(minLength) to \(maxLength)"
+    static let rule = "New PINs are \(minLength) to \(maxLength) bytes (UTF-8), the bounds the PKCS #11 module reports."
 
     static func check(_ pin: [UInt8], what: String) throws {
         guard (minLength...maxLength).contains(pin.count) else {
-            throw CLIError("\(what) must be \(minLength) to \(maxLength) characters")
+            throw CLIError("\(what) must be \(minLength) to \(maxLength) bytes (it has \(pin.count))")
+        }
+    }
+}
+
+/// A wrong PIN named for what it is: the store only knows "a PIN failed";
+/// the command knows whether it asked for the user PIN or the SO PIN, and
+/// says so with the attempts left (an SO PIN mistaken for the user PIN, or
+/// the reverse, is the usual cause).
+enum PINErrors {
+    static func naming<T>(_ which: String, of token: TokenRecord, _ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch KeychainError.pinIncorrect(let remaining) {
+            throw CLIError("incorrect \(which) for token \(token.label) (\(remaining) attempt\(remaining == 1 ? "" : "s") left before it locks)")
+        } catch KeychainError.pinLocked {
+            let fix = which == "SO PIN" ? "it cannot be unlocked; the token's items stay usable with the user PIN"
+                                        : "the security officer must set a new one (keyshare token init-pin)"
+            throw CLIError("the \(which) of token \(token.label) is locked after too many failed attempts; \(fix)")
         }
     }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Keychain
+import KeyshareCrypto
 import Tokens
 
 /// `keyshare token remove/insert/watch`: tokens that come and go.
@@ -40,7 +41,8 @@ extension TokenCommand {
     struct Watch: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Print `inserted <token ID>` / `removed <token ID>` as tokens come and go, starting with those present.")
-        @Flag(help: "One JSON object per line.") var json = false
+        @Flag(help: "One JSON object per line: event, token ID, label, slot ID, kind (soft / external) and the token's public items added or removed, each with reference and URI.")
+        var json = false
         @Option(help: "Seconds between polls of the store.") var interval: Double = 0.1
         @Option(name: .customLong("driver-interval"), help: "Seconds between polls of external PKCS #11 modules.")
         var driverInterval: Double = 0.5
@@ -54,13 +56,23 @@ extension TokenCommand {
             let watcher = TokenWatcher(store: ctx.store, interval: interval,
                                        drivers: Drivers.poller(ctx.store), driverInterval: driverInterval)
             let json = self.json
+            let store = ctx.store
+            let seen = SeenTokens()
             watcher.driverFailureHandler = { name, reason in Console.error("driver \(name) failed: \(reason)") }
             @Sendable func emit(_ event: String, _ id: TokenID) {
-                if json {
-                    Console.out("{\"event\":\"\(event)\",\"tokenID\":\"\(id.description.replacingOccurrences(of: "\"", with: "\\\""))\"}")
+                guard json else { return Console.out("\(event) \(id)") }
+                // A removed token's record and items may be gone (a card's are
+                // withdrawn): the removal repeats what its insertion listed.
+                let row: TokenEventRow
+                if event == "inserted", let record = try? store.token(id), let r = try? TokenEventRow(event: event, record, store: store) {
+                    row = r
+                    seen.remember(r)
+                } else if let earlier = seen.take(id) {
+                    row = earlier.as(event)
                 } else {
-                    Console.out("\(event) \(id)")
+                    row = TokenEventRow(event: event, tokenID: id)
                 }
+                if let line = try? Console.jsonLine(row) { Console.out(line) }
             }
             watcher.setInsertionHandler { [weak watcher] id in
                 emit("inserted", id)
@@ -71,4 +83,59 @@ extension TokenCommand {
             while true { pause() }
         }
     }
+}
+
+/// One `token watch --json` line (also `driver add --json`'s tokens).
+struct TokenEventRow: Encodable {
+    var event: String
+    var tokenID: String
+    var label: String
+    var slotID: UInt?
+    var serial: String
+    /// soft (a keyshare token) or external (a card or module behind a driver).
+    var kind: String
+    var uri: String
+    /// The token's public items (certificates, public keys; private ones need the PIN).
+    var items: [ItemRow]
+
+    init(event: String, _ r: TokenRecord, store: KeychainStore) throws {
+        self.event = event
+        tokenID = r.tokenID.description
+        label = r.label
+        slotID = r.slotID
+        serial = r.serial
+        kind = TokenEventRow.kind(r.tokenID)
+        uri = PKCS11URI.token(r)
+        items = try store.find(ItemQuery(tokenID: r.tokenID, limit: .all), key: nil).map { ItemRow($0, token: r) }
+    }
+
+    /// A token removed before it was ever listed: only its ID is known.
+    init(event: String, tokenID id: TokenID) {
+        self.event = event
+        tokenID = id.description
+        label = ""
+        slotID = nil
+        serial = ""
+        kind = TokenEventRow.kind(id)
+        uri = ""
+        items = []
+    }
+
+    static func kind(_ id: TokenID) -> String { SoftToken.isSoft(id) ? "soft" : "external" }
+
+    func `as`(_ event: String) -> TokenEventRow {
+        var r = self
+        r.event = event
+        return r
+    }
+}
+
+/// What each present token held when it was listed, so its removal can say
+/// which items went with it.
+final class SeenTokens: @unchecked Sendable {
+    private let lock = Lock()
+    private var rows: [String: TokenEventRow] = [:]
+
+    func remember(_ r: TokenEventRow) { lock.withLock { rows[r.tokenID] = r } }
+    func take(_ id: TokenID) -> TokenEventRow? { lock.withLock { rows.removeValue(forKey: id.description) } }
 }

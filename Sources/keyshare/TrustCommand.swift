@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Keychain
 import KeyShare
 
 /// `keyshare trust`: SecTrust evaluation and the keychain's trust anchors.
@@ -85,13 +86,18 @@ struct TrustCommand: ParsableCommand {
             abstract: "Manage the keychain's trusted certificates (CKA_TRUSTED).", subcommands: [Add.self, Remove.self, List.self])
 
         struct Add: ParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Trust a certificate (every one of a PEM bundle).")
+            static let configuration = CommandConfiguration(
+                abstract: "Trust a certificate (every one of a PEM bundle); needs the token's SO PIN.",
+                discussion: Anchor.authentication)
             @Argument var file: String
             @OptionGroup var selection: TokenSelection
             @OptionGroup var groups: AccessGroupOptions
+            @OptionGroup var so: SOPINOptions
             func run() throws {
+                let certs = try FileIO.certificates(file)
+                try Anchor.authenticate(selection, so, certificates: certs, adding: true)
                 let session = try SessionFactory.open(groups)
-                for c in try FileIO.certificates(file) {
+                for c in certs {
                     try session.addAnchor(c, token: selection.token)
                     Console.out("trusted \(c.subject)")
                 }
@@ -99,17 +105,56 @@ struct TrustCommand: ParsableCommand {
         }
 
         struct Remove: ParsableCommand {
-            static let configuration = CommandConfiguration(abstract: "Stop trusting a certificate (it stays in the keychain).")
+            static let configuration = CommandConfiguration(
+                abstract: "Stop trusting a certificate (it stays in the keychain); needs the token's SO PIN.",
+                discussion: Anchor.authentication)
             @Argument var file: String
+            @OptionGroup var selection: TokenSelection
             @OptionGroup var groups: AccessGroupOptions
+            @OptionGroup var so: SOPINOptions
             func run() throws {
+                let certs = try FileIO.certificates(file)
+                try Anchor.authenticate(selection, so, certificates: certs, adding: false)
                 let session = try SessionFactory.open(groups)
-                for c in try FileIO.certificates(file) {
+                for c in certs {
                     do { try session.removeAnchor(c) } catch KeyShareError.itemNotFound {
                         throw CLIError("\(c.subject) is not a trusted certificate in this keychain")
                     }
                     Console.out("no longer trusted: \(c.subject)")
                 }
+            }
+        }
+
+        static let authentication = """
+            Changing what the keychain trusts takes the security officer's PIN of the token that holds the \
+            anchor (--token; for a certificate already in the keychain, the token it is in), as macOS asks for \
+            authentication to change trust settings and as PKCS #11 lets only the SO set CKA_TRUSTED (the \
+            module refuses it to a user session). A wrong SO PIN is counted.
+            """
+
+        /// Checks the SO PIN of every token the change touches: the token of
+        /// each certificate already in the keychain, else the selected token.
+        static func authenticate(_ selection: TokenSelection, _ so: SOPINOptions, certificates: [Certificate], adding: Bool) throws {
+            let ctx = try Context.open(syncDrivers: false)
+            var tokens: [TokenID] = []
+            var absent = false
+            for c in certificates {
+                let held = try ctx.store.find(ItemQuery(itemClass: .certificate, attributes: [CKA.value: c.der], limit: .all), key: nil)
+                if held.isEmpty { absent = true }
+                for t in held.map(\.tokenID) where !tokens.contains(t) { tokens.append(t) }
+            }
+            // A certificate not in the keychain yet is added to the selected token.
+            if adding, absent {
+                let t = try ctx.token(selection).tokenID
+                if !tokens.contains(t) { tokens.append(t) }
+            }
+            for id in tokens {
+                guard let record = try ctx.store.token(id) else { continue }
+                guard record.hasPINs else {
+                    throw CLIError("token \(record.label) is an external token: its trust settings are the card's own")
+                }
+                let pin = try Secrets.obtain(so.soPinSource, prompt: "SO PIN for \(record.label): ", what: "SO PIN")
+                _ = try PINErrors.naming("SO PIN", of: record) { try ctx.store.unlockSO(id, pin: pin) }
             }
         }
 
@@ -160,4 +205,10 @@ enum ImportTrust {
               let e = try? session.evaluateTrust(TrustRequest(cert)) else { return nil }
         return TrustCommand.line(e.result)
     }
+}
+
+/// `--so-pin-source`, for commands that need the security officer.
+struct SOPINOptions: ParsableArguments {
+    @Option(name: .customLong("so-pin-source"), help: "Where the token's SO PIN comes from (env:VAR or file:PATH); prompted if absent.")
+    var soPinSource: SecretSource?
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import KeyShare
+import KeySharing
 
 /// `keyshare wrap` / `unwrap`: files sealed for a shared group (the
 /// AppConnect model). The group key never leaves the keychain; a file is
@@ -12,17 +13,27 @@ struct WrapCommand: ParsableCommand {
 
     @Option(help: "The group ID the file is for.") var group: String
     @Argument var input: String
-    @Argument var output: String
+    @Argument(help: "The wrapped file to write (0600).") var output: String
     @OptionGroup var selection: TokenSelection
     @OptionGroup var groups: AccessGroupOptions
     @OptionGroup var pin: PINOptions
+    @OptionGroup var force: ForceOption
 
     func run() throws {
         let session = try SessionFactory.open(groups)
+        // What is wrong with the input is said first, then the output path, both before the PIN.
+        if (try? session.wrappedFileInfo(input)) != nil { throw KeyShareError.invalidParameter("\(input) is already wrapped") }
+        try FileIO.checkOutput(output, force: force.force)
         try SessionFactory.unlock(session, selection, pin)
-        try session.wrap(input: input, output: output, group: group, token: selection.token)
+        // The library writes its own temporary file; OutputFile puts the result in place.
+        try OutputFile.produce(at: output, existing: FileIO.existing(force.force)) { tmp in
+            try session.wrap(input: input, output: tmp, group: group, fileName: Self.baseName(input), token: selection.token)
+        }
         Console.out("wrapped \(input) for group \(group) into \(output)")
     }
+
+    /// The name recorded in the header: the input's, not the temporary file's.
+    static func baseName(_ path: String) -> String { String(path.split(separator: "/").last ?? "") }
 }
 
 struct UnwrapCommand: ParsableCommand {
@@ -35,6 +46,7 @@ struct UnwrapCommand: ParsableCommand {
     @OptionGroup var selection: TokenSelection
     @OptionGroup var groups: AccessGroupOptions
     @OptionGroup var pin: PINOptions
+    @OptionGroup var force: ForceOption
 
     func run() throws {
         let session = try SessionFactory.open(groups)
@@ -48,14 +60,18 @@ struct UnwrapCommand: ParsableCommand {
         // Membership is checked before the PIN is asked for.
         if let bound = session.accessGroups, !bound.contains(info.group) { throw KeyShareError.notInAccessGroup(info.group) }
         var target = output
-        var isDir: ObjCBool = false
-        if FileManager.default.fileExists(atPath: output, isDirectory: &isDir), isDir.boolValue {
+        var st = stat()
+        // Into a directory (a real one, not a link to one): the recorded file name there.
+        if lstat(output, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR {
             let name = (info.fileName as NSString).lastPathComponent
             guard !name.isEmpty, name != ".", name != ".." else { throw CLIError("the wrapped file records no usable file name") }
             target = output + "/" + name
         }
+        try FileIO.checkOutput(target, force: force.force)
         try SessionFactory.unlock(session, selection, pin)
-        try session.unwrap(input: input, output: target)
+        try OutputFile.produce(at: target, existing: FileIO.existing(force.force)) { tmp in
+            try session.unwrap(input: input, output: tmp)
+        }
         Console.out("unwrapped \(info.fileName) (group \(info.group)) to \(target)")
     }
 }

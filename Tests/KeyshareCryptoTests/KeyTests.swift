@@ -8,6 +8,12 @@ enum Keys {
     static let p384 = try! PrivateKey.generateEC(.p384)
     static let p521 = try! PrivateKey.generateEC(.p521)
     static let ed = try! PrivateKey.generateEd25519()
+    static let ed448 = try! PrivateKey.generate(.ed448)
+    static let x25519 = try! PrivateKey.generate(.x25519)
+    static let x448 = try! PrivateKey.generate(.x448)
+    static let k1 = try! PrivateKey.generateEC(.secp256k1)
+    static let bp384 = try! PrivateKey.generateEC(.brainpoolP384r1)
+    static let p192 = try! PrivateKey.generateEC(.p192)
 }
 
 @Suite struct KeyTests {
@@ -25,7 +31,7 @@ enum Keys {
         #expect(throws: CryptoError.self) { try PrivateKey.generateRSA(bits: 512) }
     }
 
-    @Test(arguments: ["rsa", "p256", "p384", "p521", "ed"])
+    @Test(arguments: ["rsa", "p256", "p384", "p521", "ed", "ed448", "x25519", "x448", "k1", "bp384", "p192"])
     func encodingRoundTrips(_ name: String) throws {
         let k = key(name)
         let der = try k.pkcs8DER()
@@ -50,6 +56,10 @@ enum Keys {
         case .ed25519:
             #expect(try PublicKey(ed25519Raw: k.publicKey.ed25519Raw!).spkiDER() == spki)
             #expect(try PrivateKey.fromEd25519(privateRaw: k.ed25519PrivateRaw()).matches(k.publicKey))
+        case .ed448, .x25519, .x448:
+            let c = k.publicKey.ecxCurve!
+            #expect(try PublicKey(c, raw: k.publicKey.ecxRaw!).spkiDER() == spki)
+            #expect(try PrivateKey.from(c, privateRaw: k.ecxPrivateRaw()).matches(k.publicKey))
         }
     }
 
@@ -62,7 +72,8 @@ enum Keys {
         #expect(try OpenSSLCLI.run(["rsa", "-in", rsaPem, "-traditional", "-outform", "DER", "-out", dir.path("pkcs1.der")]).status == 0)
         #expect(try PrivateKey(der: dir.read("sec1.der")).matches(Keys.p256.publicKey))
         #expect(try PrivateKey(der: dir.read("pkcs1.der")).matches(Keys.rsa.publicKey))
-        #expect(try OpenSSLCLI.run(["pkcs8", "-topk8", "-in", pem, "-passout", "pass:s3cret", "-out", dir.path("enc.pem")]).status == 0)
+        #expect(try OpenSSLCLI.run(["pkcs8", "-topk8", "-in", pem, "-passout", "env:KEY_PASSWORD", "-out", dir.path("enc.pem")],
+                                       environment: ["KEY_PASSWORD": "s3cret"]).status == 0)
         let enc = String(decoding: try dir.read("enc.pem"), as: UTF8.self)
         #expect(try PrivateKey(pem: enc, password: Array("s3cret".utf8)).matches(Keys.p256.publicKey))
         #expect(throws: CryptoError.self) { try PrivateKey(pem: enc) }
@@ -136,6 +147,12 @@ func key(_ name: String) -> PrivateKey {
     case "p256": Keys.p256
     case "p384": Keys.p384
     case "p521": Keys.p521
+    case "ed448": Keys.ed448
+    case "x25519": Keys.x25519
+    case "x448": Keys.x448
+    case "k1": Keys.k1
+    case "bp384": Keys.bp384
+    case "p192": Keys.p192
     default: Keys.ed
     }
 }

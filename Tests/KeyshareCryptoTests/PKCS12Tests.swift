@@ -45,6 +45,8 @@ import KeyshareCrypto
     }
 
     static let chain: [Certificate] = (try? Certificate.parseAll(pem: Fixtures.text("ca/ca-chain.pem"))) ?? []
+    /// openssl reads the password from its environment (`-passin env:P12_PASSWORD`), not from argv.
+    static let p12Password = ["P12_PASSWORD": "keyshare-test"]
 
     @Test(arguments: ["device-ds-ke", "device-old-ec", "auth-upn-new"], PKCS12.Profile.allCases)
     func buildParseRoundTrip(_ id: String, _ profile: PKCS12.Profile) throws {
@@ -82,7 +84,7 @@ import KeyshareCrypto
                                    friendlyName: cert.sha256Hex, password: "keyshare-test", profile: .legacy)
         let dir = try TempDir()
         let path = try dir.write("l.p12", p12)
-        let r = try OpenSSLCLI.run(["pkcs12", "-info", "-noout", "-passin", "pass:keyshare-test", "-in", path])
+        let r = try OpenSSLCLI.run(["pkcs12", "-info", "-noout", "-passin", "env:P12_PASSWORD", "-in", path], environment: Self.p12Password)
         #expect(r.status == 0, "\(r.output)")
         let lines = r.output.split(separator: "\n").map(String.init)
         // Line for line what the reference layout (and the fixture files) show.
@@ -96,7 +98,7 @@ import KeyshareCrypto
         #expect(lines.indices.contains(p7 + 1) && lines[p7 + 1] == "Certificate bag")
         #expect(lines.filter { $0 == "Certificate bag" }.count == 1)
         #expect(!lines.contains { $0.hasPrefix("PKCS7 Encrypted data") })
-        let full = try OpenSSLCLI.run(["pkcs12", "-nokeys", "-passin", "pass:keyshare-test", "-in", path])
+        let full = try OpenSSLCLI.run(["pkcs12", "-nokeys", "-passin", "env:P12_PASSWORD", "-in", path], environment: Self.p12Password)
         #expect(full.output.contains("friendlyName: \(cert.sha256Hex)"))
         let keyID = Hex.encode(DigestAlgorithm.sha1.hash(cert.der)).uppercased()
         let spaced = stride(from: 0, to: keyID.count, by: 2).map { i -> String in
@@ -113,7 +115,7 @@ import KeyshareCrypto
                                    friendlyName: "Test identity", password: "keyshare-test", profile: .modern)
         let dir = try TempDir()
         let path = try dir.write("m.p12", p12)
-        let r = try OpenSSLCLI.run(["pkcs12", "-info", "-noout", "-passin", "pass:keyshare-test", "-in", path])
+        let r = try OpenSSLCLI.run(["pkcs12", "-info", "-noout", "-passin", "env:P12_PASSWORD", "-in", path], environment: Self.p12Password)
         #expect(r.status == 0, "\(r.output)")
         let pbes2 = "PBES2, PBKDF2, AES-256-CBC, Iteration 2048, PRF hmacWithSHA256"
         #expect(r.output.split(separator: "\n").map(String.init) == [
@@ -124,7 +126,7 @@ import KeyshareCrypto
         #expect(r.output.contains("PKCS7 Encrypted data: PBES2, PBKDF2, AES-256-CBC, Iteration 2048, PRF hmacWithSHA256"))
         #expect(r.output.contains("Shrouded Keybag: PBES2, PBKDF2, AES-256-CBC, Iteration 2048, PRF hmacWithSHA256"))
         #expect(r.output.components(separatedBy: "Certificate bag").count - 1 == 3)
-        let certs = try OpenSSLCLI.run(["pkcs12", "-nokeys", "-passin", "pass:keyshare-test", "-in", path])
+        let certs = try OpenSSLCLI.run(["pkcs12", "-nokeys", "-passin", "env:P12_PASSWORD", "-in", path], environment: Self.p12Password)
         #expect(certs.output.contains("friendlyName: Test identity"))
     }
 }

@@ -157,6 +157,12 @@ import KeyshareCrypto
         case .sha256: "-sha256"
         case .sha384: "-sha384"
         case .sha512: "-sha512"
+        case .sha512_224: "-sha512-224"
+        case .sha512_256: "-sha512-256"
+        case .sha3_224: "-sha3-224"
+        case .sha3_256: "-sha3-256"
+        case .sha3_384: "-sha3-384"
+        case .sha3_512: "-sha3-512"
         }
     }
 }

@@ -67,10 +67,16 @@ final class TempDir {
 enum OpenSSLCLI {
     struct Result { var status: Int32; var output: String }
 
-    static func run(_ args: [String]) throws -> Result {
+    /// Runs openssl with args; environment entries are added to this process's
+    /// environment. Passwords go there (`-passin env:VAR`), never into args:
+    /// every local user reads every process's argv in `ps`.
+    static func run(_ args: [String], environment: [String: String] = [:]) throws -> Result {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
         p.arguments = args
+        if !environment.isEmpty {
+            p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         let pipe = Pipe()
         p.standardOutput = pipe
         p.standardError = pipe

@@ -83,8 +83,11 @@ struct SignVerifyTests {
         #expect(rv { try f.rt.signInit(session: s, mechanism: .ecdsa, key: 9999) } == CKR_KEY_HANDLE_INVALID)
         try f.rt.setAttributeValue(session: s, object: key, template: [.bool(CKA_SIGN, false)])
         #expect(rv { try f.rt.signInit(session: s, mechanism: .ecdsa, key: key) } == CKR_KEY_FUNCTION_NOT_PERMITTED)
-        // Logout makes the private key handle invalid.
+        // After logout the private key says what is missing (issue 12; ObjectTable.loggedOut);
+        // after the next login its old handle is invalid (C_Logout, PKCS #11 3.0 §5.6).
         try f.rt.logout(session: s)
+        #expect(rv { try f.rt.signInit(session: s, mechanism: .ecdsa, key: key) } == CKR_USER_NOT_LOGGED_IN)
+        try f.rt.login(session: s, userType: CKU_USER, pin: userPIN)
         #expect(rv { try f.rt.signInit(session: s, mechanism: .ecdsa, key: key) } == CKR_KEY_HANDLE_INVALID)
     }
 

@@ -84,7 +84,8 @@ import KeyshareCrypto
         #expect(ExternalDriver.defaultName(modulePath: "/usr/lib/softhsm/libsofthsm2.so") == "softhsm2")
         #expect(ExternalDriver.defaultName(modulePath: "/usr/lib/x86_64-linux-gnu/opensc-pkcs11.so") == "opensc-pkcs11")
         #expect(!ExternalDriver.validName("a b") && ExternalDriver.validName("softhsm2"))
-        let store = try TempHome().store()
+        let home = TempHome()  // held: the store's directory must outlive the store
+        let store = try home.store()
         try store.addDriver(name: "x", modulePath: "/m.so")
         #expect(throws: KeychainError.self) { try store.addDriver(name: "x", modulePath: "/n.so") }
         try store.setDriverStatus(name: "x", "failed: hung")

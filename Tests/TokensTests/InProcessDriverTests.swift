@@ -6,23 +6,28 @@ import KeyshareCrypto
 @testable import Tokens
 
 /// The watcher polling a real module (SoftHSM2) inside this process: a card
-/// initialised and deleted by another process (softhsm2-util) is seen,
-/// although SoftHSM2 reads its token list only at C_Initialize.
+/// initialised (pkcs11-tool) and deleted (softhsm2-util) by another process is
+/// seen, although SoftHSM2 reads its token list only at C_Initialize.
 @Suite struct InProcessDriverTests {
     static let module = "/usr/lib/softhsm/libsofthsm2.so"
     static let util = "/usr/bin/softhsm2-util"
+    static let tool = "/usr/bin/pkcs11-tool"
 
-    static func run(_ args: [String]) throws {
+    /// Runs a program; the SO PIN goes in its environment, as pkcs11-tool's
+    /// `--so-pin env:VAR` reads it: argv is readable by every local user
+    /// (softhsm2-util takes PINs only as arguments, so it does not initialise).
+    static func run(_ executable: String, _ args: [String], environment: [String: String] = [:]) throws {
         let p = Process()
-        p.executableURL = URL(fileURLWithPath: util)
+        p.executableURL = URL(fileURLWithPath: executable)
         p.arguments = args
+        p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         p.standardOutput = FileHandle.nullDevice
         p.standardError = FileHandle.nullDevice
         try p.run()
         p.waitUntilExit()
     }
 
-    @Test(.enabled(if: FileManager.default.fileExists(atPath: module) && FileManager.default.fileExists(atPath: util)))
+    @Test(.enabled(if: [module, util, tool].allSatisfy { FileManager.default.fileExists(atPath: $0) }))
     func watcherSeesSoftHSMCardsComeAndGo() throws {
         let home = TempHome()
         let dir = (home.path as NSString).deletingLastPathComponent + "/hsm"
@@ -44,9 +49,11 @@ import KeyshareCrypto
             for _ in 0..<150 where !rec.all.contains(where: { $0.hasPrefix(prefix) }) { usleep(20_000) }
             return rec.all.contains { $0.hasPrefix(prefix) }
         }
-        try Self.run(["--init-token", "--free", "--label", "unit", "--pin", "1111", "--so-pin", "2222"])
+        // A fresh token directory: SoftHSM2's only slot is the free one (index 0).
+        try Self.run(Self.tool, ["--module", Self.module, "--slot-index", "0", "--init-token", "--label", "unit",
+                                 "--so-pin", "env:UNIT_SO_PIN"], environment: ["UNIT_SO_PIN": "2222"])
         #expect(waitFor("inserted pkcs11.softhsm2:"))
-        try Self.run(["--delete-token", "--token", "unit"])
+        try Self.run(Self.util, ["--delete-token", "--token", "unit"])
         #expect(waitFor("removed pkcs11.softhsm2:"))
         #expect(rec.all.count == 2)
     }

@@ -33,12 +33,14 @@ run "full sweep (6 states x every function x every argument)" "$WORK/sweep" "$MO
 
 # The 51 sweep's C program, as that script writes it, compiled with ASan.
 sed -n "/^cat > \"\$WORK\/abi.c\" <<'EOF'$/,/^EOF$/p" "$ROOT/Tests/integration/51-pkcs11-abi.sh" | sed '1d;$d' >"$WORK/abi.c"
+# The 51 token: abi.c logs in with PIN 0000; pkcs11-tool reads the PINs from the environment.
+export PIN=0000 SOPIN=1234
 P=(pkcs11-tool --module "$(dirname "$KS")/libkeyshare-pkcs11.so")   # the release module: pkcs11-tool has no ASan runtime
 export KEYSHARE_HOME; KEYSHARE_HOME=$(mktemp -d /tmp/keyshare-abi51.XXXXXX)
-"${P[@]}" --init-token --label abi --so-pin 1234 --slot 1 >/dev/null 2>&1
-"${P[@]}" --init-pin --login --login-type so --so-pin 1234 --new-pin 0000 --token-label abi >/dev/null 2>&1
+"${P[@]}" --init-token --label abi --so-pin env:SOPIN --slot 1 >/dev/null 2>&1
+"${P[@]}" --init-pin --login --login-type so --so-pin env:SOPIN --new-pin env:PIN --token-label abi >/dev/null 2>&1
 openssl pkey -in "$FIXTURES/identities/auth-upn-new.key.pem" -outform DER -out "$WORK/ec.der"
-"${P[@]}" --token-label abi --login --pin 0000 --write-object "$WORK/ec.der" --type privkey --id 02 --label ec >/dev/null 2>&1
+"${P[@]}" --token-label abi --login --pin env:PIN --write-object "$WORK/ec.der" --type privkey --id 02 --label ec >/dev/null 2>&1
 check "compile the 51 sweep with ASan" "$CLANG" -g -O1 -fsanitize=address -Wno-unused-result -I "$ROOT/pkcs11/types" -o "$WORK/abi" "$WORK/abi.c" -ldl -lpthread
 run "51 sweep (getters, zero sweep, threads, fork)" "$WORK/abi" "$MODULE"
 rm -rf "$KEYSHARE_HOME"

@@ -79,15 +79,19 @@ for _ in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
 [ "$(stat -c %a "$SOCK")" = 600 ] && ok "socket is 0600" || bad "socket is 0600"
 check_fail "no policy: not-enabled" "refused: not-enabled" ks password fetch --socket "$SOCK" --stdout
 check_out "share allow keyshare" "allowed exe" ks share allow --exe "$KS"
-check_out "allowed executable gets the password" '^.{32}$' ks password fetch --socket "$SOCK" --stdout
+# Checked without printing it: a failing check_out would echo the password into the log.
+pw=$(ks password fetch --socket "$SOCK" --stdout 2>/dev/null)
+[ "${#pw}" -eq 32 ] && ok "allowed executable gets the password" || bad "allowed executable gets the password" "got ${#pw} characters"
+unset pw
 check_out "other program: blocked" "^blocked" python3 "$CLIENT" fetch "$SOCK"
 check_out "refusals are logged with their state" "exe .*python.*: blocked" cat "$T/serve.log"
-grep -q "$(ks password fetch --socket "$SOCK" --stdout)" "$T/serve.log" && bad "password never logged" || ok "password never logged"
+# grep -f reads the pattern from a pipe: the password never reaches grep's argv.
+grep -qFf <(ks password fetch --socket "$SOCK" --stdout) "$T/serve.log" && bad "password never logged" || ok "password never logged"
 check_fail "fetch refuses a pipe" "refusing" ks password fetch --socket "$SOCK"
 check_out "policy shows members" "allow: exe .*keyshare" ks share policy
 [ "$(stat -c %a "$PROVIDER/share-policy.json")" = 600 ] && ok "policy file is 0600" || bad "policy file is 0600"
 check_fail "another uid cannot be allowed" "another user" ks share allow --uid 4242
-SPW=$(ks password fetch --socket "$SOCK" --stdout); export SPW
+SPW=$(ks password fetch --socket "$SOCK" --stdout); export SPW KEYSHARE_SHARE_PASSWORD="$SPW"
 [ "$SPW" = "$(ks password --stdout --pin-source env:PIN)" ] && ok "service answers the stored password" || bad "service answers the stored password"
 
 # Every produced file opens with the password the service returned.
@@ -127,7 +131,7 @@ fi
 # 1,000 concurrent clients, good and bad: every good one is answered.
 check_out "allow python3" "allowed" ks share allow --exe "$(python3 -c 'import os,sys; print(os.path.realpath(sys.executable))')"
 start=$(date +%s.%N)
-out=$(python3 "$CLIENT" fanout "$SOCK" 1000 "$SPW" 2>&1)
+out=$(python3 "$CLIENT" fanout "$SOCK" 1000 2>&1)
 secs=$(echo "$(date +%s.%N) - $start" | bc)
 grep -q "^good 200/200 bad-handled 800/800" <<<"$out" && ok "1000 concurrent clients: $out (${secs}s)" || bad "1000 concurrent clients" "$out"
 kill -0 "$SERVE_PID" 2>/dev/null && ok "service survived" || bad "service survived"
@@ -158,14 +162,14 @@ check_out "a single shared p12 imports" "already|imported" ks import "$T/piv.p12
 echo "signed through the module" >"$T/data"
 openssl x509 -in "$FIXTURES/identities/device-ds-ke.cert.pem" -pubkey -noout >"$T/rsa.pub"
 if [ -n "$MOD" ] && [ -f "$MOD" ]; then
-  if pkcs11-tool --module "$MOD" --token-label consumer --login --pin "$PIN" --sign -m SHA256-RSA-PKCS \
+  if pkcs11-tool --module "$MOD" --token-label consumer --login --pin env:PIN --sign -m SHA256-RSA-PKCS \
        --label "$RSAL" -i "$T/data" -o "$T/sig" >/dev/null 2>&1 \
      && openssl dgst -sha256 -verify "$T/rsa.pub" -signature "$T/sig" "$T/data" >/dev/null 2>&1; then
     ok "imported RSA key signs via the module, original cert verifies"
   else bad "imported RSA key signs via the module"; fi
   ECL=$(openssl dgst -sha256 -r "$FIXTURES/identities/signature-ds-email.cert.der" | awk '{print toupper($1)}')
   openssl x509 -in "$FIXTURES/identities/signature-ds-email.cert.pem" -pubkey -noout >"$T/ec.pub"
-  if out=$(pkcs11-tool --module "$MOD" --token-label consumer --login --pin "$PIN" --sign -m ECDSA-SHA256 --signature-format openssl \
+  if out=$(pkcs11-tool --module "$MOD" --token-label consumer --login --pin env:PIN --sign -m ECDSA-SHA256 --signature-format openssl \
        --label "$ECL" -i "$T/data" -o "$T/ecsig" 2>&1) \
      && openssl dgst -sha256 -verify "$T/ec.pub" -signature "$T/ecsig" "$T/data" >/dev/null 2>&1; then
     ok "imported EC key signs via the module, original cert verifies"

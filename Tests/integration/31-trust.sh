@@ -101,13 +101,13 @@ check_out "token create" "created token" ks token create --label trust --pin-sou
 check_out "no anchors yet" "no trusted certificates" ks trust anchor list
 check_out "import reports untrusted root, import succeeds" "imported identity.*trust: recoverable trust failure: untrusted root" \
   ks import "$FIXTURES/identities/device-ds-ke.modern.p12" --pin-source env:PIN --password-source env:P12PASS
-check_out "anchor add" "trusted CN=Keyshare Test Root CA 1" ks trust anchor add "$CA/root-ca.pem"
+check_out "anchor add" "trusted CN=Keyshare Test Root CA 1" ks trust anchor add "$CA/root-ca.pem" --so-pin-source env:SOPIN
 check_out "anchor list" "Keyshare Test Root CA 1" ks trust anchor list
 check_out "keychain chain + anchor: proceed" "^proceed" ks trust evaluate "$FIXTURES/identities/device-ds-ke.cert.pem"
 check_out "import now reports proceed" "trust: proceed" \
   ks import "$FIXTURES/identities/signature-ds-email.modern.p12" --pin-source env:PIN --password-source env:P12PASS
-check_out "anchor remove" "no longer trusted" ks trust anchor remove "$CA/root-ca.pem"
-check_fail "anchor remove twice" "not a trusted certificate" ks trust anchor remove "$CA/root-ca.pem"
+check_out "anchor remove" "no longer trusted" ks trust anchor remove "$CA/root-ca.pem" --so-pin-source env:SOPIN
+check_fail "anchor remove twice" "not a trusted certificate" ks trust anchor remove "$CA/root-ca.pem" --so-pin-source env:SOPIN
 out=$(ks trust evaluate "$FIXTURES/identities/device-ds-ke.cert.pem" 2>&1) && rc=0 || rc=$?
 [ "$rc" -eq 2 ] && grep -q "untrusted root" <<<"$out" && ok "after removal: untrusted root" || bad "after removal: untrusted root" "$out"
 out=$(ks trust evaluate "$FIXTURES/identities/device-ds-ke.cert.pem" --anchors system 2>&1) && rc=0 || rc=$?

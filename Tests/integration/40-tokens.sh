@@ -8,7 +8,9 @@ KS=${1:?keyshare binary}
 MODULE=${2:?module path}
 source "$(dirname "$0")/lib.sh"
 new_home
-export PIN=1234-user SOPIN=9876-so CARDPIN=1111 CARDSO=2222
+# Secrets reach programs through the environment (pkcs11-tool --pin env:VAR) or a
+# pipe, never argv (`ps` shows every argument to every local user).
+export PIN=1234-user SOPIN=9876-so CARDPIN=1111 CARDSO=2222 WRONGCARDPIN=9999
 SOFTHSM=/usr/lib/softhsm/libsofthsm2.so
 WORK=$(mktemp -d /tmp/keyshare-40.XXXXXX)
 export SOFTHSM2_CONF=$WORK/softhsm2.conf
@@ -90,7 +92,7 @@ ks token remove beta >/dev/null
 expect "watch: token removed" "^removed $BETA\$"
 ks token insert beta >/dev/null
 expect "watch: token inserted" "^inserted $BETA\$"
-softhsm2-util --init-token --free --label card2 --pin $CARDPIN --so-pin $CARDSO >/dev/null
+softhsm_init_token "$SOFTHSM" card2 CARDSO CARDPIN
 CARD2=$(softhsm2-util --show-slots | awk '/Label:/ {l=$2} /Serial number:/ {s=$3} l=="card2" && s {print s; exit}')
 expect "watch: SoftHSM2 token initialised" "^inserted pkcs11.softhsm2:$CARD2\$"
 softhsm2-util --delete-token --token card2 >/dev/null
@@ -114,23 +116,26 @@ LINES=$(wc -l <"$LOG")
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$WORK/rsa.key" -subj "/CN=card rsa" -days 2 -out "$WORK/rsa.pem" 2>/dev/null
 openssl pkcs8 -topk8 -nocrypt -in "$WORK/rsa.key" -out "$WORK/rsa.p8"
 openssl x509 -in "$WORK/rsa.pem" -outform DER -out "$WORK/rsa.der"
-softhsm2-util --init-token --free --label card --pin $CARDPIN --so-pin $CARDSO >/dev/null
+openssl pkey -in "$WORK/rsa.key" -pubout -outform DER -out "$WORK/rsa.pub.der"
+softhsm_init_token "$SOFTHSM" card CARDSO CARDPIN
 CARD=$(softhsm2-util --show-slots | awk '/Label:/ {l=$2} /Serial number:/ {s=$3} l=="card" && s {print s; exit}')
 CARDID=pkcs11.softhsm2:$CARD
 expect "watch: card inserted" "^inserted $CARDID\$"
-softhsm2-util --import "$WORK/rsa.p8" --token card --label rsa --id 01 --pin $CARDPIN >/dev/null
-p11() { pkcs11-tool --module "$SOFTHSM" --token-label card --login --pin $CARDPIN "$@" >/dev/null 2>&1; }
+p11() { pkcs11-tool --module "$SOFTHSM" --token-label card --login --pin env:CARDPIN "$@" >/dev/null 2>&1; }
+# The key pair, as softhsm2-util --import would make it (private and public key objects).
+p11 --write-object "$WORK/rsa.p8" --type privkey --id 01 --label rsa
+p11 --write-object "$WORK/rsa.pub.der" --type pubkey --id 01 --label rsa
 p11 --write-object "$WORK/rsa.der" --type cert --id 01 --label rsa
 p11 --keypairgen --key-type EC:prime256v1 --id 02 --label ec
 items() { ks list --json | json "sorted(i['itemClass']+' '+i['label'] for i in d if i['tokenID']=='$CARDID')" ; }
 check_out "list shows the card's certificate, public keys and key proxies" \
   "'certificate rsa', 'private-key ec', 'private-key rsa', 'public-key ec', 'public-key rsa'" items
 echo "data to sign" >"$WORK/data"
-check "sign through libkeyshare-pkcs11.so (RSA, pkcs11-tool)" pkcs11-tool --module "$MODULE" --token-label card --login --pin $CARDPIN \
+check "sign through libkeyshare-pkcs11.so (RSA, pkcs11-tool)" pkcs11-tool --module "$MODULE" --token-label card --login --pin env:CARDPIN \
   --sign -m SHA256-RSA-PKCS --id 01 -i "$WORK/data" -o "$WORK/rsa.sig"
 check "RSA signature verifies with the certificate" openssl dgst -sha256 -verify <(openssl x509 -in "$WORK/rsa.pem" -pubkey -noout) \
   -signature "$WORK/rsa.sig" "$WORK/data"
-check "sign through libkeyshare-pkcs11.so (ECDSA)" pkcs11-tool --module "$MODULE" --token-label card --login --pin $CARDPIN \
+check "sign through libkeyshare-pkcs11.so (ECDSA)" pkcs11-tool --module "$MODULE" --token-label card --login --pin env:CARDPIN \
   --sign -m ECDSA-SHA256 --signature-format openssl --id 02 -i "$WORK/data" -o "$WORK/ec.sig"
 pkcs11-tool --module "$SOFTHSM" --token-label card --read-object --type pubkey --label ec -o "$WORK/ec.pub.der" >/dev/null 2>&1
 check "ECDSA signature verifies with the card's public key" openssl dgst -sha256 -verify <(openssl pkey -pubin -inform DER -in "$WORK/ec.pub.der") \
@@ -139,15 +144,15 @@ check "ECDSA signature verifies with the card's public key" openssl dgst -sha256
 openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$WORK/peer.key" 2>/dev/null
 openssl pkey -in "$WORK/peer.key" -pubout -outform DER -out "$WORK/peer_pub.der"
 check "ECDH1-DERIVE through libkeyshare-pkcs11.so with the card's EC key" pkcs11-tool --module "$MODULE" --token-label card \
-  --login --pin $CARDPIN --derive -m ECDH1-DERIVE --id 02 --input-file "$WORK/peer_pub.der" --output-file "$WORK/ecdh.card"
+  --login --pin env:CARDPIN --derive -m ECDH1-DERIVE --id 02 --input-file "$WORK/peer_pub.der" --output-file "$WORK/ecdh.card"
 openssl pkeyutl -derive -inkey "$WORK/peer.key" -peerform DER -peerkey "$WORK/ec.pub.der" -out "$WORK/ecdh.ref"
 check_out "ECDH on the card: a 32-byte shared secret" "^32$" stat -c %s "$WORK/ecdh.card"
 check "ECDH on the card: the secret equals openssl's with the peer's private key" cmp "$WORK/ecdh.card" "$WORK/ecdh.ref"
 check "OpenSSL engine signs through keyshare" env PKCS11_MODULE_PATH="$MODULE" openssl dgst -sha256 -engine pkcs11 -keyform engine \
-  -sign "pkcs11:token=card;object=rsa;type=private;pin-value=$CARDPIN" -out "$WORK/engine.sig" "$WORK/data"
+  -sign "pkcs11:token=card;object=rsa;type=private;pin-source=file:/dev/fd/3" -out "$WORK/engine.sig" "$WORK/data" 3< <(pin_pipe CARDPIN)
 check "engine signature verifies with the certificate" openssl dgst -sha256 -verify <(openssl x509 -in "$WORK/rsa.pem" -pubkey -noout) \
   -signature "$WORK/engine.sig" "$WORK/data"
-out=$(pkcs11-tool --module "$MODULE" --token-label card --login --pin 9999 --sign -m SHA256-RSA-PKCS --label rsa \
+out=$(pkcs11-tool --module "$MODULE" --token-label card --login --pin env:WRONGCARDPIN --sign -m SHA256-RSA-PKCS --label rsa \
   -i "$WORK/data" -o "$WORK/x.sig" 2>&1) && bad "wrong card PIN is refused by the card" \
   || { grep -q CKR_PIN_INCORRECT <<<"$out" && ok "wrong card PIN is refused by the card" || bad "wrong card PIN is refused by the card" "$out"; }
 # No private key bytes of the card in the store: the middle of the private exponent.
@@ -158,7 +163,8 @@ N=$(openssl rsa -in "$WORK/rsa.key" -noout -text 2>/dev/null | awk '/^modulus/ {
 # The search works (the public modulus, which the store holds, is found) ...
 grep -q "$N" <<<"$STORE" && ok "byte search finds the card's public modulus in the store" || bad "byte search finds the public modulus" "n=${#N}"
 # ... and finds no private key bytes of the card.
-if [ ${#D} -eq 64 ] && ! grep -q "$D" <<<"$STORE" && ! grep -q "$KEYDER" <<<"$STORE"; then ok "no private key bytes of the card in the store"
+# The private key bytes go to grep as a pattern file on a pipe, not as an argument.
+if [ ${#D} -eq 64 ] && ! grep -qf <(printf '%s\n' "$D" "$KEYDER") <<<"$STORE"; then ok "no private key bytes of the card in the store"
 else bad "no private key bytes of the card in the store" "d=${#D}"; fi
 REFS=$(ks list --json | json "' '.join(sorted(i['reference'] for i in d if i['tokenID']=='$CARDID'))")
 echo "$REFS" >"$WORK/card-refs"
@@ -169,7 +175,7 @@ CARDDIR=
 for d in "$WORK"/hsm/*/; do grep -aq "$CARD" "$d/token.object" 2>/dev/null && CARDDIR=${d%/}; done
 cp -a "$CARDDIR" "$WORK/card-backup"
 rm -f "$WORK/go"
-"$WORK/slotevent" "$MODULE" session card "$WORK/go" $CARDPIN rsa >"$WORK/midsign.log" 2>&1 &
+KEYSHARE_TEST_PIN=$CARDPIN "$WORK/slotevent" "$MODULE" session card "$WORK/go" rsa >"$WORK/midsign.log" 2>&1 &
 SIGNER=$!
 for _ in $(seq 100); do grep -qs ready "$WORK/midsign.log" && break; sleep 0.05; done
 check_out "mid-signing: signature started on the card" "login=0x0 signinit=0x0" cat "$WORK/midsign.log"
@@ -230,7 +236,7 @@ kill "$WATCH_PID" 2>/dev/null; wait "$WATCH_PID" 2>/dev/null; WATCH_PID=
 WAITER=$!
 for _ in $(seq 100); do grep -qs waiting "$WORK/wait2.log" && break; sleep 0.02; done
 sleep 1.2
-softhsm2-util --init-token --free --label card3 --pin $CARDPIN --so-pin $CARDSO >/dev/null
+softhsm_init_token "$SOFTHSM" card3 CARDSO CARDPIN
 for _ in $(seq 150); do grep -qs event "$WORK/wait2.log" && break; sleep 0.02; done
 kill $WAITER 2>/dev/null; wait $WAITER 2>/dev/null
 CARD3_SLOT=$(ks token list --json | json "[t['slotID'] for t in d if t['label']=='card3'][0]")

@@ -9,8 +9,12 @@ MODULE=$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE")
 new_home
 WORK=$(mktemp -d /tmp/keyshare-p11.XXXXXX)
 trap 'rm -rf "$WORK" "$KEYSHARE_HOME"' EXIT
+# PINs reach pkcs11-tool through the environment (--pin env:VAR), never argv:
+# `ps` shows every argument to every local user. Distinct values, so the debug
+# log check below cannot miss the PIN.
+export PIN=7305-user SOPIN=8817-so WRONG=9999
 P=(pkcs11-tool --module "$MODULE")
-U=("${P[@]}" --token-label t --login --pin 0000)
+U=("${P[@]}" --token-label t --login --pin env:PIN)
 ID=$FIXTURES/identities
 
 # Exports and loading.
@@ -24,13 +28,13 @@ check_out "-T lists the free slot's token" 'uninitialized' "${P[@]}" -T
 check_out "-M lists mechanisms" 'ECDSA-SHA256' "${P[@]}" -M --slot 1
 
 # A token through C_InitToken on the free slot, then the user PIN by the SO.
-check_out "init-token on the free slot" 'successfully initialized' "${P[@]}" --init-token --label t --so-pin 1234 --slot 1
+check_out "init-token on the free slot" 'successfully initialized' "${P[@]}" --init-token --label t --so-pin env:SOPIN --slot 1
 check_out "new token has its own slot" 'token label +: t' "${P[@]}" -L
-check_out "init-pin by the SO" 'successfully initialized' "${P[@]}" --init-pin --login --login-type so --so-pin 1234 --new-pin 0000 --token-label t
+check_out "init-pin by the SO" 'successfully initialized' "${P[@]}" --init-pin --login --login-type so --so-pin env:SOPIN --new-pin env:PIN --token-label t
 check_out "token flags show PIN initialized" 'PIN initialized' "${P[@]}" -L
 check "-O with login on an empty token" "${U[@]}" -O
 check_fail_any() { local name=$1; shift; if "$@" >/dev/null 2>&1; then bad "$name"; else ok "$name"; fi; }
-check_fail_any "wrong PIN is refused" "${P[@]}" --token-label t --login --pin 9999 -O
+check_fail_any "wrong PIN is refused" "${P[@]}" --token-label t --login --pin env:WRONG -O
 check_out "a failed login sets count-low" 'user PIN count low' "${P[@]}" -L
 check "right PIN still works" "${U[@]}" -O
 
@@ -66,17 +70,18 @@ check_out "pkcs11-tool self test (with software mechanisms)" "No errors" "${U[@]
 # OpenSSL through the libp11 engine, when it is installed.
 if [ -e /usr/lib/x86_64-linux-gnu/engines-3/pkcs11.so ]; then
   check "openssl engine signs with RSA" env PKCS11_MODULE_PATH="$MODULE" openssl dgst -sha256 -engine pkcs11 -keyform engine \
-    -sign "pkcs11:token=t;object=rsa;type=private;pin-value=0000" -out "$WORK/e1" "$WORK/data"
+    -sign "pkcs11:token=t;object=rsa;type=private;pin-source=file:/dev/fd/3" -out "$WORK/e1" "$WORK/data" 3< <(pin_pipe PIN)
   check "engine RSA signature verifies" openssl dgst -sha256 -verify "$WORK/rsa.pub" -signature "$WORK/e1" "$WORK/data"
   check "openssl engine signs with EC" env PKCS11_MODULE_PATH="$MODULE" openssl dgst -sha256 -engine pkcs11 -keyform engine \
-    -sign "pkcs11:token=t;object=ec;type=private;pin-value=0000" -out "$WORK/e2" "$WORK/data"
+    -sign "pkcs11:token=t;object=ec;type=private;pin-source=file:/dev/fd/3" -out "$WORK/e2" "$WORK/data" 3< <(pin_pipe PIN)
   check "engine EC signature verifies" openssl dgst -sha256 -verify "$WORK/ec.pub" -signature "$WORK/e2" "$WORK/data"
 fi
 
 if command -v p11tool >/dev/null; then
+  export GNUTLS_PIN=$PIN   # p11tool --login reads it (an environment entry, not an argument)
   check_out "GnuTLS p11tool lists the token" 'token=t' p11tool --provider "$MODULE" --list-tokens
   check_out "GnuTLS p11tool signs and verifies" 'public key in the token\.\.\. ok' \
-    env GNUTLS_PIN=0000 p11tool --provider "$MODULE" --login --test-sign 'pkcs11:token=t;object=rsa;type=private'
+    p11tool --provider "$MODULE" --login --test-sign 'pkcs11:token=t;object=rsa;type=private'
 fi
 
 if command -v ssh-keygen >/dev/null; then
@@ -97,6 +102,6 @@ check_out "random bytes" '^.{32}$' bash -c "$(printf '%q ' "${P[@]}") --token-la
 
 # The debug log names calls and never shows the PIN.
 KEYSHARE_DEBUG=1 KEYSHARE_LOG="$WORK/log" "${U[@]}" -O >/dev/null 2>&1 || true
-if grep -q 'C_Login(hSession=' "$WORK/log" && ! grep -q '0000' "$WORK/log"; then ok "debug log without the PIN"; else bad "debug log without the PIN" "$(head "$WORK/log")"; fi
+if grep -q 'C_Login(hSession=' "$WORK/log" && ! grep -qF -f <(pin_pipe PIN; echo) "$WORK/log"; then ok "debug log without the PIN"; else bad "debug log without the PIN" "$(head "$WORK/log")"; fi
 
 finish

@@ -14,10 +14,12 @@ new_home
 WORK=$(mktemp -d /tmp/keyshare-faults.XXXXXX)
 trap 'rm -rf "$WORK" "$KEYSHARE_HOME"' EXIT
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+# PINs reach pkcs11-tool through the environment (--pin env:VAR), never argv.
+export PIN=0000 SOPIN=1234  # faults.c below logs in with the same PIN
 P=(pkcs11-tool --module "$MODULE")
-"${P[@]}" --init-token --label faults --so-pin 1234 --slot 1 >/dev/null
-"${P[@]}" --init-pin --login --login-type so --so-pin 1234 --new-pin 0000 --token-label faults >/dev/null
-"${P[@]}" --token-label faults --login --pin 0000 --keypairgen --key-type rsa:2048 --id 01 --label rsa \
+"${P[@]}" --init-token --label faults --so-pin env:SOPIN --slot 1 >/dev/null
+"${P[@]}" --init-pin --login --login-type so --so-pin env:SOPIN --new-pin env:PIN --token-label faults >/dev/null
+"${P[@]}" --token-label faults --login --pin env:PIN --keypairgen --key-type rsa:2048 --id 01 --label rsa \
   --usage-sign --usage-decrypt >/dev/null
 
 cat > "$WORK/faults.c" <<'EOF2'

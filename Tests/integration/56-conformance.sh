@@ -6,7 +6,7 @@
 # errors in every operation family, AES-GCM parameters and streaming,
 # secret-key usage defaults, and the wrap policy (every known extraction
 # attack run to its end; the ordinary templates used as written). Then real
-# pkcs11-tool use of an OpenSC-style "--usage-wrap --usage-decrypt" key.
+# pkcs11-tool use of an OpenSC-style "--usage-wrap --usage-decrypt" key. (with --private: OpenSC 0.23 asks CKA_PRIVATE=false without it, which a secret key never is here)
 # Usage: 56-conformance.sh KEYSHARE MODULE. Ends with "N passed, M failed".
 set -euo pipefail
 KEYSHARE=${1:?keyshare path}
@@ -63,7 +63,7 @@ with_pin() {
   PIN_PID=
   return $rc
 }
-if with_pin "${P[@]}" --login --keygen --key-type AES:32 --id 42 --label wrapdec --usage-wrap --usage-decrypt \
+if with_pin "${P[@]}" --login --keygen --key-type AES:32 --id 42 --label wrapdec --usage-wrap --usage-decrypt --private \
      ; then ok "pkcs11-tool --keygen AES --usage-wrap --usage-decrypt"
 else bad "pkcs11-tool --keygen AES --usage-wrap --usage-decrypt" "$(cat "$WORK/pin.out")"; fi
 head -c 64 /dev/urandom > "$WORK/plain"

@@ -36,7 +36,7 @@ check "generate EC and RSA key pairs" eval 'ks key generate --type ec --curve P-
 "$KS" password show --stdout --pin-source env:PIN >"$WORK/shared" 2>/dev/null
 [ "$(wc -c <"$WORK/shared")" -ge 9 ] && ok "shared password set" || bad "shared password set"
 LABEL=$(openssl dgst -sha256 -r "$ID/device-ds-ke.cert.der" | awk '{print toupper($1)}')
-sign() { pkcs11-tool --module "$MODULE" --token-label disk --login --pin "$PIN" --sign --mechanism SHA256-RSA-PKCS \
+sign() { pkcs11-tool --module "$MODULE" --token-label disk --login --pin env:PIN --sign --mechanism SHA256-RSA-PKCS \
   --label "$LABEL" --input-file /etc/hostname --output-file "$1"; }
 check "sign through the module (debug log on)" sign "$TMPDIR/sig"
 [ -s "$KEYSHARE_LOG" ] && ok "module debug log written" || bad "module debug log written"

@@ -95,11 +95,13 @@ mech_list=$("${P[@]}" -M 2>&1)
 check_out "pkcs11-tool -M lists AES-ECB, AES-CTR, AES-CMAC, DES3-CBC-PAD and the ChaCha20-Poly1305 code 0x4021" \
   'mechtype-0x4021' bash -c 'grep -q "AES-ECB" <<<"$1" && grep -q "AES-CTR" <<<"$1" && grep -q "AES-CMAC" <<<"$1" &&
     grep -q "DES3-CBC-PAD" <<<"$1" && echo "$1"' _ "$mech_list"
+# --private: secret keys are always CKA_PRIVATE here (docs/pkcs11-conformance.md,
+# "CKA_PRIVATE"), and pkcs11-tool asks for false without it.
 echo -n $K128 | xxd -r -p > "$WORK/kek.bin"
 head -c 16 /dev/urandom > "$WORK/target.bin"
 head -c 48 /dev/urandom > "$WORK/plain"
-if with_pin "${P[@]}" --login --write-object "$WORK/kek.bin" --type secrkey --key-type AES:16 --id 41 --label pubkek --usage-wrap &&
-   with_pin "${P[@]}" --login --write-object "$WORK/target.bin" --type secrkey --key-type AES:16 --id 42 --label target --extractable
+if with_pin "${P[@]}" --login --write-object "$WORK/kek.bin" --type secrkey --key-type AES:16 --id 41 --label pubkek --usage-wrap --private &&
+   with_pin "${P[@]}" --login --write-object "$WORK/target.bin" --type secrkey --key-type AES:16 --id 42 --label target --extractable --private
 then ok "pkcs11-tool --write-object: a KEK of a published value and an extractable AES target"
 else bad "pkcs11-tool --write-object" "$(cat "$WORK/pin.out")"; fi
 IV=000102030405060708090a0b0c0d0e0f
@@ -118,9 +120,9 @@ if with_pin "${P[@]}" --login --encrypt --id 41 -m AES-ECB -i "$WORK/plain" -o "
 else bad "pkcs11-tool AES-ECB" "$(cat "$WORK/pin.out")"; fi
 # pkcs11-tool puts CKA_VALUE_LEN in a DES template (with "DES3:" alone, 0):
 # the module accepts the key's own size (SoftHSM2 refuses any CKA_VALUE_LEN there).
-if with_pin "${P[@]}" --login --keygen --key-type DES3:24 --id 44 --label des3 &&
+if with_pin "${P[@]}" --login --keygen --key-type DES3:24 --id 44 --label des3 --private &&
    grep -q 'DES3 length 24' "$WORK/pin.out" &&
-   with_pin "${P[@]}" --login --keygen --key-type DES:8 --id 45 --label des && grep -q 'DES length 8' "$WORK/pin.out"; then
+   with_pin "${P[@]}" --login --keygen --key-type DES:8 --id 45 --label des --private && grep -q 'DES length 8' "$WORK/pin.out"; then
   ok "pkcs11-tool --keygen --key-type DES3:24 and DES:8"
 else bad "pkcs11-tool --keygen DES3/DES" "$(cat "$WORK/pin.out")"; fi
 finish

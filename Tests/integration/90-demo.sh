@@ -28,10 +28,11 @@ leaks=0
 for name in DEMO_USER_PIN DEMO_SO_PIN DEMO_P12_PASSWORD SHARED; do
   value=${!name}
   [ -n "$value" ] || continue
-  if grep -qF -- "$value" "$dir/execve.trace"; then
-    leaks=$((leaks + 1)); bad "no $name in any argv" "$(grep -cF -- "$value" "$dir/execve.trace") execve lines carry it"
+  # The value goes to grep as a pattern file on a pipe, not as an argument.
+  if grep -qF -f <(printf '%s\n' "$value") "$dir/execve.trace"; then
+    leaks=$((leaks + 1)); bad "no $name in any argv" "$(grep -cF -f <(printf '%s\n' "$value") "$dir/execve.trace") execve lines carry it"
   fi
-  if grep -qF -- "$value" "$dir/demo.out"; then
+  if grep -qF -f <(printf '%s\n' "$value") "$dir/demo.out"; then
     leaks=$((leaks + 1)); bad "no $name in the demo's output"
   fi
 done

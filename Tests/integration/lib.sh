@@ -47,3 +47,21 @@ new_home() {
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 FIXTURES=$(cd "$HERE/../Fixtures/testdata" && pwd)
+
+# softhsm_init_token MODULE LABEL SO_PIN_VAR USER_PIN_VAR: a SoftHSM2 token on
+# the free slot, with both PINs read by pkcs11-tool from the named environment
+# variables (`env:VAR`). Not softhsm2-util --init-token: it takes PINs only on
+# its command line, which every local user reads in `ps`.
+softhsm_init_token() {
+  local module=$1 label=$2 so=$3 user=$4 slot
+  slot=$(softhsm2-util --show-slots | awk '/^Slot [0-9]+/ {s = $2} /Initialized:[[:space:]]+no/ && s != "" {print s; exit}')
+  [ -n "$slot" ] || { echo "softhsm_init_token: no free SoftHSM2 slot" >&2; return 1; }
+  pkcs11-tool --module "$module" --slot "$slot" --init-token --label "$label" --so-pin "env:$so" >/dev/null &&
+    pkcs11-tool --module "$module" --token-label "$label" --login --login-type so --so-pin "env:$so" \
+      --init-pin --new-pin "env:$user" >/dev/null
+}
+
+# pin_pipe VAR: the value of VAR on a pipe, for programs that read a PIN from a
+# file (libp11's pin-source=file:..., NSS's -f): use as `3< <(pin_pipe PIN)` and
+# name /dev/fd/3. The value is never in an argv nor on disk.
+pin_pipe() { printf '%s' "${!1}"; }

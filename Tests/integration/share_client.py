@@ -2,10 +2,12 @@
 """A small client of the keyshare password service for 20-share.sh.
 
 fetch SOCK            one well-formed request; prints the reply's state
-fanout SOCK N PW      N concurrent clients, a mix of good, malformed, oversized,
-                      partial and silent ones; checks every good one got PW
+fanout SOCK N         N concurrent clients, a mix of good, malformed, oversized,
+                      partial and silent ones; checks every good one got the
+                      password in $KEYSHARE_SHARE_PASSWORD (the environment, not
+                      argv: `ps` shows every argument to every local user)
 """
-import json, socket, sys, threading
+import json, os, socket, sys, threading
 
 REQ = b'{"v":1,"service":"red.hound.KeySharingPassword-v1.0.0","call":"fetchPassword"}\n'
 
@@ -42,7 +44,10 @@ def main():
         reply = json.loads(talk(path, REQ))
         print(reply["state"], reply.get("error", ""))
         return
-    n, expected = int(sys.argv[3]), sys.argv[4]
+    n = int(sys.argv[3])
+    expected = os.environ.get("KEYSHARE_SHARE_PASSWORD")
+    if not expected:
+        sys.exit("share_client.py: set KEYSHARE_SHARE_PASSWORD to the password the service should answer")
     kinds = ["good", "malformed", "oversized", "partial", "silent"]
     results, lock = {"good": 0, "good_ok": 0, "bad_handled": 0, "bad": 0}, threading.Lock()
 

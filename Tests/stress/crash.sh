@@ -16,7 +16,10 @@ source "$ROOT/Tests/integration/lib.sh"
 new_home
 WORK=$(mktemp -d /tmp/keyshare-crash.XXXXXX)
 trap 'rm -rf "$WORK" "$KEYSHARE_HOME"' EXIT
-export PIN=1234-user SOPIN=9876-so P12PASS=keyshare-test PIN_A=1234-user PIN_B=5678-user
+# Secrets reach programs through the environment, never argv (`ps` shows every
+# argument to every local user): pkcs11-tool --pin env:VAR, stress.c reads
+# KEYSHARE_TEST_PIN. PIN holds the PIN in force, NEWPIN the one a change sets.
+export PIN=1234-user SOPIN=9876-so P12PASS=keyshare-test PIN_A=1234-user PIN_B=5678-user NEWPIN=
 ID="$FIXTURES/identities"
 P=(pkcs11-tool --module "$MODULE")
 DB="$KEYSHARE_HOME/keychain.db"
@@ -41,9 +44,9 @@ verify() {
   : >"$WORK/ops-crash.log"
   for l in "${!STATE[@]}"; do echo "${STATE[$l]} $l" >>"$WORK/ops-crash.log"; done
   # Pairs, objects and signing with the current PIN; after a killed change, exactly one PIN works.
-  if ! out=$("$WORK/stress" pairs "$MODULE" crash "$PIN" "$WORK" 2>&1); then
+  if ! out=$(KEYSHARE_TEST_PIN=$PIN "$WORK/stress" pairs "$MODULE" crash "$WORK" 2>&1); then
     if [ "$op" = pin ] && [ "$outcome" = killed ] && grep -q "C_Login -> 0xa0" <<<"$out" \
-       && out=$("$WORK/stress" pairs "$MODULE" crash "$NEWPIN" "$WORK" 2>&1); then
+       && out=$(KEYSHARE_TEST_PIN=$NEWPIN "$WORK/stress" pairs "$MODULE" crash "$WORK" 2>&1); then
       PIN=$NEWPIN
     else note "pairs/objects/PIN: $out"; fi
   fi
@@ -65,15 +68,15 @@ for ((i = 1; i <= KILLS; i++)); do
     import) n=${IDS[RANDOM % ${#IDS[@]}]}; target=$n
       if [ "${IMPORTED[$n]:-0}" = 1 ]; then op=delete; cmd=("$KS" delete "${LABEL[$n]}" --token crash --pin-source env:PIN)
       else cmd=("$KS" import "$ID/$n.modern.p12" --token crash --pin-source env:PIN --password-source env:P12PASS); fi ;;
-    create) target="crash-$i"; cmd=("$WORK/stress" op "$MODULE" crash "$PIN" create "$target") ;;
-    destroy|set) target=${live[RANDOM % ${#live[@]}]}; cmd=("$WORK/stress" op "$MODULE" crash "$PIN" "$op" "$target") ;;
+    create) target="crash-$i"; cmd=("$WORK/stress" op "$MODULE" crash create "$target") ;;
+    destroy|set) target=${live[RANDOM % ${#live[@]}]}; cmd=("$WORK/stress" op "$MODULE" crash "$op" "$target") ;;
     pin) [ "$PIN" = "$PIN_A" ] && NEWPIN=$PIN_B || NEWPIN=$PIN_A
-      cmd=("${P[@]}" --token-label crash --change-pin --pin "$PIN" --new-pin "$NEWPIN") ;;
-    init) cmd=("${P[@]}" --slot 1 --init-token --label "ci-$i" --so-pin "$SOPIN") ;;
+      cmd=("${P[@]}" --token-label crash --change-pin --pin env:PIN --new-pin env:NEWPIN) ;;
+    init) cmd=("${P[@]}" --slot 1 --init-token --label "ci-$i" --so-pin env:SOPIN) ;;
   esac
   # The kill instant: uniform over the last measured duration of this operation.
   t0=$(date +%s%N)
-  "${cmd[@]}" >"$WORK/op.out" 2>&1 &
+  KEYSHARE_TEST_PIN=$PIN "${cmd[@]}" >"$WORK/op.out" 2>&1 &
   pid=$!
   sleep "$(printf '0.%03d' $((RANDOM % (${DUR[$op]:-150} + 1))))"
   if kill -KILL "$pid" 2>/dev/null; then wait "$pid" 2>/dev/null; rc=137; else wait "$pid"; rc=$?; fi

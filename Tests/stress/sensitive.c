@@ -3,13 +3,16 @@
  * through the module's C entry points. A mechanism the module reports as
  * unsupported (C_GetMechanismInfo) or refuses counts as a closed path; the
  * output says which paths were closed how, so gaps are visible.
- * Usage: sensitive MODULE PIN [lock]   Output: "ok - ..." / "FAIL - ..." lines.
+ * Usage: KEYSHARE_TEST_PIN=PIN sensitive MODULE [lock]   Output: "ok - ..." / "FAIL - ..." lines.
+ * The user PIN comes from the environment, never argv (`ps` shows every
+ * argument to every local user).
  * With "lock", only sets CKA_EXTRACTABLE false on every private key (then
  * `keyshare export` must refuse them).
  */
 #include <dlfcn.h>
 #include <openssl/aes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "pkcs11_shim.h"
 
@@ -76,7 +79,11 @@ static int contains(const unsigned char *hay, CK_ULONG n, const unsigned char *n
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) return 2;
+    const char *pin = getenv("KEYSHARE_TEST_PIN");
+    if (argc < 2 || !pin) {
+        fprintf(stderr, "usage: KEYSHARE_TEST_PIN=PIN sensitive MODULE [lock]\n");
+        return 2;
+    }
     void *h = dlopen(argv[1], RTLD_NOW);
     CK_C_GetFunctionList gfl = h ? (CK_C_GetFunctionList)dlsym(h, "C_GetFunctionList") : NULL;
     if (!gfl || gfl(&f) != CKR_OK || f->C_Initialize(NULL) != CKR_OK) { printf("FAIL - load\n0 passed, 1 failed\n"); return 1; }
@@ -84,8 +91,8 @@ int main(int argc, char **argv) {
     f->C_GetSlotList(CK_TRUE, slots, &n);
     slot = slots[0];
     f->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s);
-    CHECK("login", f->C_Login(s, CKU_USER, (CK_UTF8CHAR_PTR)argv[2], strlen(argv[2])) == CKR_OK);
-    if (argc > 3 && !strcmp(argv[3], "lock")) {
+    CHECK("login", f->C_Login(s, CKU_USER, (CK_UTF8CHAR_PTR)pin, strlen(pin)) == CKR_OK);
+    if (argc > 2 && !strcmp(argv[2], "lock")) {
         CK_OBJECT_CLASS c = CKO_PRIVATE_KEY; CK_ATTRIBUTE q1[] = {{CKA_CLASS, &c, sizeof c}};
         CK_OBJECT_HANDLE ks[8]; CK_ULONG m = 0; int all = 1;
         f->C_FindObjectsInit(s, q1, 1); f->C_FindObjects(s, ks, 8, &m); f->C_FindObjectsFinal(s);

@@ -7,13 +7,16 @@
  * records what it created ("C label"), changed ("S label") and destroyed
  * ("D label") in LOGDIR, so `check` mode can prove nothing was lost or revived.
  *
- * Usage: stress run   MODULE TOKEN PIN NPROC NTHREADS OPS LOGDIR
- *        stress check MODULE TOKEN PIN LOGDIR      (also signs with every key)
- *        stress op MODULE TOKEN PIN create|destroy|set LABEL   (one write, for the crash harness)
- *        stress pairs MODULE TOKEN PIN [LOGDIR]  (every private key has its certificate and public
+ * Usage: stress run   MODULE TOKEN NPROC NTHREADS OPS LOGDIR
+ *        stress check MODULE TOKEN LOGDIR      (also signs with every key)
+ *        stress op MODULE TOKEN create|destroy|set LABEL   (one write, for the crash harness)
+ *        stress pairs MODULE TOKEN [LOGDIR]  (every private key has its certificate and public
  *                                         key; with LOGDIR also the check above)
  *        stress store DBFILE   (integrity_check ok, no token without its wrapped keys; libsqlite3,
  *                               dlopened so the host needs no headers and starts in milliseconds)
+ * The user PIN is read from the environment, KEYSHARE_TEST_PIN (run, check,
+ * op, pairs), never from argv: every local user reads every process's
+ * command line (`ps`).
  * Exit status: the number of unexpected errors (capped at 100), 0 = pass.
  */
 #include <dlfcn.h>
@@ -296,16 +299,18 @@ static int store_check(const char *path) {
 }
 
 int main(int argc, char **argv) {
-    if (argc >= 7 && !strcmp(argv[1], "op")) { pin = argv[4]; return one_op(argv[2], argv[3], argv[5], argv[6]); }
     if (argc >= 3 && !strcmp(argv[1], "store")) return store_check(argv[2]);
-    if (argc >= 5 && !strcmp(argv[1], "pairs")) {
-        pin = argv[4]; int r = pairs(argv[2], argv[3]);
-        if (r || argc < 6) return r;
-        logdir = argv[5]; return check(argv[2], argv[3]);
+    pin = getenv("KEYSHARE_TEST_PIN");
+    if (!pin) { fprintf(stderr, "stress: set KEYSHARE_TEST_PIN to the token's user PIN\n"); return 100; }
+    if (argc >= 6 && !strcmp(argv[1], "op")) return one_op(argv[2], argv[3], argv[4], argv[5]);
+    if (argc >= 4 && !strcmp(argv[1], "pairs")) {
+        int r = pairs(argv[2], argv[3]);
+        if (r || argc < 5) return r;
+        logdir = argv[4]; return check(argv[2], argv[3]);
     }
-    if (argc >= 6 && !strcmp(argv[1], "check")) { pin = argv[4]; logdir = argv[5]; return check(argv[2], argv[3]); }
-    if (argc < 9 || strcmp(argv[1], "run")) { fprintf(stderr, "usage: see the header of stress.c\n"); return 100; }
-    pin = argv[4]; int nproc = atoi(argv[5]), nthreads = atoi(argv[6]); ops = atoi(argv[7]); logdir = argv[8];
+    if (argc >= 5 && !strcmp(argv[1], "check")) { logdir = argv[4]; return check(argv[2], argv[3]); }
+    if (argc < 8 || strcmp(argv[1], "run")) { fprintf(stderr, "usage: see the header of stress.c\n"); return 100; }
+    int nproc = atoi(argv[4]), nthreads = atoi(argv[5]); ops = atoi(argv[6]); logdir = argv[7];
     keep_going = getenv("STRESS_IN_PROCESS") != NULL;
     if (nproc == 1 && keep_going) return run_process(argv[2], argv[3], 0, nthreads);  /* TSan run */
     int total = 0;

@@ -18,6 +18,7 @@ new_home
 WORK=$(mktemp -d /tmp/keyshare-stress.XXXXXX)
 trap 'rm -rf "$WORK" "$KEYSHARE_HOME"' EXIT
 export PIN=1234-user SOPIN=9876-so P12PASS=keyshare-test
+export KEYSHARE_TEST_PIN=$PIN   # stress.c reads the PIN here, never from argv
 ID="$FIXTURES/identities"
 CC=${CC:-cc}
 
@@ -42,7 +43,7 @@ cli_loop() {
 start=$(date +%s)
 cli_loop &
 cli=$!
-"$WORK/stress" run "$MODULE" stress "$PIN" "$NPROC" "$NTHREADS" "$OPS" "$WORK" 2>"$WORK/stress.err"
+"$WORK/stress" run "$MODULE" stress "$NPROC" "$NTHREADS" "$OPS" "$WORK" 2>"$WORK/stress.err"
 rc=$?
 wait $cli
 secs=$(($(date +%s) - start))
@@ -56,7 +57,7 @@ if grep -v "(expected)" "$WORK/stress.err" "$WORK/cli.log" | grep -qiE "busy|dat
   bad "no SQLITE_BUSY / CKR_GENERAL_ERROR anywhere" "$(grep -v '(expected)' "$WORK/stress.err" "$WORK/cli.log" | grep -iE 'busy|locked|0x5$|general')"
 else ok "no SQLITE_BUSY / CKR_GENERAL_ERROR anywhere"; fi
 writes=$(cat "$WORK"/ops-*.log | wc -l)
-if out=$("$WORK/stress" check "$MODULE" stress "$PIN" "$WORK" 2>&1) && grep -q "^check: " <<<"$out"; then
+if out=$("$WORK/stress" check "$MODULE" stress "$WORK" 2>&1) && grep -q "^check: " <<<"$out"; then
   ok "after $writes logged writes: $(grep '^check: ' <<<"$out" | cut -c8-)"
 else bad "created objects present, destroyed gone, every key signs" "$out"; fi
 check_out "PRAGMA integrity_check" "^ok$" python3 -c \

@@ -17,6 +17,7 @@ new_home
 WORK=$(mktemp -d /tmp/keyshare-tsan.XXXXXX)
 trap 'rm -rf "$WORK" "$KEYSHARE_HOME"' EXIT
 export PIN=1234-user SOPIN=9876-so P12PASS=keyshare-test
+export KEYSHARE_TEST_PIN=$PIN   # stress.c reads the PIN here, never from argv
 SWIFTLIB=/opt/swift/usr/lib/swift/linux
 check "compile TSan host" /opt/swift/usr/bin/clang -g -O1 -fsanitize=thread -rdynamic -I "$ROOT/pkcs11/types" \
   -o "$WORK/stress" "$ROOT/Tests/stress/stress.c" -ldl -lpthread -L$SWIFTLIB -ldispatch -lBlocksRuntime -Wl,-rpath,$SWIFTLIB
@@ -25,7 +26,7 @@ check "compile TSan host" /opt/swift/usr/bin/clang -g -O1 -fsanitize=thread -rdy
   --pin-source env:PIN --password-source env:P12PASS >/dev/null
 start=$(date +%s)
 STRESS_IN_PROCESS=1 TSAN_OPTIONS="halt_on_error=0 suppressions=$ROOT/Tests/stress/tsan.supp" \
-  nice -n 19 "$WORK/stress" run "$MODULE" stress "$PIN" 1 "$NTHREADS" "$OPS" "$WORK" >"$WORK/tsan.log" 2>&1
+  nice -n 19 "$WORK/stress" run "$MODULE" stress 1 "$NTHREADS" "$OPS" "$WORK" >"$WORK/tsan.log" 2>&1
 reports=$(grep -c "WARNING: ThreadSanitizer" "$WORK/tsan.log")
 calls=$(grep -c . "$WORK"/ops-*.log | awk -F: '{s += $2} END {print s}')
 [ "$reports" -eq 0 ] && ok "TSan: $NTHREADS threads x $OPS ops + login/logout thread, $(($(date +%s) - start))s: 0 reports" \

@@ -248,6 +248,55 @@ typedef CK_FUNCTION_LIST_3_0_PTR *CK_FUNCTION_LIST_3_0_PTR_PTR;
 
 #endif /* CK_INTERFACE_DEFINED */
 
+/* ---- 3.0 asymmetric additions (Montgomery keys, EdDSA and RSA-AES wrap
+ *      parameters); PKCS #11 3.0 pkcs11t.h ------------------------------- */
+#ifndef CKK_EC_MONTGOMERY
+#define CKK_EC_MONTGOMERY (0x41UL)
+#endif
+#ifndef CKM_EC_MONTGOMERY_KEY_PAIR_GEN
+#define CKM_EC_MONTGOMERY_KEY_PAIR_GEN (0x1056UL)
+#endif
+#ifndef CK_EDDSA_PARAMS_DEFINED
+#define CK_EDDSA_PARAMS_DEFINED 1
+typedef struct CK_EDDSA_PARAMS {
+    CK_BBOOL phFlag;
+    CK_ULONG ulContextDataLen;
+    CK_BYTE_PTR pContextData;
+} CK_EDDSA_PARAMS;
+typedef CK_EDDSA_PARAMS *CK_EDDSA_PARAMS_PTR;
+#endif
+/* SHA-3 signatures and MGF1 (PKCS #11 3.0 pkcs11t.h). */
+#ifndef CKM_SHA3_256_RSA_PKCS
+#define CKM_SHA3_256_RSA_PKCS (0x60UL)
+#define CKM_SHA3_384_RSA_PKCS (0x61UL)
+#define CKM_SHA3_512_RSA_PKCS (0x62UL)
+#define CKM_SHA3_256_RSA_PKCS_PSS (0x63UL)
+#define CKM_SHA3_384_RSA_PKCS_PSS (0x64UL)
+#define CKM_SHA3_512_RSA_PKCS_PSS (0x65UL)
+#define CKM_SHA3_224_RSA_PKCS (0x66UL)
+#define CKM_SHA3_224_RSA_PKCS_PSS (0x67UL)
+#endif
+#ifndef CKM_ECDSA_SHA3_224
+#define CKM_ECDSA_SHA3_224 (0x1047UL)
+#define CKM_ECDSA_SHA3_256 (0x1048UL)
+#define CKM_ECDSA_SHA3_384 (0x1049UL)
+#define CKM_ECDSA_SHA3_512 (0x104aUL)
+#endif
+#ifndef CKG_MGF1_SHA3_224
+#define CKG_MGF1_SHA3_224 (0x6UL)
+#define CKG_MGF1_SHA3_256 (0x7UL)
+#define CKG_MGF1_SHA3_384 (0x8UL)
+#define CKG_MGF1_SHA3_512 (0x9UL)
+#endif
+#ifndef CK_RSA_AES_KEY_WRAP_PARAMS_DEFINED
+#define CK_RSA_AES_KEY_WRAP_PARAMS_DEFINED 1
+typedef struct CK_RSA_AES_KEY_WRAP_PARAMS {
+    CK_ULONG ulAESKeyBits;
+    CK_RSA_PKCS_OAEP_PARAMS_PTR pOAEPParams;
+} CK_RSA_AES_KEY_WRAP_PARAMS;
+typedef CK_RSA_AES_KEY_WRAP_PARAMS *CK_RSA_AES_KEY_WRAP_PARAMS_PTR;
+#endif
+
 /* ---- cast macros Swift cannot import ---------------------------------- */
 static const CK_ULONG KS_CK_UNAVAILABLE_INFORMATION = CK_UNAVAILABLE_INFORMATION;
 static const CK_ULONG KS_CK_EFFECTIVELY_INFINITE = CK_EFFECTIVELY_INFINITE;
@@ -261,5 +310,8 @@ static const CK_ULONG KS_CKA_UNWRAP_TEMPLATE = CKA_UNWRAP_TEMPLATE;
 static const CK_ULONG KS_CKA_DERIVE_TEMPLATE = CKA_DERIVE_TEMPLATE;
 static const CK_ULONG KS_CKA_ALLOWED_MECHANISMS = CKA_ALLOWED_MECHANISMS;
 static const CK_ULONG KS_CKA_UNIQUE_ID = CKA_UNIQUE_ID;
+
+/* Digest, MAC and key-derivation declarations (SHA-3, HKDF, SP 800-108, PBKDF2). */
+#include "pkcs11_kdf.h"
 
 #endif /* KEYSHARE_PKCS11_SHIM_H */

@@ -6,11 +6,14 @@
  *   slotevent MODULE finalize              a thread blocks in C_WaitForSlotEvent, main calls
  *                                          C_Finalize after 300 ms: prints "woken MS rv=0x.."
  *   slotevent MODULE uniqueid UID          how many objects, over all slots, have CKA_UNIQUE_ID UID
- *   slotevent MODULE session LABEL GOFILE [PIN KEYLABEL]
- *                                          opens a session on token LABEL (and with PIN starts a
- *                                          CKM_SHA256_RSA_PKCS signature with KEYLABEL), prints
+ *   slotevent MODULE session LABEL GOFILE [KEYLABEL]
+ *                                          opens a session on token LABEL (and with KEYLABEL logs
+ *                                          in with the PIN in $KEYSHARE_TEST_PIN and starts a
+ *                                          CKM_SHA256_RSA_PKCS signature with that key), prints
  *                                          "ready", waits for GOFILE, then prints the return values
  *                                          of C_GetSessionInfo, C_FindObjectsInit and C_Sign.
+ * The PIN comes from the environment, never argv: every local user can read
+ * every process's command line (`ps`).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -114,11 +117,16 @@ int main(int argc, char **argv) {
             printf("no session\n");
             return 1;
         }
-        int signing = argc >= 7;
+        int signing = argc >= 6;
         if (signing) {
-            rv = f->C_Login(s, CKU_USER, (CK_UTF8CHAR_PTR)argv[5], strlen(argv[5]));
+            const char *pin = getenv("KEYSHARE_TEST_PIN");
+            if (!pin) {
+                fprintf(stderr, "slotevent: set KEYSHARE_TEST_PIN to the token's user PIN\n");
+                return 2;
+            }
+            rv = f->C_Login(s, CKU_USER, (CK_UTF8CHAR_PTR)pin, strlen(pin));
             CK_OBJECT_CLASS cls = CKO_PRIVATE_KEY;
-            CK_ATTRIBUTE tmpl[] = { { CKA_CLASS, &cls, sizeof cls }, { CKA_LABEL, argv[6], strlen(argv[6]) } };
+            CK_ATTRIBUTE tmpl[] = { { CKA_CLASS, &cls, sizeof cls }, { CKA_LABEL, argv[5], strlen(argv[5]) } };
             CK_OBJECT_HANDLE key;
             CK_ULONG n = 0;
             f->C_FindObjectsInit(s, tmpl, 2);

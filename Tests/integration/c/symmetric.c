@@ -276,6 +276,15 @@ static void published(CK_SESSION_HANDLE s) {
     CHECK("CKM_AES_CMAC_GENERAL with 4 bytes: the first 4 of example 2",
           f->C_SignInit(s, &cmacg, aes) == CKR_OK && f->C_Sign(s, pt, 16, mac4, &ml) == CKR_OK && ml == 4 &&
           !memcmp(mac4, "\x07\x0a\x16\xb4", 4));
+    /* A running CMAC survives C_GetOperationState / C_SetOperationState (example 4 in two halves). */
+    unsigned char state[128], mac[16], want4[16];
+    CK_ULONG sn = sizeof state, ml4 = sizeof mac;
+    unhex(macs[3], want4);
+    CHECK("C_GetOperationState / C_SetOperationState carry a running CKM_AES_CMAC over (RFC 4493 example 4)",
+          f->C_SignInit(s, &cmac, aes) == CKR_OK && f->C_SignUpdate(s, pt, 30) == CKR_OK &&
+          f->C_GetOperationState(s, state, &sn) == CKR_OK && f->C_SignInit(s, NULL, 0) == CKR_OK &&
+          f->C_SetOperationState(s, state, sn, 0, aes) == CKR_OK && f->C_SignUpdate(s, pt + 30, 34) == CKR_OK &&
+          f->C_SignFinal(s, mac, &ml4) == CKR_OK && ml4 == 16 && !memcmp(mac, want4, 16));
 
     unhex("0123456789ABCDEF23456789ABCDEF01456789ABCDEF0123", k3);
     CK_OBJECT_HANDLE tdes = secret(s, CKK_DES3, k3, 24);
@@ -742,6 +751,17 @@ static void message_api(CK_SESSION_HANDLE s) {
           !memcmp(buf, pt, 64));
     CHECK("C_MessageDecryptFinal ends the process", f->C_MessageDecryptFinal(s) == CKR_OK &&
           f->C_MessageDecryptFinal(s) == CKR_OPERATION_NOT_INITIALIZED);
+    /* C_SessionCancel with CKF_MESSAGE_ENCRYPT / _DECRYPT ends a process (and a message in it). */
+    f->C_MessageEncryptInit(s, &gm, key);
+    f->C_MessageDecryptInit(s, &gm, key);
+    f->C_EncryptMessageBegin(s, &dp, sizeof dp, NULL, 0);
+    unsigned char st[128];
+    CK_ULONG stn = sizeof st;
+    CHECK("C_GetOperationState with a message process active: CKR_STATE_UNSAVEABLE",
+          f->C_GetOperationState(s, st, &stn) == CKR_STATE_UNSAVEABLE);
+    CHECK("C_SessionCancel(CKF_MESSAGE_ENCRYPT) ends the encrypting process and its message, not the decrypting one",
+          f->C_SessionCancel(s, CKF_MESSAGE_ENCRYPT) == CKR_OK && f->C_MessageEncryptFinal(s) == CKR_OPERATION_NOT_INITIALIZED &&
+          f->C_SessionCancel(s, CKF_MESSAGE_DECRYPT) == CKR_OK && f->C_MessageDecryptFinal(s) == CKR_OPERATION_NOT_INITIALIZED);
     /* Message signing stays unsupported, after the session check. */
     CHECK("C_MessageSignInit / C_MessageVerifyInit: CKR_FUNCTION_NOT_SUPPORTED",
           f->C_MessageSignInit(s, &gm, key) == CKR_FUNCTION_NOT_SUPPORTED &&

@@ -12,6 +12,26 @@
 
 #include "../../types/pkcs11_shim.h"
 
+/* Fork safety (Sources/PKCS11Module/Support.swift), registered with
+ * pthread_atfork by fork_handlers.c when the library is loaded. */
+void ks_fork_prepare(void);
+void ks_fork_parent(void);
+void ks_fork_child(void);
+
+/* The getters the tables point at (hidden by the version script). */
+CK_RV ks_get_function_list(CK_FUNCTION_LIST_PTR_PTR ppFunctionList);
+CK_RV ks_get_interface_list(CK_INTERFACE_PTR pInterfacesList, CK_ULONG_PTR pulCount);
+CK_RV ks_get_interface(CK_UTF8CHAR_PTR pInterfaceName, CK_VERSION_PTR pVersion,
+                       CK_INTERFACE_PTR_PTR ppInterface, CK_FLAGS flags);
+
+/* The in-process 3.0 table (the agent serves calls with it). */
+const CK_FUNCTION_LIST_3_0 *ks_function_list_3_0(void);
+
+/* Agent mode (agent_client.c): KEYSHARE_AGENT=1 and not KEYSHARE_IN_PROCESS=1. */
+int ks_agent_mode(void);
+const CK_FUNCTION_LIST *kc_function_list_2_40(void);
+const CK_FUNCTION_LIST_3_0 *kc_function_list_3_0(void);
+
 /* General purpose */
 CK_RV ks_C_Initialize(CK_VOID_PTR pInitArgs);
 CK_RV ks_C_Finalize(CK_VOID_PTR pReserved);

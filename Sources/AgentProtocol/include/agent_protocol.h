@@ -1,0 +1,157 @@
+/*
+ * The keyshare agent protocol (docs/agent.md): the module's PKCS #11 calls
+ * marshalled at the C ABI level, the way p11-kit's RPC does it, so the agent
+ * rebuilds the exact C arguments and calls the same function table the
+ * in-process module uses. Every semantic (output-buffer convention, NULL
+ * versus empty, per-attribute results) is then the module's own.
+ *
+ * Frame: u32 little-endian length (<= KSA_MAX_FRAME) + payload.
+ * Hello (client -> agent): u32 magic, u16 version, u16 flags, 16-byte token
+ *   (all zero: a new client), then for a new client: I home, I access groups.
+ * Hello reply: u32 magic, u16 version, u16 status (0 ok), 16-byte token.
+ * Call: u32 call id, u32 function id, arguments by the function's signature.
+ * Reply: u32 call id, u64 rv, u8 outputs present, outputs by the signature.
+ *
+ * Signature characters (one per C argument the agent rebuilds):
+ *   u CK_ULONG value           I input bytes (ptr,len)     O output bytes (ptr,*len)
+ *   R output bytes, fixed len  L CK_ULONG out pointer      A ULONG list out (ptr,*count)
+ *   F FindObjects out (ptr,max,*count)                     T template in (ptr,count)
+ *   G GetAttributeValue template (ptr,count)               M CK_MECHANISM pointer
+ *   P opaque pointer: only NULL-ness crosses               i s t e m: CK_INFO, CK_SLOT_INFO,
+ *   CK_TOKEN_INFO, CK_SESSION_INFO, CK_MECHANISM_INFO out pointers.
+ */
+#ifndef KEYSHARE_AGENT_PROTOCOL_H
+#define KEYSHARE_AGENT_PROTOCOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "../../../pkcs11/types/pkcs11_shim.h"
+
+#define KSA_MAGIC 0x3141534bu /* "KSA1" little-endian */
+#define KSA_VERSION 1
+#define KSA_MAX_FRAME (16u << 20)
+/* The largest single buffer the agent allocates for an output (a bigger
+ * capacity is served with this much: the frame could not carry more). */
+#define KSA_MAX_OUTPUT (KSA_MAX_FRAME - 4096u)
+#define KSA_TOKEN_LEN 16
+#define KSA_MAX_ARGS 8
+
+enum ksa_function {
+    KSA_FN_Initialize = 1, KSA_FN_Finalize, KSA_FN_GetInfo, KSA_FN_GetSlotList, KSA_FN_GetSlotInfo,
+    KSA_FN_GetTokenInfo, KSA_FN_GetMechanismList, KSA_FN_GetMechanismInfo, KSA_FN_InitToken, KSA_FN_InitPIN,
+    KSA_FN_SetPIN, KSA_FN_OpenSession, KSA_FN_CloseSession, KSA_FN_CloseAllSessions, KSA_FN_GetSessionInfo,
+    KSA_FN_GetOperationState, KSA_FN_SetOperationState, KSA_FN_Login, KSA_FN_Logout, KSA_FN_CreateObject,
+    KSA_FN_CopyObject, KSA_FN_DestroyObject, KSA_FN_GetObjectSize, KSA_FN_GetAttributeValue,
+    KSA_FN_SetAttributeValue, KSA_FN_FindObjectsInit, KSA_FN_FindObjects, KSA_FN_FindObjectsFinal,
+    KSA_FN_EncryptInit, KSA_FN_Encrypt, KSA_FN_EncryptUpdate, KSA_FN_EncryptFinal, KSA_FN_DecryptInit,
+    KSA_FN_Decrypt, KSA_FN_DecryptUpdate, KSA_FN_DecryptFinal, KSA_FN_DigestInit, KSA_FN_Digest,
+    KSA_FN_DigestUpdate, KSA_FN_DigestKey, KSA_FN_DigestFinal, KSA_FN_SignInit, KSA_FN_Sign, KSA_FN_SignUpdate,
+    KSA_FN_SignFinal, KSA_FN_SignRecoverInit, KSA_FN_SignRecover, KSA_FN_VerifyInit, KSA_FN_Verify,
+    KSA_FN_VerifyUpdate, KSA_FN_VerifyFinal, KSA_FN_VerifyRecoverInit, KSA_FN_VerifyRecover,
+    KSA_FN_DigestEncryptUpdate, KSA_FN_DecryptDigestUpdate, KSA_FN_SignEncryptUpdate,
+    KSA_FN_DecryptVerifyUpdate, KSA_FN_GenerateKey, KSA_FN_GenerateKeyPair, KSA_FN_WrapKey, KSA_FN_UnwrapKey,
+    KSA_FN_DeriveKey, KSA_FN_SeedRandom, KSA_FN_GenerateRandom, KSA_FN_GetFunctionStatus,
+    KSA_FN_CancelFunction, KSA_FN_WaitForSlotEvent,
+    /* 3.0 */
+    KSA_FN_LoginUser, KSA_FN_SessionCancel, KSA_FN_MessageEncryptInit, KSA_FN_EncryptMessage,
+    KSA_FN_EncryptMessageBegin, KSA_FN_EncryptMessageNext, KSA_FN_MessageEncryptFinal,
+    KSA_FN_MessageDecryptInit, KSA_FN_DecryptMessage, KSA_FN_DecryptMessageBegin, KSA_FN_DecryptMessageNext,
+    KSA_FN_MessageDecryptFinal, KSA_FN_MessageSignInit, KSA_FN_SignMessage, KSA_FN_SignMessageBegin,
+    KSA_FN_SignMessageNext, KSA_FN_MessageSignFinal, KSA_FN_MessageVerifyInit, KSA_FN_VerifyMessage,
+    KSA_FN_VerifyMessageBegin, KSA_FN_VerifyMessageNext, KSA_FN_MessageVerifyFinal,
+    KSA_FN_COUNT
+};
+
+/* The signature of a function id, or NULL for an unknown id. */
+const char *ksa_signature(uint32_t fn);
+
+/* One C argument. Which fields mean what depends on the signature char. */
+typedef struct {
+    CK_ULONG ul;      /* u: the value; F: the maximum count; R: the length */
+    void *ptr;        /* I O R A F T G M P and the structs: the pointer */
+    CK_ULONG len;     /* I: the length; T G: the attribute count */
+    CK_ULONG *plen;   /* O: *len; A F: *count; L: the out value */
+    CK_ULONG cap;     /* client side: the capacity when the request was made */
+} ksa_arg;
+
+/* A growing output buffer; `failed` latches an allocation or bound failure. */
+typedef struct {
+    uint8_t *data;
+    size_t len, cap;
+    int failed;
+} ksa_buf;
+
+/* A reader over received bytes; `failed` latches truncation. */
+typedef struct {
+    const uint8_t *p;
+    size_t left;
+    int failed;
+} ksa_rd;
+
+void ksa_buf_init(ksa_buf *b);
+void ksa_buf_reset(ksa_buf *b);   /* zeroes what was written (PINs pass through) */
+void ksa_buf_free(ksa_buf *b);    /* zeroes, then frees */
+void ksa_put_u8(ksa_buf *b, uint8_t v);
+void ksa_put_u16(ksa_buf *b, uint16_t v);
+void ksa_put_u32(ksa_buf *b, uint32_t v);
+void ksa_put_u64(ksa_buf *b, uint64_t v);
+void ksa_put_raw(ksa_buf *b, const void *p, size_t n);
+uint8_t ksa_get_u8(ksa_rd *r);
+uint16_t ksa_get_u16(ksa_rd *r);
+uint32_t ksa_get_u32(ksa_rd *r);
+uint64_t ksa_get_u64(ksa_rd *r);
+const uint8_t *ksa_get_raw(ksa_rd *r, size_t n);
+
+/* Server-side allocations for one call, freed (zeroed) together. */
+typedef struct ksa_arena {
+    struct ksa_block *head;
+    size_t total;
+} ksa_arena;
+void *ksa_arena_alloc(ksa_arena *a, size_t n);   /* zeroed; NULL past the budget */
+void ksa_arena_free(ksa_arena *a);
+
+/* Client: encodes the arguments of `fn` after the call header. Returns CKR_OK
+ * or the CK_RV the call must fail with before anything is sent
+ * (CKR_MECHANISM_PARAM_INVALID for a parameter that cannot be marshalled,
+ * CKR_ARGUMENTS_BAD for inputs past the frame bound). */
+CK_RV ksa_encode_request(uint32_t fn, ksa_arg *args, ksa_buf *out);
+
+/* Client: applies a reply's outputs to the caller's arguments. Returns the
+ * call's rv, or CKR_DEVICE_ERROR for a malformed reply. */
+CK_RV ksa_apply_reply(uint32_t fn, ksa_arg *args, ksa_rd *in);
+
+/* Agent: decodes a call's arguments into agent memory. 0 on success, -1 malformed. */
+int ksa_decode_request(uint32_t fn, ksa_rd *in, ksa_arg *args, ksa_arena *arena);
+
+/* Agent: encodes rv and the outputs after the call. */
+void ksa_encode_reply(uint32_t fn, ksa_arg *args, CK_RV rv, ksa_buf *out);
+
+/* Agent: serves one call frame (u32 call id, u32 fn, args) with `f`, the
+ * in-process function table, writing the whole reply payload to `out`. A
+ * malformed call gets CKR_ARGUMENTS_BAD without outputs (and a -1 return
+ * so the agent can log it); an unknown function CKR_FUNCTION_NOT_SUPPORTED. */
+int ksa_serve(const CK_FUNCTION_LIST_3_0 *f, const uint8_t *req, size_t len, ksa_buf *out);
+
+/* The mechanisms whose parameter is pointer-free and may cross as raw bytes. */
+int ksa_mechanism_param_is_raw(CK_MECHANISM_TYPE type);
+
+/* ---- where the agent listens (paths.c) ---- */
+
+/* The agent's directory: $KEYSHARE_AGENT_SOCKET's directory, else
+ * $XDG_RUNTIME_DIR/keyshare, else /tmp/keyshare-agent-UID. 0 or -1 (too long). */
+int ksa_agent_dir(char *dir, size_t n);
+/* The socket path: $KEYSHARE_AGENT_SOCKET, else DIR/agent.sock. */
+int ksa_socket_path(char *path, size_t n);
+/* Creates the directory 0700 if missing and checks it: a directory (not a
+ * link) owned by this uid with no group or other access. 0, or -1 with errno
+ * (EPERM for a wrong owner or mode). */
+int ksa_prepare_dir(const char *dir, int create);
+
+/* ---- frames (frame.c) ---- */
+
+/* Writes u32 length + payload, all of it (EINTR retried). 0 or -1. */
+int ksa_write_frame(int fd, const uint8_t *p, size_t n);
+/* Reads one frame into b (reset first). 0, or -1 (EOF, error, oversize). */
+int ksa_read_frame(int fd, ksa_buf *b);
+
+#endif

@@ -1,0 +1,270 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import AgentProtocol
+import CLinux
+import CPKCS11
+import CPKCS11ABI
+import KeySharing
+import Keychain
+import KeyshareCrypto
+import PKCS11
+
+/// `keyshare agent` (docs/agent.md): the one process per user that holds the
+/// store, the logins, the unlocked keys and the card modules. Each client
+/// process of the module (libkeyshare-pkcs11.so in agent mode) is one
+/// `AgentClient` here with its own PKCS #11 `Module`, so logins and handles
+/// stay per application as the spec requires; the calls run through the
+/// same entry points the in-process module uses (ksa_serve).
+public final class Agent: @unchecked Sendable {
+    public struct Options: Sendable {
+        /// Exit after this many seconds with no client connected (0: never).
+        public var idleTimeout: Double
+        /// Report readiness on this descriptor ('1' listening, '0' another agent runs).
+        public var readyFD: Int32?
+        public init(idleTimeout: Double = 600, readyFD: Int32? = nil) {
+            self.idleTimeout = idleTimeout
+            self.readyFD = readyFD
+        }
+    }
+
+    let options: Options
+    let lock = Lock()
+    private var clients: [[UInt8]: AgentClient] = [:]
+    private var connections = 0
+    private var lastActivity = Agent.monotonic()
+    private(set) var socketPath = ""
+    private var listenFD: Int32 = -1
+    private var activated = false
+
+    public init(options: Options) { self.options = options }
+
+    static func string(_ c: [CChar]) -> String {
+        String(decoding: c.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    static func monotonic() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+
+    /// Hardens the process, takes the agent lock, listens and serves until idle.
+    /// Returns the exit status.
+    public func run() -> Int32 {
+        harden()
+        var dirBuf = [CChar](repeating: 0, count: 512)
+        var pathBuf = [CChar](repeating: 0, count: 128)
+        guard ksa_agent_dir(&dirBuf, dirBuf.count) == 0, ksa_socket_path(&pathBuf, pathBuf.count) == 0 else {
+            AgentLog.line("the agent's socket path is too long")
+            return 1
+        }
+        let dir = Self.string(dirBuf)
+        socketPath = Self.string(pathBuf)
+        guard ksa_prepare_dir(dir, 1) == 0 else {
+            AgentLog.line("refusing \(dir): \(String(cString: strerror(errno))) (it must be a directory owned by uid \(getuid()) with mode 0700)")
+            return 1
+        }
+        // Exactly one agent: the lock is held for the agent's life; a loser exits 0.
+        let lockFD = open(dir + "/agent.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard lockFD >= 0 else {
+            AgentLog.line("cannot open \(dir)/agent.lock: \(String(cString: strerror(errno)))")
+            return 1
+        }
+        guard flock(lockFD, LOCK_EX | LOCK_NB) == 0 else {
+            AgentLog.line("another agent is running for \(dir); exiting")
+            ready("0")
+            return 0
+        }
+        if let fd = systemdSocket() {
+            listenFD = fd
+            activated = true
+        } else {
+            unlink(socketPath)
+            listenFD = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            var addr = sockaddr_un()
+            addr.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+                let bytes = Array(socketPath.utf8)
+                raw.copyBytes(from: bytes.prefix(raw.count - 1))
+            }
+            let old = umask(0o177)
+            let bound = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listenFD, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            umask(old)
+            guard listenFD >= 0, bound == 0, listen(listenFD, 128) == 0 else {
+                AgentLog.line("cannot listen on \(socketPath): \(String(cString: strerror(errno)))")
+                return 1
+            }
+        }
+        writePID(dir + "/agent.pid")
+        AgentLog.line("listening on \(socketPath) (pid \(getpid()), idle timeout \(options.idleTimeout)s\(activated ? ", socket-activated" : ""))")
+        ready("1")
+        serve()
+        if !activated { unlink(socketPath) }
+        unlink(dir + "/agent.pid")
+        AgentLog.line("idle for \(options.idleTimeout)s with no client: exiting")
+        return 0
+    }
+
+    /// Non-dumpable (no core, no same-uid ptrace or /proc/PID/mem), no core
+    /// file, and every page locked when RLIMIT_MEMLOCK allows it.
+    private func harden() {
+        var none = rlimit(rlim_cur: 0, rlim_max: 0)
+        setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &none)
+        if keyshare_set_dumpable(0) != 0 {
+            AgentLog.line("warning: cannot make the agent non-dumpable")
+        }
+        // mlockall only when the limit is large enough for the whole process:
+        // with MCL_FUTURE, allocations past the limit would fail later.
+        var lim = rlimit()
+        getrlimit(__rlimit_resource_t(8) /* RLIMIT_MEMLOCK */, &lim)
+        if lim.rlim_cur == rlim_t.max || lim.rlim_cur >= 1 << 30 {
+            if mlockall(MCL_CURRENT | MCL_FUTURE) == 0 {
+                AgentLog.line("all agent memory is locked (mlockall)")
+            } else {
+                AgentLog.line("mlockall failed: \(String(cString: strerror(errno))); memory is not locked")
+            }
+        } else {
+            AgentLog.line("RLIMIT_MEMLOCK is \(lim.rlim_cur) bytes: memory is not locked (docs/agent.md)")
+        }
+    }
+
+    private func ready(_ c: String) {
+        guard let fd = options.readyFD else { return }
+        _ = c.withCString { write(fd, $0, 1) }
+        close(fd)
+    }
+
+    /// LISTEN_FDS from systemd (one socket, fd 3), for this very process.
+    private func systemdSocket() -> Int32? {
+        guard let fds = getenv("LISTEN_FDS").map({ String(cString: $0) }), fds == "1",
+              let pid = getenv("LISTEN_PID").map({ String(cString: $0) }), pid_t(pid) == getpid() else { return nil }
+        unsetenv("LISTEN_FDS")
+        unsetenv("LISTEN_PID")
+        _ = fcntl(3, F_SETFD, FD_CLOEXEC)
+        return 3
+    }
+
+    private func writePID(_ path: String) {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { return }
+        let s = "\(getpid())\n"
+        _ = s.withCString { write(fd, $0, strlen($0)) }
+        close(fd)
+    }
+
+    private func serve() {
+        while true {
+            var p = pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0)
+            let n = poll(&p, 1, 500)
+            if n > 0 {
+                let fd = keyshare_accept_cloexec(listenFD)
+                if fd >= 0 { startConnection(fd) }
+                continue
+            }
+            if options.idleTimeout > 0 {
+                let idle = lock.withLock { connections == 0 && Agent.monotonic() - lastActivity >= options.idleTimeout }
+                if idle { return }
+            }
+        }
+    }
+
+    private func startConnection(_ fd: Int32) {
+        lock.withLock {
+            connections += 1
+            lastActivity = Agent.monotonic()
+        }
+        let box = Unmanaged.passRetained(ConnectionBox(agent: self, fd: fd)).toOpaque()
+        var thread = pthread_t()
+        var attr = pthread_attr_t()
+        pthread_attr_init(&attr)
+        pthread_attr_setdetachstate(&attr, Int32(PTHREAD_CREATE_DETACHED))
+        let rc = pthread_create(&thread, &attr, { raw in
+            let box = Unmanaged<ConnectionBox>.fromOpaque(raw!).takeRetainedValue()
+            AgentConnection(agent: box.agent, fd: box.fd).run()
+            return nil
+        }, box)
+        pthread_attr_destroy(&attr)
+        if rc != 0 {
+            Unmanaged<ConnectionBox>.fromOpaque(box).release()
+            close(fd)
+            connectionEnded()
+        }
+    }
+
+    func connectionEnded() {
+        lock.withLock {
+            connections -= 1
+            lastActivity = Agent.monotonic()
+        }
+    }
+
+    // MARK: clients
+
+    func register(_ client: AgentClient) {
+        lock.withLock { clients[client.token] = client }
+    }
+
+    /// Another connection of a known client: only from the same process.
+    func attach(token: [UInt8], pid: pid_t) -> AgentClient? {
+        lock.withLock {
+            guard let c = clients[token], c.pid == pid else { return nil }
+            c.connections += 1
+            return c
+        }
+    }
+
+    /// A connection of `client` closed; the last one ends the client: its
+    /// sessions and logins are dropped as at C_Finalize.
+    func detach(_ client: AgentClient) {
+        let last = lock.withLock { () -> Bool in
+            client.connections -= 1
+            guard client.connections == 0 else { return false }
+            clients[client.token] = nil
+            return true
+        }
+        if last {
+            if client.module.isInitialized { try? client.module.finalize() }
+            AgentLog.line("client pid \(client.pid) (\(client.exe)) gone")
+        }
+    }
+}
+
+private final class ConnectionBox: @unchecked Sendable {
+    let agent: Agent
+    let fd: Int32
+    init(agent: Agent, fd: Int32) {
+        self.agent = agent
+        self.fd = fd
+    }
+}
+
+/// One client process: its own PKCS #11 module state (logins, sessions, handles).
+final class AgentClient: @unchecked Sendable {
+    let token: [UInt8]
+    let pid: pid_t
+    let exe: String
+    let module: Module
+    /// Guarded by Agent.lock.
+    var connections = 1
+
+    init(token: [UInt8], pid: pid_t, exe: String, module: Module) {
+        self.token = token
+        self.pid = pid
+        self.exe = exe
+        self.module = module
+    }
+}
+
+/// The agent's log: one line per decision on stderr (the journal under
+/// systemd, DIR/agent.log when auto-started). Never a PIN, key or value.
+enum AgentLog {
+    static func line(_ s: String) {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        let text = "keyshare-agent[\(getpid())] \(ts.tv_sec): \(s)\n"
+        _ = text.withCString { write(2, $0, strlen($0)) }
+    }
+}

@@ -1,0 +1,167 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import AgentProtocol
+import CLinux
+import CPKCS11
+import CPKCS11ABI
+import KeySharing
+import Keychain
+import KeyshareCrypto
+import PKCS11
+
+/// One accepted connection: the peer check, the hello, then calls until EOF.
+struct AgentConnection {
+    let agent: Agent
+    let fd: Int32
+
+    func run() {
+        defer {
+            close(fd)
+            agent.connectionEnded()
+        }
+        var pid: pid_t = 0
+        var uid: uid_t = 0
+        // Another uid is refused before a byte is read (the directory's mode
+        // already keeps other users out; this holds even if it were opened).
+        guard keyshare_peer_cred(fd, &pid, &uid) == 0 else {
+            AgentLog.line("refused a connection: no peer credentials")
+            return
+        }
+        guard uid == getuid() else {
+            AgentLog.line("refused pid \(pid): uid \(uid) is not the agent's uid \(getuid())")
+            return
+        }
+        var buf = ksa_buf()
+        ksa_buf_init(&buf)
+        defer { ksa_buf_free(&buf) }
+        guard ksa_read_frame(fd, &buf) == 0 else { return }
+        guard let client = hello(&buf, pid: pid) else { return }
+        defer { agent.detach(client) }
+        serveCalls(client, &buf)
+    }
+
+    /// Decodes the hello, makes or finds the client, replies. Nil: refused (replied or dropped).
+    private func hello(_ buf: inout ksa_buf, pid: pid_t) -> AgentClient? {
+        var r = ksa_rd(p: buf.data, left: buf.len, failed: 0)
+        let magic = ksa_get_u32(&r)
+        let version = ksa_get_u16(&r)
+        _ = ksa_get_u16(&r)
+        guard let tokenPtr = ksa_get_raw(&r, Int(KSA_TOKEN_LEN)), r.failed == 0, magic == KSA_MAGIC else {
+            AgentLog.line("refused pid \(pid): not a keyshare agent hello")
+            return nil
+        }
+        let token = Array(UnsafeBufferPointer(start: tokenPtr, count: Int(KSA_TOKEN_LEN)))
+        guard version == KSA_VERSION else {
+            AgentLog.line("refused pid \(pid): protocol version \(version), this agent speaks \(KSA_VERSION)")
+            reply(status: 1, token: token)
+            return nil
+        }
+        if token.contains(where: { $0 != 0 }) {
+            guard let c = agent.attach(token: token, pid: pid) else {
+                AgentLog.line("refused pid \(pid): unknown client token")
+                reply(status: 2, token: token)
+                return nil
+            }
+            reply(status: 0, token: token)
+            return c
+        }
+        var fields: [String?] = []
+        for _ in 0..<4 {
+            let present = ksa_get_u8(&r)
+            let n = Int(ksa_get_u32(&r))
+            guard r.failed == 0, n <= 4096, let p = ksa_get_raw(&r, n) else {
+                AgentLog.line("refused pid \(pid): malformed hello")
+                return nil
+            }
+            fields.append(present == 1 ? String(decoding: UnsafeBufferPointer(start: p, count: n), as: UTF8.self) : nil)
+        }
+        // Who connected, judged race-free (KeySharing.CallerCheck: the
+        // connecting process still holds this socket close-on-exec, so it has
+        // not exec'd since connect).
+        var check = CallerCheck()
+        let exe: String
+        switch check.verify(connection: fd, pid: pid) {
+        case .success(let e): exe = e
+        case .failure(let refusal):
+            AgentLog.line("refused pid \(pid): \(refusal.reason)")
+            reply(status: 3, token: token)
+            return nil
+        }
+        let home = Self.storeHome(keyshareHome: fields[0], xdgDataHome: fields[1], home: fields[2])
+        let groups = Self.accessGroups(fields[3])
+        var newToken = [UInt8](repeating: 0, count: Int(KSA_TOKEN_LEN))
+        do { newToken = try SecureRandom.bytes(Int(KSA_TOKEN_LEN)) } catch {
+            reply(status: 4, token: token)
+            return nil
+        }
+        // Handles start at a random base per client, so a handle from a
+        // previous agent (or client) names nothing here.
+        let base = CK_ULONG(UInt32.random(in: 1..<2048)) << 20 | 1
+        let client = AgentClient(token: newToken, pid: pid, exe: exe,
+                                 module: Module(home: home, accessGroups: groups, handleBase: base))
+        agent.register(client)
+        AgentLog.line("client pid \(pid) exe \(exe): allowed (store \(home ?? "default"), groups \(Self.describe(groups)))")
+        reply(status: 0, token: newToken)
+        return client
+    }
+
+    private func reply(status: UInt16, token: [UInt8]) {
+        var b = ksa_buf()
+        ksa_buf_init(&b)
+        defer { ksa_buf_free(&b) }
+        ksa_put_u32(&b, KSA_MAGIC)
+        ksa_put_u16(&b, UInt16(KSA_VERSION))
+        ksa_put_u16(&b, status)
+        token.withUnsafeBytes { ksa_put_raw(&b, $0.baseAddress, $0.count) }
+        _ = ksa_write_frame(fd, b.data, b.len)
+    }
+
+    private func serveCalls(_ client: AgentClient, _ buf: inout ksa_buf) {
+        var out = ksa_buf()
+        ksa_buf_init(&out)
+        defer { ksa_buf_free(&out) }
+        let table = ks_function_list_3_0()
+        while ksa_read_frame(fd, &buf) == 0 {
+            ksa_buf_reset(&out)
+            let status = Module.withCurrent(client.module) { ksa_serve(table, buf.data, buf.len, &out) }
+            // The request may hold a PIN: wiped before the next read.
+            ksa_buf_reset(&buf)
+            if status != 0 { AgentLog.line("pid \(client.pid): malformed call refused") }
+            guard out.failed == 0, ksa_write_frame(fd, out.data, out.len) == 0 else { return }
+        }
+    }
+
+    /// The client's store, by the rule of Keychain's StoreLocation applied to the client's environment.
+    static func storeHome(keyshareHome: String?, xdgDataHome: String?, home: String?) -> String? {
+        if let h = keyshareHome, !h.isEmpty { return h }
+        if let x = xdgDataHome, !x.isEmpty { return x + "/keyshare" }
+        if let h = home, !h.isEmpty { return h + "/.local/share/keyshare" }
+        return nil
+    }
+
+    /// KEYSHARE_ACCESS_GROUPS narrows what the client sees; it cannot widen
+    /// what the policy gives (today: every group, docs/agent.md).
+    static func accessGroups(_ raw: String?) -> AccessGroupChoice {
+        guard let raw else { return .all }
+        let groups = raw.split(separator: ",").map { String($0).trimmingCharacters() }.filter { !$0.isEmpty }
+        guard let first = groups.first else { return .all }
+        return .groups(Set(groups), newItems: first)
+    }
+
+    static func describe(_ g: AccessGroupChoice) -> String {
+        switch g {
+        case .all, .process: return "all"
+        case .groups(let s, _): return s.sorted().joined(separator: ",")
+        }
+    }
+}
+
+extension String {
+    fileprivate func trimmingCharacters() -> String {
+        var s = Substring(self)
+        while s.first == " " { s = s.dropFirst() }
+        while s.last == " " { s = s.dropLast() }
+        return String(s)
+    }
+}

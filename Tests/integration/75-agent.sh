@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# The keyshare agent (issue 16, docs/agent.md): the module as a client of a
+# per-user agent that holds the keys. Checks: 8 concurrent first users start
+# exactly one agent; a logged-in signing host's core holds none of the private
+# key's bytes (and the in-process mode's does: the control); the agent is
+# non-dumpable for another process of the same non-root uid; another uid is
+# refused; kill -9 of the agent: the call in flight gets CKR_DEVICE_REMOVED,
+# old sessions CKR_SESSION_HANDLE_INVALID, a new session works.
+set -u
+KS=${1:?keyshare binary}
+MODULE=${2:?module path}
+source "$(dirname "$0")/lib.sh"
+new_home
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=$(mktemp -d /tmp/keyshare-agent.XXXXXX)
+chmod 0711 "$WORK"
+export XDG_RUNTIME_DIR=$WORK/run
+mkdir -m 0700 "$XDG_RUNTIME_DIR"
+export KEYSHARE_AGENT=1 KEYSHARE_AGENT_IDLE_TIMEOUT=60 KEYSHARE_AGENT_PROGRAM=$KS
+export PIN=1234-user SOPIN=9876-so P12PASS=keyshare-test KEYSHARE_TEST_PIN=1234-user
+pids=()
+agent_pid() { cat "$XDG_RUNTIME_DIR/keyshare/agent.pid" 2>/dev/null; }
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  p=$(agent_pid); [ -n "$p" ] && kill "$p" 2>/dev/null
+  [ -n "${NOBODY_AGENT:-}" ] && kill "$NOBODY_AGENT" 2>/dev/null
+  wait 2>/dev/null
+  rm -rf "$WORK" "$KEYSHARE_HOME"
+}
+trap cleanup EXIT
+ID="$FIXTURES/identities"
+
+check "token create" "$KS" token create --label agent --pin-source env:PIN --so-pin-source env:SOPIN
+check "import an RSA identity" "$KS" import "$ID/device-ds-ke.modern.p12" --pin-source env:PIN --password-source env:P12PASS
+check "compile the signing host" cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -o "$WORK/agenthost" \
+  "$ROOT/Tests/integration/c/agenthost.c" -ldl
+
+# --- 8 concurrent first users, exactly one agent -------------------------------
+for i in $(seq 8); do pkcs11-tool --module "$MODULE" -L >"$WORK/l$i" 2>&1 & pids+=($!); done
+okc=0; for p in "${pids[@]}"; do wait "$p" && okc=$((okc + 1)); done; pids=()
+[ "$okc" = 8 ] && ok "8 concurrent first users all list the token" || bad "8 concurrent first users" "$(cat "$WORK"/l*)"
+n=$(grep -c "listening on" "$XDG_RUNTIME_DIR/keyshare/agent.log")
+running=$(pgrep -c -f -- "^$KS agent" || true)
+[ "$n" = 1 ] && [ "$running" = 1 ] && ok "exactly one agent started (log: $n listening, $running running)" \
+  || bad "exactly one agent started" "listening lines: $n, processes: $running"
+AGENT=$(agent_pid)
+[ -S "$XDG_RUNTIME_DIR/keyshare/agent.sock" ] && [ "$(stat -c %a "$XDG_RUNTIME_DIR/keyshare")" = 700 ] \
+  && ok "socket in \$XDG_RUNTIME_DIR/keyshare (0700)" || bad "socket directory"
+
+# --- the private key is not in a signing host's core ------------------------------
+# The RSA prime p, from the PKCS#12 (OpenSSL's text dump); searched as a
+# 24-byte window in both byte orders (DER is big-endian, BIGNUM limbs little-endian).
+NEEDLE=$(openssl pkcs12 -in "$ID/device-ds-ke.modern.p12" -nocerts -nodes -passin env:P12PASS 2>/dev/null |
+  openssl rsa -noout -text 2>/dev/null | awk '/^prime1:/{f=1;next} /^prime2:/{f=0} f' | tr -d ' :\n' | sed 's/^00//')
+[ ${#NEEDLE} -ge 128 ] && ok "the key's prime read for the search" || bad "the key's prime read for the search"
+core_has_key() {  # MODE-ENV...: runs the host, gcore's it, searches the core
+  local out="$WORK/core.$1"; shift
+  coproc HOST { exec env "$@" "$WORK/agenthost" "$MODULE"; }
+  local hp=$HOST_PID; pids+=("$hp")
+  read -r -t 20 line <&"${HOST[0]}"
+  [ "${line%% *}" = ready ] || { echo "host: $line"; return 2; }
+  gcore -o "$out" "$hp" >/dev/null 2>&1
+  exec {HOST[1]}>&-; wait "$hp" 2>/dev/null
+  [ -s "$out.$hp" ] && grep -q agenthost "$out.$hp" || { echo "no core of the host"; return 3; }
+  python3 - "$out.$hp" "$NEEDLE" <<'PY'
+import sys
+core = open(sys.argv[1], 'rb').read()
+p = bytes.fromhex(sys.argv[2])
+windows = [p[16:40], p[::-1][16:40]]
+sys.exit(0 if any(w in core for w in windows) else 1)
+PY
+}
+core_has_key agent KEYSHARE_AGENT=1; rc=$?
+[ "$rc" = 1 ] && ok "gcore of a logged-in signing host (agent mode) holds none of the key's bytes" \
+  || bad "signing host core (agent mode)" "search status $rc (0: key found)"
+core_has_key inproc KEYSHARE_IN_PROCESS=1; rc=$?
+[ "$rc" = 0 ] && ok "control: the in-process mode's core does hold the key (the search can fail)" \
+  || bad "control: in-process core holds the key" "search status $rc"
+rm -f "$WORK"/core.*
+
+# --- another uid is refused ---------------------------------------------------------
+U=65534
+chmod 0711 "$XDG_RUNTIME_DIR" "$XDG_RUNTIME_DIR/keyshare"; chmod 0666 "$XDG_RUNTIME_DIR/keyshare/agent.sock"
+out=$(setpriv --reuid $U --regid $U --clear-groups /usr/bin/python3 - "$XDG_RUNTIME_DIR/keyshare/agent.sock" <<'PY'
+import socket, struct, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+hello = struct.pack('<IHH', 0x3141534b, 1, 0) + bytes(16) + b'\0\0\0\0\0' * 4
+try:
+    # The agent may close before the hello is even sent: that is a refusal too.
+    s.sendall(struct.pack('<I', len(hello)) + hello)
+    print('reply' if s.recv(64) else 'closed')
+except (ConnectionResetError, BrokenPipeError):
+    print('closed')
+PY
+)
+chmod 0700 "$XDG_RUNTIME_DIR" "$XDG_RUNTIME_DIR/keyshare"; chmod 0600 "$XDG_RUNTIME_DIR/keyshare/agent.sock"
+[ "$out" = closed ] && grep -q "uid $U is not the agent's uid" "$XDG_RUNTIME_DIR/keyshare/agent.log" \
+  && ok "a client of another uid is refused (SO_PEERCRED), even with the directory opened" \
+  || bad "another uid is refused" "client saw: $out"
+
+# --- the agent of a non-root user is non-dumpable for that user's other processes ----
+mkdir -m 0700 "$WORK/nobody"; chown $U:$U "$WORK/nobody"; install -m 0755 "$KS" "$WORK/keyshare"
+(exec setpriv --reuid $U --regid $U --clear-groups env -i HOME="$WORK/nobody" XDG_RUNTIME_DIR="$WORK/nobody" \
+  "$WORK/keyshare" agent --idle-timeout 30 2>/dev/null) &
+NOBODY_AGENT=$!
+for _ in $(seq 50); do [ -S "$WORK/nobody/keyshare/agent.sock" ] && break; sleep 0.1; done
+out=$(setpriv --reuid $U --regid $U --clear-groups gcore -o "$WORK/nobody/core" "$NOBODY_AGENT" 2>&1)
+[ ! -e "$WORK/nobody/core.$NOBODY_AGENT" ] && ok "gcore of the agent by another process of its uid fails" \
+  || bad "gcore of the agent fails" "$out"
+setpriv --reuid $U --regid $U --clear-groups dd if="/proc/$NOBODY_AGENT/mem" bs=1 count=1 skip=4194304 of=/dev/null 2>/dev/null \
+  && bad "/proc/PID/mem of the agent is unreadable for its uid" || ok "/proc/PID/mem of the agent is unreadable for its uid"
+kill "$NOBODY_AGENT" 2>/dev/null; wait "$NOBODY_AGENT" 2>/dev/null; NOBODY_AGENT=
+
+# --- kill -9 of the agent under a logged-in client --------------------------------------
+coproc HOST { exec "$WORK/agenthost" "$MODULE"; }
+hp=$HOST_PID; pids+=("$hp")
+read -r -t 20 line <&"${HOST[0]}"
+[ "${line%% *}" = ready ] && ok "a host signs through the agent" || bad "a host signs through the agent" "$line"
+kill -9 "$(agent_pid)"; sleep 0.2
+echo sign >&"${HOST[1]}"; read -r -t 20 r1 <&"${HOST[0]}"
+echo sign >&"${HOST[1]}"; read -r -t 20 r2 <&"${HOST[0]}"
+echo renew >&"${HOST[1]}"; read -r -t 20 r3 <&"${HOST[0]}"
+exec {HOST[1]}>&-; wait "$hp" 2>/dev/null
+[ "$r1" = 0x32 ] && ok "agent killed: the call in flight gets CKR_DEVICE_REMOVED" || bad "CKR_DEVICE_REMOVED after kill -9" "got $r1"
+[ "$r2" = 0xb3 ] && ok "then the old session is CKR_SESSION_HANDLE_INVALID at the new agent" || bad "old session invalid" "got $r2"
+[ "$r3" = 0x0 ] && ok "a new session logs in and signs (the agent was restarted on demand)" || bad "new session after restart" "got $r3"
+[ "$(agent_pid)" != "$AGENT" ] && [ -n "$(agent_pid)" ] && ok "a new agent runs" || bad "a new agent runs"
+check "the store passes integrity_check after the kill" sh -c "sqlite3 '$KEYSHARE_HOME/keychain.db' 'PRAGMA integrity_check' | grep -qx ok"
+finish

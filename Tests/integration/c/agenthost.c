@@ -1,0 +1,67 @@
+/*
+ * A signing host for 75-agent.sh: loads the module, logs in (PIN from
+ * $KEYSHARE_TEST_PIN), signs with the first RSA private key, prints "ready"
+ * and then, for each line on stdin:
+ *   "sign"  signs on the same session and prints the CK_RV in hex
+ *   "renew" opens a new session, logs in, signs, prints the CK_RV
+ * EOF ends it. Used for the core-dump check (gcore while it holds a logged-in
+ * session) and the agent-restart check (kill -9 of the agent in between).
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "pkcs11_shim.h"
+
+static CK_FUNCTION_LIST_PTR f;
+static CK_SESSION_HANDLE s;
+
+static CK_RV session_and_sign(int fresh) {
+    CK_RV rv;
+    if (fresh) {
+        CK_SLOT_ID slots[8];
+        CK_ULONG n = 8;
+        if ((rv = f->C_GetSlotList(CK_TRUE, slots, &n)) != CKR_OK) return rv;
+        if (n == 0) return CKR_TOKEN_NOT_PRESENT;
+        if ((rv = f->C_OpenSession(slots[0], CKF_SERIAL_SESSION, NULL, NULL, &s)) != CKR_OK) return rv;
+        const char *pin = getenv("KEYSHARE_TEST_PIN");
+        rv = f->C_Login(s, CKU_USER, (CK_UTF8CHAR_PTR)pin, strlen(pin));
+        if (rv != CKR_OK && rv != CKR_USER_ALREADY_LOGGED_IN) return rv;
+    }
+    CK_OBJECT_CLASS cls = CKO_PRIVATE_KEY;
+    CK_KEY_TYPE kt = CKK_RSA;
+    CK_ATTRIBUTE t[] = {{CKA_CLASS, &cls, sizeof cls}, {CKA_KEY_TYPE, &kt, sizeof kt}};
+    CK_OBJECT_HANDLE key;
+    CK_ULONG found = 0;
+    if ((rv = f->C_FindObjectsInit(s, t, 2)) != CKR_OK) return rv;
+    rv = f->C_FindObjects(s, &key, 1, &found);
+    f->C_FindObjectsFinal(s);
+    if (rv != CKR_OK) return rv;
+    if (found != 1) return CKR_KEY_HANDLE_INVALID;
+    CK_MECHANISM m = {CKM_SHA256_RSA_PKCS, NULL, 0};
+    if ((rv = f->C_SignInit(s, &m, key)) != CKR_OK) return rv;
+    CK_BYTE data[] = "agent host", sig[1024];
+    CK_ULONG sl = sizeof sig;
+    return f->C_Sign(s, data, sizeof data - 1, sig, &sl);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return 2;
+    void *h = dlopen(argv[1], RTLD_NOW);
+    if (!h) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
+    CK_C_GetFunctionList gfl = (CK_C_GetFunctionList)dlsym(h, "C_GetFunctionList");
+    if (!gfl || gfl(&f) != CKR_OK) return 1;
+    CK_RV rv = f->C_Initialize(NULL);
+    if (rv != CKR_OK) { printf("init 0x%lx\n", rv); return 1; }
+    rv = session_and_sign(1);
+    printf("%s 0x%lx\n", rv == CKR_OK ? "ready" : "error", rv);
+    fflush(stdout);
+    char line[64];
+    while (fgets(line, sizeof line, stdin)) {
+        rv = session_and_sign(strncmp(line, "renew", 5) == 0);
+        printf("0x%lx\n", rv);
+        fflush(stdout);
+    }
+    f->C_Finalize(NULL);
+    return 0;
+}
