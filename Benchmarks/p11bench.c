@@ -48,10 +48,13 @@
 #include <openssl/kdf.h>
 #include <openssl/pem.h>
 #include <openssl/pkcs12.h>
+#include <openssl/rand.h>
 #include <openssl/rsa.h>
 #include <openssl/x509.h>
 
 #include <p11-kit/pkcs11.h>
+/* PKCS #11 3.0 (the message API for the symmetric rows) on top of p11-kit's 2.40 header. */
+#include "../pkcs11/types/pkcs11_shim.h"
 #include <sqlite3.h>
 
 #ifndef CKK_EC_EDWARDS
@@ -672,6 +675,177 @@ static void crypto_rows(void) {
     }
 }
 
+/* --------------------------------------------- symmetric throughput */
+
+/* 16 KiB messages, three ways each: the module's best API for the job
+ * against what a careful EVP user does, and the classic per-message
+ * C_EncryptInit + C_Encrypt against a new EVP context per message.
+ *   message  GCM / ChaCha20-Poly1305: one C_MessageEncryptInit, then
+ *            C_EncryptMessage per message; raw: one keyed EVP context,
+ *            a new IV per message (EVP_EncryptInit_ex2 with the IV only)
+ *   stream   CTR: one C_EncryptInit, C_EncryptUpdate per 16 KiB part;
+ *            raw: EVP_EncryptUpdate per part on one context
+ *   single   C_EncryptInit + C_Encrypt per message; raw: a new EVP
+ *            context, init, update, final (+ tag) per message
+ * Keys are session objects of the same value in every module. */
+enum { S_GCM, S_CTR, S_CHACHA, NSYM };
+enum { ST_MESSAGE, ST_STREAM, ST_SINGLE };
+#define SYM_MSG 16384
+static const char *symname[NSYM] = {"AES-256-GCM", "AES-256-CTR", "ChaCha20-Poly1305"};
+static CK_OBJECT_HANDLE symh[NCOL][NSYM];
+static char symerr[NCOL][NSYM][48];
+static unsigned char symkey[32], symiv[16], symin[SYM_MSG], symout[SYM_MSG + 64], symtag[16];
+static EVP_CIPHER *symcipher[NSYM];
+static EVP_CIPHER_CTX *symctx;       /* raw: the long-lived context of the message and stream rows */
+static CK_FUNCTION_LIST_3_0 *sym30;  /* the module's 3.0 list (message rows) */
+
+static CK_MECHANISM sym_mech(int kind, CK_GCM_PARAMS *g, CK_AES_CTR_PARAMS *c, CK_SALSA20_CHACHA20_POLY1305_PARAMS *h) {
+    *g = (CK_GCM_PARAMS){symiv, 12, 96, NULL, 0, 128};
+    c->ulCounterBits = 128;
+    memcpy(c->cb, symiv, 16);
+    *h = (CK_SALSA20_CHACHA20_POLY1305_PARAMS){symiv, 12, NULL, 0};
+    return kind == S_GCM ? (CK_MECHANISM){CKM_AES_GCM, g, sizeof *g}
+         : kind == S_CTR ? (CK_MECHANISM){CKM_AES_CTR, c, sizeof *c}
+                         : (CK_MECHANISM){CKM_CHACHA20_POLY1305, h, sizeof *h};
+}
+
+static int raw_single(work_t *w) {
+    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+    int a = 0, b = 0, ok = c && EVP_EncryptInit_ex2(c, symcipher[w->kind], symkey, symiv, NULL) == 1 &&
+                           EVP_EncryptUpdate(c, symout, &a, symin, SYM_MSG) == 1 &&
+                           EVP_EncryptFinal_ex(c, symout + a, &b) == 1;
+    if (ok && w->kind != S_CTR) ok = EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_AEAD_GET_TAG, 16, symout + a + b) == 1;
+    EVP_CIPHER_CTX_free(c);
+    return !ok;
+}
+
+static int raw_message(work_t *w) {
+    int a = 0, b = 0;
+    int ok = EVP_EncryptInit_ex2(symctx, NULL, NULL, symiv, NULL) == 1 &&
+             EVP_EncryptUpdate(symctx, symout, &a, symin, SYM_MSG) == 1 && EVP_EncryptFinal_ex(symctx, symout + a, &b) == 1 &&
+             EVP_CIPHER_CTX_ctrl(symctx, EVP_CTRL_AEAD_GET_TAG, 16, symtag) == 1;
+    (void)w;
+    return !ok;
+}
+
+static int raw_stream(work_t *w) {
+    int a = 0;
+    (void)w;
+    return EVP_EncryptUpdate(symctx, symout, &a, symin, SYM_MSG) != 1;
+}
+
+static int p11_single(work_t *w) {
+    CK_GCM_PARAMS g; CK_AES_CTR_PARAMS c; CK_SALSA20_CHACHA20_POLY1305_PARAMS h;
+    CK_MECHANISM m = sym_mech(w->kind, &g, &c, &h);
+    CK_RV rv = w->m->f->C_EncryptInit(w->s, &m, symh[w->col][w->kind]);
+    if (rv != CKR_OK) return w->err = rv, 1;
+    CK_ULONG len = sizeof symout;
+    rv = w->m->f->C_Encrypt(w->s, symin, SYM_MSG, symout, &len);
+    if (rv != CKR_OK) return w->err = rv, 1;
+    return 0;
+}
+
+static int p11_message(work_t *w) {
+    CK_GCM_MESSAGE_PARAMS g = {symiv, 12, 0, CKG_NO_GENERATE, symtag, 128};
+    CK_SALSA20_CHACHA20_POLY1305_MSG_PARAMS h = {symiv, 12, symtag};
+    CK_ULONG len = sizeof symout;
+    CK_RV rv = w->kind == S_GCM ? sym30->C_EncryptMessage(w->s, &g, sizeof g, NULL, 0, symin, SYM_MSG, symout, &len)
+                                : sym30->C_EncryptMessage(w->s, &h, sizeof h, NULL, 0, symin, SYM_MSG, symout, &len);
+    return rv != CKR_OK ? (w->err = rv, 1) : 0;
+}
+
+static int p11_stream(work_t *w) {
+    CK_ULONG len = sizeof symout;
+    CK_RV rv = w->m->f->C_EncryptUpdate(w->s, symin, SYM_MSG, symout, &len);
+    return rv != CKR_OK ? (w->err = rv, 1) : 0;
+}
+
+/* Sets up (start 1) or tears down (start 0) a column's long-lived state. */
+static CK_RV sym_setup(int c, int kind, int style, int start) {
+    if (c == RAW) {
+        if (start) {
+            symctx = EVP_CIPHER_CTX_new();
+            if (!symctx || EVP_EncryptInit_ex2(symctx, symcipher[kind], symkey, symiv, NULL) != 1) return CKR_FUNCTION_FAILED;
+        } else {
+            EVP_CIPHER_CTX_free(symctx);
+            symctx = NULL;
+        }
+        return CKR_OK;
+    }
+    if (style == ST_MESSAGE) {
+        if (c != SUBJ || !sym30) return CKR_FUNCTION_NOT_SUPPORTED;  /* SoftHSM2 2.6 is a 2.40 module */
+        CK_MECHANISM m = {kind == S_GCM ? CKM_AES_GCM : CKM_CHACHA20_POLY1305, NULL, 0};
+        return start ? sym30->C_MessageEncryptInit(mods[c].s, &m, symh[c][kind]) : sym30->C_MessageEncryptFinal(mods[c].s);
+    }
+    CK_GCM_PARAMS g; CK_AES_CTR_PARAMS ct; CK_SALSA20_CHACHA20_POLY1305_PARAMS h;
+    CK_MECHANISM m = sym_mech(kind, &g, &ct, &h);
+    if (start) return mods[c].f->C_EncryptInit(mods[c].s, &m, symh[c][kind]);
+    CK_ULONG len = sizeof symout;
+    return mods[c].f->C_EncryptFinal(mods[c].s, symout, &len);
+}
+
+static void sym_rows(void) {
+    snprintf(cursection, sizeof cursection, "symmetric encryption, 16 KiB messages");
+    RAND_bytes(symkey, sizeof symkey); RAND_bytes(symiv, sizeof symiv); RAND_bytes(symin, sizeof symin);
+    symcipher[S_GCM] = EVP_CIPHER_fetch(NULL, "AES-256-GCM", NULL);
+    symcipher[S_CTR] = EVP_CIPHER_fetch(NULL, "AES-256-CTR", NULL);
+    symcipher[S_CHACHA] = EVP_CIPHER_fetch(NULL, "ChaCha20-Poly1305", NULL);
+    CK_C_GetInterface gi = (CK_C_GetInterface)dlsym(mods[SUBJ].dl, "C_GetInterface");
+    CK_INTERFACE_PTR ip = NULL;
+    if (gi && gi(NULL, NULL, &ip, 0) == CKR_OK && ip && ((CK_VERSION *)ip->pFunctionList)->major >= 3)
+        sym30 = ip->pFunctionList;
+    for (int c = 1; c <= nmods; c++)
+        for (int k = 0; k < NSYM; k++) {
+            CK_OBJECT_CLASS cls = CKO_SECRET_KEY;
+            CK_KEY_TYPE kt = k == S_CHACHA ? CKK_CHACHA20 : CKK_AES;
+            CK_BBOOL yes = CK_TRUE;
+            CK_ATTRIBUTE t[] = {{CKA_CLASS, &cls, sizeof cls}, {CKA_KEY_TYPE, &kt, sizeof kt},
+                                {CKA_VALUE, symkey, 32}, {CKA_ENCRYPT, &yes, 1}};
+            CK_RV rv = mods[c].f->C_CreateObject(mods[c].s, t, 4, &symh[c][k]);
+            if (rv != CKR_OK) snprintf(symerr[c][k], sizeof symerr[c][k], "n/a (key import: %s)", rvname(rv));
+        }
+    static const struct { int kind, style; const char *how; } rowsdef[] = {
+        {S_GCM, ST_MESSAGE, "C_EncryptMessage (raw: keyed ctx, new IV)"},
+        {S_CHACHA, ST_MESSAGE, "C_EncryptMessage (raw: keyed ctx, new IV)"},
+        {S_CTR, ST_STREAM, "C_EncryptUpdate 16 KiB parts (raw: one ctx)"},
+        {S_GCM, ST_SINGLE, "C_EncryptInit+C_Encrypt (raw: new ctx)"},
+        {S_CHACHA, ST_SINGLE, "C_EncryptInit+C_Encrypt (raw: new ctx)"},
+        {S_CTR, ST_SINGLE, "C_EncryptInit+C_Encrypt (raw: new ctx)"},
+    };
+    opfn p11ops[] = {p11_message, p11_stream, p11_single}, rawops[] = {raw_message, raw_stream, raw_single};
+    for (size_t i = 0; i < sizeof rowsdef / sizeof rowsdef[0]; i++) {
+        int k = rowsdef[i].kind, st = rowsdef[i].style;
+        char name[160];
+        snprintf(name, sizeof name, "encrypt %s, %s", symname[k], rowsdef[i].how);
+        if (!wanted(name)) continue;
+        row_t *r = row("MB/s", HIGHER, "%s", name);
+        double samples[NCOL][64];
+        int ns[NCOL] = {0}, failed[NCOL] = {0};
+        for (int c = 1; c <= nmods; c++) if (symerr[c][k][0]) { note(r, c, "%s", symerr[c][k]); failed[c] = 1; }
+        if (!symcipher[k]) { note(r, RAW, "n/a (no cipher)"); failed[RAW] = 1; }
+        for (int rep = 0; rep < REPS; rep++)
+            for (int c = 0; c < nmods + 1; c++) {
+                if (failed[c]) continue;
+                work_t w = {0};
+                w.kind = k;
+                w.col = c;
+                w.m = c ? &mods[c] : NULL;
+                w.s = c ? mods[c].s : 0;
+                CK_RV rv = st == ST_SINGLE ? CKR_OK : sym_setup(c, k, st, 1);
+                if (rv != CKR_OK) {
+                    failed[c] = 1;
+                    note(r, c, rv == CKR_FUNCTION_NOT_SUPPORTED ? "n/a (no message API)" : "n/a (%s)", rvname(rv));
+                    continue;
+                }
+                double v = run_for(c ? p11ops[st] : rawops[st], &w);
+                if (st != ST_SINGLE) sym_setup(c, k, st, 0);
+                if (v < 0) { failed[c] = 1; note(r, c, "n/a (%s)", c ? rvname(w.err) : "OpenSSL error"); continue; }
+                samples[c][ns[c]++] = v * SYM_MSG / 1e6;
+            }
+        for (int c = 0; c < nmods + 1; c++) if (!failed[c]) put(r, c, samples[c], ns[c]);
+    }
+}
+
 /* --------------------------------------------------- objects and find */
 
 static void make_id(unsigned char *id, long i) {
@@ -1252,6 +1426,7 @@ int main(int argc, char **argv) {
         for (int c = 1; c <= nmods; c++) import_key(c, &mods[c], (keyid_t)k);
     }
     crypto_rows();
+    sym_rows();
     object_rows();
     keygen_rows();
     cli_import_row();

@@ -2,8 +2,15 @@ import COpenSSL
 
 /// AES key wrap: RFC 3394 (padded: false; input a multiple of 8 bytes, at
 /// least 16) and RFC 5649 (padded: true; any non-empty length).
+///
+/// `iv` is the initial value: nil for the standard one (RFC 3394 §2.2.3.1
+/// A6A6A6A6A6A6A6A6; RFC 5649 §3 the 4-byte A65959A6 before the length), or
+/// an alternative one (8 bytes for RFC 3394, 4 for RFC 5649), which unwrap
+/// must be given again (PKCS #11 CKM_AES_KEY_WRAP's optional parameter).
 public enum AESKeyWrap {
-    public static func wrap(kek: [UInt8], key: [UInt8], padded: Bool) throws -> [UInt8] {
+    public static func ivLength(padded: Bool) -> Int { padded ? 4 : 8 }
+
+    public static func wrap(kek: [UInt8], key: [UInt8], padded: Bool, iv: [UInt8]? = nil) throws -> [UInt8] {
         if padded {
             guard !key.isEmpty else { throw CryptoError(.invalidInput, "AES key wrap", reason: "nothing to wrap") }
         } else {
@@ -11,19 +18,23 @@ public enum AESKeyWrap {
                 throw CryptoError(.invalidInput, "AES key wrap", reason: "RFC 3394 needs a multiple of 8 bytes, at least 16")
             }
         }
-        return try run(kek: kek, input: key, padded: padded, encrypt: true)
+        return try run(kek: kek, input: key, padded: padded, iv: iv, encrypt: true)
     }
 
     /// An integrity failure (wrong KEK, altered data) throws .authenticationFailed.
-    public static func unwrap(kek: [UInt8], wrapped: [UInt8], padded: Bool) throws -> [UInt8] {
+    public static func unwrap(kek: [UInt8], wrapped: [UInt8], padded: Bool, iv: [UInt8]? = nil) throws -> [UInt8] {
         guard wrapped.count >= 16, wrapped.count % 8 == 0 else {
             throw CryptoError(.invalidInput, "AES key unwrap", reason: "wrapped data must be a multiple of 8 bytes, at least 16")
         }
-        return try run(kek: kek, input: wrapped, padded: padded, encrypt: false)
+        return try run(kek: kek, input: wrapped, padded: padded, iv: iv, encrypt: false)
     }
 
-    private static func run(kek: [UInt8], input: [UInt8], padded: Bool, encrypt: Bool) throws -> [UInt8] {
+    private static func run(kek: [UInt8], input: [UInt8], padded: Bool, iv: [UInt8]?, encrypt: Bool) throws -> [UInt8] {
         let op = encrypt ? "AES key wrap" : "AES key unwrap"
+        // EVP reads the cipher's IV length from the pointer: check it first.
+        if let iv, iv.count != ivLength(padded: padded) {
+            throw CryptoError(.invalidInput, op, reason: "the IV must be \(ivLength(padded: padded)) bytes")
+        }
         let cipher: OpaquePointer?
         switch (kek.count, padded) {
         case (16, false): cipher = EVP_aes_128_wrap()
@@ -39,7 +50,7 @@ public enum AESKeyWrap {
         guard let ctx = EVP_CIPHER_CTX_new() else { throw CryptoError.openssl(op) }
         defer { EVP_CIPHER_CTX_free(ctx) }
         _ = ks_EVP_CIPHER_CTX_allow_wrap(ctx)
-        guard EVP_CipherInit_ex(ctx, cipher, nil, kek, nil, encrypt ? 1 : 0) == 1 else {
+        guard EVP_CipherInit_ex(ctx, cipher, nil, kek, iv, encrypt ? 1 : 0) == 1 else {
             throw CryptoError.openssl(op)
         }
         var out = [UInt8](repeating: 0, count: input.count + 16)

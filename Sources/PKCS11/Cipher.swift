@@ -2,7 +2,8 @@ import CPKCS11
 import KeyshareCrypto
 
 // PKCS #11 §5.8–5.9 mechanisms: RSA PKCS #1 v1.5 / OAEP / raw, AES-CBC(-PAD)
-// and AES-GCM, as `CipherOperation`s. Encrypt.swift / Decrypt.swift hold the
+// and AES-GCM, as `CipherOperation`s (AES-ECB/CTR/CTS, DES, 3DES and
+// ChaCha20-Poly1305 are in SymmetricCipher.swift). Encrypt.swift / Decrypt.swift hold the
 // shared output-buffer handling; this file decides what each mechanism
 // accepts and how long its output is.
 
@@ -207,6 +208,8 @@ extension Runtime {
         case .aesGCM(let p):
             let key = try aesKey(view, encrypting: encrypting)
             return try AESGCMOperation(key: key, parameters: p, encrypting: encrypting)
+        case .aesECB, .aesCTR, .aesCTS, .des, .chacha20Poly1305:
+            return try symmetricOperation(m, view, encrypting: encrypting)  // SymmetricCipher.swift
         default:
             throw PKCS11Error.mechanismInvalid
         }

@@ -15,7 +15,95 @@ public protocol CipherOperation: Operation {
     func finish() throws -> [UInt8]
 }
 
+/// A cipher that can run a single-part call straight between the caller's
+/// buffers: no copy of the input, no intermediate output array, no copy
+/// out. For a 16 KiB AES-CTR message the three copies cost more than the
+/// cipher itself (docs/benchmarks.md). Only where nothing unverified can
+/// reach the caller's buffer: decryption of an AEAD stays on the copying
+/// path, which releases plaintext after the tag check.
+protocol DirectCipherOperation: CipherOperation {
+    /// Writes the single-part output of `input` into `output` (which holds
+    /// `outputLength(input:)` bytes) and returns its length, or nil when this
+    /// call must take the copying path.
+    func directOneShot(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int?
+}
+
+/// A stream cipher's C_EncryptUpdate / C_DecryptUpdate without copies
+/// (AES-CTR): the output of an update is exactly its input's size.
+protocol DirectUpdateOperation: CipherOperation {
+    func directUpdate(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int
+}
+
+/// What a direct single-part call produced (the C layer sets *pulLen).
+public enum DirectOutput: Sendable, Equatable {
+    case length(Int)
+    case tooSmall(Int)
+    case written(Int)
+}
+
 extension Runtime {
+    /// C_Encrypt / C_Decrypt without copies, for a `DirectCipherOperation`;
+    /// nil when the active operation is not one (or the buffers overlap
+    /// other than exactly): the caller then takes `encrypt` / `decrypt`,
+    /// with the operation untouched. The rules are `cipherOneShot`'s.
+    public func cipherDirect(_ kind: OperationKind, session h: CK_SESSION_HANDLE, input: UnsafeRawBufferPointer?,
+                             output: UnsafeMutableRawPointer?, capacity: Int?) throws -> DirectOutput? {
+        try session(h).step(kind, as: CipherOperation.self, phase: .single) { op, keep -> DirectOutput? in
+            guard let direct = op as? DirectCipherOperation else {
+                keep = true
+                return nil
+            }
+            guard let input else { throw PKCS11Error.argumentsBad }
+            let needed = op.outputLength(input: input.count)
+            switch OutputResult.decide(needed: needed, capacity: capacity) {
+            case .length(let n)?:
+                keep = true
+                return .length(n)
+            case .tooSmall(let n)?:
+                keep = true
+                return .tooSmall(n)
+            default:
+                break
+            }
+            guard let output else { throw PKCS11Error.argumentsBad }
+            let out = UnsafeMutableRawBufferPointer(start: output, count: needed)
+            if let i = input.baseAddress, input.count > 0, i != UnsafeRawPointer(output),
+               i < UnsafeRawPointer(output) + needed, UnsafeRawPointer(output) < i + input.count {
+                keep = true  // partly overlapping buffers: the copying path
+                return nil
+            }
+            guard let n = try direct.directOneShot(input, into: out) else {
+                keep = true
+                return nil
+            }
+            return .written(n)
+        }
+    }
+
+    /// C_EncryptUpdate / C_DecryptUpdate without copies for a
+    /// `DirectUpdateOperation`; nil (operation untouched) otherwise or for
+    /// partly overlapping buffers. The rules are `cipherUpdate`'s.
+    public func cipherUpdateDirect(_ kind: OperationKind, session h: CK_SESSION_HANDLE, input: UnsafeRawBufferPointer?,
+                                   output: UnsafeMutableRawPointer?, capacity: Int?) throws -> DirectOutput? {
+        try session(h).step(kind, as: CipherOperation.self, phase: .update) { op, keep -> DirectOutput? in
+            keep = true
+            guard let direct = op as? DirectUpdateOperation else { return nil }
+            guard let input else { throw PKCS11Error.argumentsBad }
+            let needed = op.updateOutputLength(input: input.count)
+            switch OutputResult.decide(needed: needed, capacity: capacity) {
+            case .length(let n)?: return .length(n)
+            case .tooSmall(let n)?: return .tooSmall(n)
+            default: break
+            }
+            guard let output else { throw PKCS11Error.argumentsBad }
+            if let i = input.baseAddress, input.count > 0, i != UnsafeRawPointer(output),
+               i < UnsafeRawPointer(output) + needed, UnsafeRawPointer(output) < i + input.count {
+                return nil
+            }
+            return .written(try direct.directUpdate(input, into: UnsafeMutableRawBufferPointer(start: output, count: needed)))
+        }
+    }
+
     /// The mechanisms are in Cipher.swift (`cipherOperation`).
     public func encryptInit(session h: CK_SESSION_HANDLE, mechanism: Mechanism, key: CK_OBJECT_HANDLE) throws {
         let s = try session(h)

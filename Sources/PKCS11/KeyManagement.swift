@@ -125,6 +125,8 @@ extension Runtime {
         let t = try template.map()
         // HMAC and HKDF key types, CKM_PKCS5_PBKD2 (SecretKeyGeneration.swift).
         if let k = try generateSecretKey(s, mechanism: mechanism, template: t) { return k }
+        // DES, 3DES and ChaCha20: one size each (SymmetricKeys.swift).
+        if let fixed = try generateFixedSizeKey(s, mechanism, t) { return fixed }
         let keyType: CK_KEY_TYPE
         let sizes: ClosedRange<CK_ULONG>
         switch KeyGenerationRules.mechanismType(mechanism) {

@@ -107,6 +107,44 @@ enum KeyUsagePolicy {
         if target.bool(CKA_WRAP) == true, !trusted { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
     }
 
+    /// How a wrap mechanism protects what it wraps, for rules 6 and 7.
+    enum WrapProtection {
+        /// CKM_AES_KEY_WRAP(_PAD): deterministic and authenticated; no IV to misuse, no oracle.
+        case keyWrap
+        /// CKM_AES_CBC_PAD: unauthenticated; C_UnwrapKey under the same key is a padding oracle.
+        case cbcPad
+        /// CKM_AES_GCM: a counter mode under an IV the caller chooses.
+        case gcm
+    }
+
+    /// Rules 6 and 7, for the wrap mechanisms whose safety depends on more
+    /// than the wrapping key's flags (CKR_KEY_NOT_WRAPPABLE):
+    ///
+    /// - Rule 6, CBC padding oracle (Bardou, Focardi, Kawamoto, Simionato,
+    ///   Steel, Tsay, "Efficient padding oracle attacks on cryptographic
+    ///   hardware", CRYPTO 2012): C_WrapKey(W, CKM_AES_CBC_PAD, S), then
+    ///   C_UnwrapKey(W, CKM_AES_CBC_PAD, blob') for modified blobs tells
+    ///   whether each one's padding is valid, which decrypts the blob a
+    ///   byte at a time without CKA_DECRYPT. A sensitive key is wrapped with
+    ///   CBC_PAD only under a key that cannot unwrap.
+    /// - Rule 7, GCM IV reuse: C_WrapKey(W, CKM_AES_GCM with IV X) of a key
+    ///   whose value the caller knows (one it created, sensitive or not),
+    ///   then of S with the same X: the two blobs are the two values XORed
+    ///   with one keystream, so S = blob1 ^ blob2 ^ known. C_Encrypt with W
+    ///   (GCM or CTR under a chosen IV) gives the keystream directly. The
+    ///   module cannot see whether an IV was used before (PKCS #11 3.0 has
+    ///   no module-generated IV for C_WrapKey), so a sensitive key is never
+    ///   wrapped with GCM; CKM_AES_KEY_WRAP(_PAD) wraps it. GCM still
+    ///   unwraps, and wraps non-sensitive keys.
+    static func checkWrapMechanism(_ protection: WrapProtection, wrapper: ObjectView, target: ObjectView) throws {
+        guard target.bool(CKA_SENSITIVE) ?? true else { return }
+        switch protection {
+        case .keyWrap: return
+        case .cbcPad: if wrapper.bool(CKA_UNWRAP) == true { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
+        case .gcm: throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE)
+        }
+    }
+
     /// Rule 4, for C_UnwrapKey's template: under a key that can also wrap,
     /// the new key's value is not readable, i.e. not both CKA_SENSITIVE false
     /// and CKA_EXTRACTABLE true (CKR_TEMPLATE_INCONSISTENT; the defaults,

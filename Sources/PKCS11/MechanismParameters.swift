@@ -97,12 +97,4 @@ extension Mechanism {
         guard !pub.isEmpty else { throw PKCS11Error.mechanismParamInvalid }
         return ECDHParameters(kdf: kdf, sharedData: shared, publicData: pub)
     }
-
-    /// CKM_AES_KEY_WRAP(_PAD): no parameter, or the RFC 3394/5649 default IV.
-    /// Another IV is refused: OpenSSL's wrap ciphers use the default only.
-    static func keyWrap(_ p: [UInt8], padded: Bool) throws {
-        if p.isEmpty { return }
-        let standard: [UInt8] = padded ? [0xA6, 0x59, 0x59, 0xA6] : [UInt8](repeating: 0xA6, count: 8)
-        guard p == standard else { throw PKCS11Error.mechanismParamInvalid }
-    }
 }

@@ -56,6 +56,23 @@ public enum Mechanism: Sendable, Equatable {
     /// A mechanism no chapter decodes yet; the raw parameter is kept for it.
     case undecoded(CK_MECHANISM_TYPE, [UInt8])
 
+    // Symmetric mechanisms of issue 13 (MechanismParameters+Symmetric.swift
+    // decodes them; SymmetricCipher.swift, CMACSign.swift and Wrap.swift run them).
+    /// CKM_AES_ECB.
+    case aesECB
+    /// CKM_AES_CTR: the 16-byte counter block and how many of its low bits count.
+    case aesCTR(counterBlock: [UInt8], counterBits: Int)
+    /// CKM_AES_CTS (CS1), with the IV.
+    case aesCTS(iv: [UInt8])
+    /// CKM_AES_CMAC (16-byte MAC) and CKM_AES_CMAC_GENERAL (1-16 bytes).
+    case aesCMAC(macLength: Int)
+    /// CKM_DES_{ECB,CBC,CBC_PAD} and CKM_DES3_{ECB,CBC,CBC_PAD} (legacy).
+    case des(DESMechanism)
+    /// CKM_CHACHA20_POLY1305 (C_Encrypt / C_Decrypt; the message API has its own decoding).
+    case chacha20Poly1305(ChaChaPolyParameters)
+    /// CKM_AES_KEY_WRAP(_PAD) with an alternative initial value.
+    case aesKeyWrapWithIV(pad: Bool, iv: [UInt8])
+
     /// - Parameter parameter: pMechanism->pParameter as bytes; valid only during the call.
     public init(type: CK_MECHANISM_TYPE, parameter: UnsafeRawBufferPointer?) throws {
         let p = parameter.map { Array($0) } ?? []
@@ -76,8 +93,8 @@ public enum Mechanism: Sendable, Equatable {
         case CKM_AES_CBC_PAD: self = .aesCBC(iv: try Self.cbcIV(p), pad: true)
         case CKM_AES_GCM: self = .aesGCM(try Self.gcm(p))
         case CKM_ECDH1_DERIVE: self = .ecdh(try Self.ecdh(p))
-        case CKM_AES_KEY_WRAP: try Self.keyWrap(p, padded: false); self = .aesKeyWrap(pad: false)
-        case CKM_AES_KEY_WRAP_PAD: try Self.keyWrap(p, padded: true); self = .aesKeyWrap(pad: true)
+        case CKM_AES_KEY_WRAP: self = try Self.keyWrapMechanism(p, padded: false)
+        case CKM_AES_KEY_WRAP_PAD: self = try Self.keyWrapMechanism(p, padded: true)
         // Asymmetric additions: cofactor ECDH is ECDH on every curve offered (cofactor 1).
         case CKM_ECDH1_COFACTOR_DERIVE:
             var e = try Self.ecdh(p)
@@ -85,6 +102,11 @@ public enum Mechanism: Sendable, Equatable {
             self = .ecdh(e)
         case CKM_RSA_AES_KEY_WRAP: self = .rsaAESKeyWrap(try Self.rsaAESKeyWrap(p))
         case CKM_EC_MONTGOMERY_KEY_PAIR_GEN: try noParameter(); self = .undecoded(type, [])
+        // Symmetric mechanisms of issue 13 (MechanismParameters+Symmetric.swift).
+        case CKM_AES_ECB, CKM_AES_CTR, CKM_AES_CTS, CKM_AES_CMAC, CKM_AES_CMAC_GENERAL, CKM_DES_ECB, CKM_DES_CBC,
+             CKM_DES_CBC_PAD, CKM_DES3_ECB, CKM_DES3_CBC, CKM_DES3_CBC_PAD, CKM_CHACHA20_POLY1305, CKM_DES_KEY_GEN,
+             CKM_DES3_KEY_GEN, CKM_CHACHA20_KEY_GEN:
+            self = try Self.symmetric(type, p)
         case CKM_RSA_PKCS_KEY_PAIR_GEN, CKM_EC_KEY_PAIR_GEN, CKM_EC_EDWARDS_KEY_PAIR_GEN, CKM_AES_KEY_GEN,
              CKM_GENERIC_SECRET_KEY_GEN:
             try noParameter(); self = .undecoded(type, [])
@@ -220,9 +242,11 @@ public enum MechanismCatalog {
         e.append((CKM_RSA_AES_KEY_WRAP, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: wu)))
         // AES key sizes in bytes, as the spec counts them for AES.
         e.append((CKM_AES_KEY_GEN, MechanismInfo(minKeySize: 16, maxKeySize: 32, flags: CKF_GENERATE)))
-        for t in [CKM_AES_CBC, CKM_AES_CBC_PAD, CKM_AES_GCM] {
-            e.append((t, MechanismInfo(minKeySize: 16, maxKeySize: 32, flags: ed)))
-        }
+        e.append((CKM_AES_CBC, MechanismInfo(minKeySize: 16, maxKeySize: 32, flags: ed)))
+        // CBC_PAD and GCM also wrap (Wrap.swift); GCM also serves the message API (MessageCrypto.swift).
+        e.append((CKM_AES_CBC_PAD, MechanismInfo(minKeySize: 16, maxKeySize: 32, flags: ed | CKF_WRAP | CKF_UNWRAP)))
+        e.append((CKM_AES_GCM, MechanismInfo(minKeySize: 16, maxKeySize: 32,
+                                             flags: ed | CKF_WRAP | CKF_UNWRAP | messageFlags)))
         for t in [CKM_AES_KEY_WRAP, CKM_AES_KEY_WRAP_PAD] {
             e.append((t, MechanismInfo(minKeySize: 16, maxKeySize: 32, flags: CKF_WRAP | CKF_UNWRAP)))
         }
@@ -236,6 +260,33 @@ public enum MechanismCatalog {
         }
         // SHA-3, SHA-512/t, general HMAC, HMAC key generation, KDFs (MechanismParameters+KDF.swift).
         e += digestKDFEntries
+        e += symmetricEntries
+        return e
+    }()
+
+    /// Message-based encryption and decryption, Begin/Next included (PKCS #11 3.0 §5.13-5.14).
+    static let messageFlags = CKF_MESSAGE_ENCRYPT | CKF_MESSAGE_DECRYPT | CKF_MULTI_MESSAGE
+
+    /// The symmetric mechanisms of issue 13. AES sizes in bytes; DES and
+    /// DES3 report 0/0 ("key size not in use", as SoftHSM2 does: their keys
+    /// have one size each); ChaCha20 keys are 32 bytes.
+    static let symmetricEntries: [(CK_MECHANISM_TYPE, MechanismInfo)] = {
+        let ed = CKF_ENCRYPT | CKF_DECRYPT
+        var e: [(CK_MECHANISM_TYPE, MechanismInfo)] = []
+        for t in [CKM_AES_ECB, CKM_AES_CTR, CKM_AES_CTS] {
+            e.append((t, MechanismInfo(minKeySize: 16, maxKeySize: 32, flags: ed)))
+        }
+        for t in [CKM_AES_CMAC, CKM_AES_CMAC_GENERAL] {
+            e.append((t, MechanismInfo(minKeySize: 16, maxKeySize: 32, flags: CKF_SIGN | CKF_VERIFY)))
+        }
+        for t in [CKM_DES_KEY_GEN, CKM_DES3_KEY_GEN] {
+            e.append((t, MechanismInfo(minKeySize: 0, maxKeySize: 0, flags: CKF_GENERATE)))
+        }
+        for t in [CKM_DES_ECB, CKM_DES_CBC, CKM_DES_CBC_PAD, CKM_DES3_ECB, CKM_DES3_CBC, CKM_DES3_CBC_PAD] {
+            e.append((t, MechanismInfo(minKeySize: 0, maxKeySize: 0, flags: ed)))
+        }
+        e.append((CKM_CHACHA20_KEY_GEN, MechanismInfo(minKeySize: 32, maxKeySize: 32, flags: CKF_GENERATE)))
+        e.append((CKM_CHACHA20_POLY1305, MechanismInfo(minKeySize: 32, maxKeySize: 32, flags: ed | messageFlags)))
         return e
     }()
 

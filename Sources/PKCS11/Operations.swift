@@ -3,6 +3,8 @@ import CPKCS11
 /// The kinds of operation a session can have active at once, one of each.
 public enum OperationKind: Sendable, Hashable, CaseIterable {
     case find, encrypt, decrypt, digest, sign, verify, signRecover, verifyRecover
+    /// Message-based encryption and decryption (PKCS #11 3.0 §5.13-5.14, MessageCrypto.swift).
+    case messageEncrypt, messageDecrypt
 }
 
 /// Marker for the state of an active operation. The mechanism chapters

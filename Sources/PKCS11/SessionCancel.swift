@@ -26,6 +26,9 @@ extension OperationKind {
         case .verify: CKF_VERIFY
         case .signRecover: CKF_SIGN_RECOVER
         case .verifyRecover: CKF_VERIFY_RECOVER
+        // Message-based processes (MessageCrypto.swift), with any message in progress.
+        case .messageEncrypt: CKF_MESSAGE_ENCRYPT
+        case .messageDecrypt: CKF_MESSAGE_DECRYPT
         }
     }
 }

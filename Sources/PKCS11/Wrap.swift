@@ -4,15 +4,89 @@ import KeyshareCrypto
 import Tokens
 
 // PKCS #11 3.0 §5.18 C_WrapKey / C_UnwrapKey with CKM_AES_KEY_WRAP (RFC 3394)
-// and CKM_AES_KEY_WRAP_PAD (RFC 5649). Secret keys wrap as their value,
-// private keys as PKCS #8 PrivateKeyInfo.
+// and CKM_AES_KEY_WRAP_PAD (RFC 5649), each with the standard or an
+// alternative IV, CKM_AES_CBC_PAD and CKM_AES_GCM. Secret keys wrap as their
+// value, private keys as PKCS #8 PrivateKeyInfo.
 //
 // Policy (docs/pkcs11-conformance.md, "Wrap/decrypt separation"): a key
 // leaves only when CKA_EXTRACTABLE is true (sensitive or not: that is what
 // wrapping is for), and then only as KeyUsagePolicy allows: CKA_WRAP_WITH_TRUSTED
 // keys only under a CKA_TRUSTED wrapping key; a sensitive key never under a
 // key that can decrypt or whose value was ever known outside the token
-// (KeyUsagePolicy.swift has the attacks each rule stops).
+// (KeyUsagePolicy.swift has the attacks each rule stops), and as rules 6
+// and 7 allow the mechanism (a sensitive key is never wrapped with GCM, nor
+// with CBC_PAD under a key that can unwrap).
+
+/// A wrap mechanism and its parameters.
+enum WrapMethod {
+    case keyWrap(pad: Bool, iv: [UInt8]?)
+    case cbcPad(iv: [UInt8])
+    case gcm(GCMParameters)
+
+    init(_ m: Mechanism) throws {
+        switch m {
+        case .aesKeyWrap(let pad): self = .keyWrap(pad: pad, iv: nil)
+        case .aesKeyWrapWithIV(let pad, let iv): self = .keyWrap(pad: pad, iv: iv)
+        case .aesCBC(let iv, pad: true): self = .cbcPad(iv: iv)
+        case .aesGCM(let p): self = .gcm(p)
+        default: throw PKCS11Error.mechanismInvalid
+        }
+    }
+
+    var protection: KeyUsagePolicy.WrapProtection {
+        switch self {
+        case .keyWrap: .keyWrap
+        case .cbcPad: .cbcPad
+        case .gcm: .gcm
+        }
+    }
+
+    /// The wrapped size of `n` bytes of key material.
+    func wrappedLength(_ n: Int) throws -> Int {
+        switch self {
+        case .keyWrap(let pad, _):
+            if !pad, n % 8 != 0 || n < 16 { throw PKCS11Error(CKR_KEY_SIZE_RANGE) }
+            return pad ? (n + 7) / 8 * 8 + 8 : n + 8
+        case .cbcPad: return (n / 16 + 1) * 16
+        case .gcm(let p): return n + p.tagBytes
+        }
+    }
+
+    func wrap(kek: [UInt8], _ material: [UInt8]) throws -> [UInt8] {
+        switch self {
+        case .keyWrap(let pad, let iv): return try AESKeyWrap.wrap(kek: kek, key: material, padded: pad, iv: iv)
+        case .cbcPad(let iv): return try AESCBC.encrypt(key: kek, iv: iv, data: material, padding: true)
+        case .gcm(let p):
+            let (ct, tag) = try AESGCM.encrypt(key: kek, iv: p.iv, plaintext: material, aad: p.aad, tagLength: p.tagBytes)
+            return ct + tag
+        }
+    }
+
+    /// The key material in `wrapped`: CKR_WRAPPED_KEY_LEN_RANGE for a size
+    /// the mechanism never produces, CKR_WRAPPED_KEY_INVALID when it does
+    /// not open (integrity, padding or tag).
+    func unwrap(kek: [UInt8], _ wrapped: [UInt8]) throws -> [UInt8] {
+        let lengthOK: Bool
+        switch self {
+        case .keyWrap: lengthOK = wrapped.count >= 16 && wrapped.count % 8 == 0
+        case .cbcPad: lengthOK = wrapped.count >= 16 && wrapped.count % 16 == 0
+        case .gcm(let p): lengthOK = wrapped.count > p.tagBytes
+        }
+        guard lengthOK else { throw PKCS11Error(CKR_WRAPPED_KEY_LEN_RANGE) }
+        do {
+            switch self {
+            case .keyWrap(let pad, let iv): return try AESKeyWrap.unwrap(kek: kek, wrapped: wrapped, padded: pad, iv: iv)
+            case .cbcPad(let iv): return try AESCBC.decrypt(key: kek, iv: iv, data: wrapped, padding: true)
+            case .gcm(let p):
+                let split = wrapped.count - p.tagBytes
+                return try AESGCM.decrypt(key: kek, iv: p.iv, ciphertext: Array(wrapped[..<split]),
+                                          tag: Array(wrapped[split...]), aad: p.aad)
+            }
+        } catch {
+            throw PKCS11Error(CKR_WRAPPED_KEY_INVALID)
+        }
+    }
+}
 
 extension Runtime {
     /// The wrapping or unwrapping key's value, after its flag check.
@@ -37,11 +111,12 @@ extension Runtime {
                         key: CK_OBJECT_HANDLE, capacity: Int?) throws -> OutputResult {
         let s = try session(h)
         if mechanism.isRSAWrap { return try rsaWrapKey(s, mechanism, wrappingKey: wrappingKey, key: key, capacity: capacity) }
-        guard case .aesKeyWrap(let pad) = mechanism else { throw PKCS11Error.mechanismInvalid }
+        let method = try WrapMethod(mechanism)
         let (wrapper, kekValue) = try kek(s, wrappingKey, usage: CKA_WRAP)
         let target = try resolveKey(s, key)
         guard target.bool(CKA_EXTRACTABLE) == true else { throw PKCS11Error(CKR_KEY_UNEXTRACTABLE) }
         try KeyUsagePolicy.checkWrap(wrapper: wrapper, target: target)
+        try KeyUsagePolicy.checkWrapMechanism(method.protection, wrapper: wrapper, target: target)
         var material: [UInt8]
         switch target.objectClass {
         case CKO_SECRET_KEY:
@@ -53,37 +128,32 @@ extension Runtime {
         default:
             throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE)
         }
-        if !pad, material.count % 8 != 0 || material.count < 16 { throw PKCS11Error(CKR_KEY_SIZE_RANGE) }
-        let needed = pad ? (material.count + 7) / 8 * 8 + 8 : material.count + 8
-        if let r = OutputResult.decide(needed: needed, capacity: capacity) { return r }
         defer { for i in material.indices { material[i] = 0 } }
-        return .bytes(try AESKeyWrap.wrap(kek: kekValue, key: material, padded: pad))
+        let needed = try method.wrappedLength(material.count)
+        if let r = OutputResult.decide(needed: needed, capacity: capacity) { return r }
+        return .bytes(try method.wrap(kek: kekValue, material))
     }
 
     public func unwrapKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, unwrappingKey: CK_OBJECT_HANDLE,
                           wrapped: [UInt8], template: Template) throws -> CK_OBJECT_HANDLE {
         let s = try session(h)
         if mechanism.isRSAWrap { return try rsaUnwrapKey(s, mechanism, unwrappingKey: unwrappingKey, wrapped: wrapped, template: template) }
-        guard case .aesKeyWrap(let pad) = mechanism else { throw PKCS11Error.mechanismInvalid }
+        let method = try WrapMethod(mechanism)
         let (unwrapper, kekValue) = try kek(s, unwrappingKey, usage: CKA_UNWRAP)
         let t = try template.map()
         try KeyUsagePolicy.checkUnwrapTemplate(unwrapper: unwrapper, t)
         guard let cls = try t.checkedULong(CKA_CLASS), let keyType = try t.checkedULong(CKA_KEY_TYPE) else {
             throw PKCS11Error.templateIncomplete
         }
-        guard wrapped.count >= 16, wrapped.count % 8 == 0 else { throw PKCS11Error(CKR_WRAPPED_KEY_LEN_RANGE) }
-        var material: [UInt8]
-        do {
-            material = try AESKeyWrap.unwrap(kek: kekValue, wrapped: wrapped, padded: pad)
-        } catch {
-            throw PKCS11Error(CKR_WRAPPED_KEY_INVALID)
-        }
+        var material = try method.unwrap(kek: kekValue, wrapped)
         defer { for i in material.indices { material[i] = 0 } }
         switch cls {
         case CKO_SECRET_KEY:
             switch keyType {
             case CKK_AES: guard [16, 24, 32].contains(material.count) else { throw PKCS11Error(CKR_WRAPPED_KEY_INVALID) }
-            case CKK_GENERIC_SECRET: break
+            case CKK_GENERIC_SECRET: guard !material.isEmpty else { throw PKCS11Error(CKR_WRAPPED_KEY_INVALID) }
+            case CKK_DES, CKK_DES3, CKK_CHACHA20:  // one size each; DES parity (SymmetricKeys.swift)
+                guard SymmetricKeys.isValid(material, type: keyType) else { throw PKCS11Error(CKR_WRAPPED_KEY_INVALID) }
             default: throw PKCS11Error.templateInconsistent
             }
             if let len = try t.checkedULong(CKA_VALUE_LEN), len != material.count { throw PKCS11Error.templateInconsistent }

@@ -22,8 +22,13 @@ public func ks_C_Decrypt(_ hSession: CK_SESSION_HANDLE, _ pEncryptedData: Unsafe
                          _ pulDataLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
     entry("C_Decrypt", "hSession=\(hSession) len=\(ulEncryptedDataLen)") {
         try operationCall(hSession, [.decrypt]) { rt in
-            let r = try rt.decrypt(session: hSession, data: try input(pEncryptedData, ulEncryptedDataLen),
-                                   capacity: try capacity(pData, pulDataLen))
+            // Straight between the caller's buffers when the mechanism can (Encrypt.swift, DirectCipherOperation).
+            let cap = try capacity(pData, pulDataLen)
+            if let r = try rt.cipherDirect(.decrypt, session: hSession, input: try rawInput(pEncryptedData, ulEncryptedDataLen),
+                                           output: pData, capacity: cap) {
+                return deliverDirect(r, pulDataLen)
+            }
+            let r = try rt.decrypt(session: hSession, data: try input(pEncryptedData, ulEncryptedDataLen), capacity: cap)
             return deliver(r, pData, pulDataLen)
         }
     }
@@ -35,8 +40,12 @@ public func ks_C_DecryptUpdate(_ hSession: CK_SESSION_HANDLE, _ pEncryptedPart: 
                                _ pulPartLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
     entry("C_DecryptUpdate", "hSession=\(hSession) len=\(ulEncryptedPartLen)") {
         try operationCall(hSession, [.decrypt]) { rt in
-            let r = try rt.decryptUpdate(session: hSession, part: try input(pEncryptedPart, ulEncryptedPartLen),
-                                         capacity: try capacity(pPart, pulPartLen))
+            let cap = try capacity(pPart, pulPartLen)
+            if let r = try rt.cipherUpdateDirect(.decrypt, session: hSession, input: try rawInput(pEncryptedPart, ulEncryptedPartLen),
+                                                 output: pPart, capacity: cap) {
+                return deliverDirect(r, pulPartLen)
+            }
+            let r = try rt.decryptUpdate(session: hSession, part: try input(pEncryptedPart, ulEncryptedPartLen), capacity: cap)
             return deliver(r, pPart, pulPartLen)
         }
     }

@@ -22,8 +22,13 @@ public func ks_C_Encrypt(_ hSession: CK_SESSION_HANDLE, _ pData: UnsafeMutablePo
                          _ pulEncryptedDataLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
     entry("C_Encrypt", "hSession=\(hSession) len=\(ulDataLen)") {
         try operationCall(hSession, [.encrypt]) { rt in
-            let r = try rt.encrypt(session: hSession, data: try input(pData, ulDataLen),
-                                   capacity: try capacity(pEncryptedData, pulEncryptedDataLen))
+            // Straight between the caller's buffers when the mechanism can (Encrypt.swift, DirectCipherOperation).
+            let cap = try capacity(pEncryptedData, pulEncryptedDataLen)
+            if let r = try rt.cipherDirect(.encrypt, session: hSession, input: try rawInput(pData, ulDataLen),
+                                           output: pEncryptedData, capacity: cap) {
+                return deliverDirect(r, pulEncryptedDataLen)
+            }
+            let r = try rt.encrypt(session: hSession, data: try input(pData, ulDataLen), capacity: cap)
             return deliver(r, pEncryptedData, pulEncryptedDataLen)
         }
     }
@@ -35,8 +40,12 @@ public func ks_C_EncryptUpdate(_ hSession: CK_SESSION_HANDLE, _ pPart: UnsafeMut
                                _ pulEncryptedPartLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
     entry("C_EncryptUpdate", "hSession=\(hSession) len=\(ulPartLen)") {
         try operationCall(hSession, [.encrypt]) { rt in
-            let r = try rt.encryptUpdate(session: hSession, part: try input(pPart, ulPartLen),
-                                         capacity: try capacity(pEncryptedPart, pulEncryptedPartLen))
+            let cap = try capacity(pEncryptedPart, pulEncryptedPartLen)
+            if let r = try rt.cipherUpdateDirect(.encrypt, session: hSession, input: try rawInput(pPart, ulPartLen),
+                                                 output: pEncryptedPart, capacity: cap) {
+                return deliverDirect(r, pulEncryptedPartLen)
+            }
+            let r = try rt.encryptUpdate(session: hSession, part: try input(pPart, ulPartLen), capacity: cap)
             return deliver(r, pEncryptedPart, pulEncryptedPartLen)
         }
     }

@@ -45,6 +45,32 @@ func input(_ p: UnsafePointer<CK_BYTE>?, _ n: CK_ULONG) throws -> [UInt8]? {
     return Array(UnsafeBufferPointer(start: p, count: count))
 }
 
+/// Input bytes in place, for the copy-free cipher path (`Runtime.cipherDirect`):
+/// nil for a NULL pointer with a non-zero length, as `input`.
+func rawInput(_ p: UnsafePointer<CK_BYTE>?, _ n: CK_ULONG) throws -> UnsafeRawBufferPointer? {
+    let count = try length(n)
+    if count == 0 { return UnsafeRawBufferPointer(start: nil, count: 0) }
+    guard let p else { return nil }
+    return UnsafeRawBufferPointer(start: p, count: count)
+}
+
+/// The buffer convention for a direct cipher call: the length is set in
+/// every case; the bytes are already in place.
+func deliverDirect(_ result: DirectOutput, _ pulLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
+    guard let pulLen else { return CKR_ARGUMENTS_BAD }
+    switch result {
+    case .length(let n):
+        pulLen.pointee = CK_ULONG(n)
+        return CKR_OK
+    case .tooSmall(let n):
+        pulLen.pointee = CK_ULONG(n)
+        return CKR_BUFFER_TOO_SMALL
+    case .written(let n):
+        pulLen.pointee = CK_ULONG(n)
+        return CKR_OK
+    }
+}
+
 /// Input bytes that must be there (PINs, labels): NULL is CKR_ARGUMENTS_BAD.
 func required(_ p: UnsafePointer<CK_BYTE>?, _ n: CK_ULONG) throws -> [UInt8] {
     guard let bytes = try input(p, n) else { throw PKCS11Error.argumentsBad }

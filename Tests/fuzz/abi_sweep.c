@@ -48,7 +48,10 @@ static const struct { const char *name; size_t off; const char *sig; } table[] =
     E(C_UnwrapKey, "SMOPLTLP"), E(C_DeriveKey, "SMOTLP"), E(C_SeedRandom, "SPL"), E(C_GenerateRandom, "SPL"),
     E(C_GetFunctionStatus, "S"), E(C_CancelFunction, "S"), E(C_WaitForSlotEvent, "WPP"),
     E(C_LoginUser, "SUPLPL"), E(C_SessionCancel, "SV"), E(C_MessageEncryptInit, "SMO"),
-    E(C_EncryptMessage, "SPLPLPLPP"), E(C_MessageEncryptFinal, "S"), E(C_MessageSignInit, "SMO"),
+    E(C_EncryptMessage, "SPLPLPLPP"), E(C_EncryptMessageBegin, "SPLPL"), E(C_EncryptMessageNext, "SPLPLPPV"),
+    E(C_MessageEncryptFinal, "S"), E(C_MessageDecryptInit, "SMO"), E(C_DecryptMessage, "SPLPLPLPP"),
+    E(C_DecryptMessageBegin, "SPLPL"), E(C_DecryptMessageNext, "SPLPLPPV"), E(C_MessageDecryptFinal, "S"),
+    E(C_MessageSignInit, "SMO"),
     E(C_SignMessage, "SPLPLPP"), E(C_MessageVerifyFinal, "S"),
 };
 

@@ -27,6 +27,9 @@ if [ -x "$WORK/p11bench" ]; then
   check_out "has a find row" '^\| find by CKA_ID among' printf '%s\n' "$out"
   check_out "has the cold-start rows" '^\| dlopen \+ C_GetFunctionList \+ C_Initialize' printf '%s\n' "$out"
   check_out "has the RSS row" '^\| peak RSS' printf '%s\n' "$out"
+  check_out "has keyshare figures for the 16 KiB AES-GCM, ChaCha20-Poly1305 and AES-CTR rows" \
+    '^\| encrypt AES-256-CTR, C_EncryptUpdate .*\| MB/s . \| [0-9]' bash -c \
+    'grep -E "^\| encrypt (AES-256-GCM|ChaCha20-Poly1305), C_EncryptMessage .*\| MB/s . \| [0-9]" <<<"$1" | wc -l | grep -qx 2 && printf "%s\n" "$1"' _ "$out"
   check_out "has the durable-write floor rows" '^\| durable-write floor: SQLite 1-row transaction .* \| [0-9]' printf '%s\n' "$out"
 fi
 finish

@@ -37,6 +37,44 @@
 #define CKU_CONTEXT_SPECIFIC (2UL)
 #endif
 
+/* ---- 3.0 symmetric mechanisms: ChaCha20-Poly1305 and message-based AEAD
+ * (PKCS #11 3.0 Current Mechanisms §2.11.x, §2.18, §2.42-2.44). ------- */
+#ifndef CKM_CHACHA20_POLY1305
+#define CKK_CHACHA20 (0x00000033UL)
+#define CKM_CHACHA20_KEY_GEN (0x00001225UL)
+#define CKM_CHACHA20_POLY1305 (0x00004021UL)
+
+typedef struct CK_SALSA20_CHACHA20_POLY1305_PARAMS {
+    CK_BYTE_PTR pNonce;
+    CK_ULONG ulNonceLen;
+    CK_BYTE_PTR pAAD;
+    CK_ULONG ulAADLen;
+} CK_SALSA20_CHACHA20_POLY1305_PARAMS;
+
+typedef struct CK_SALSA20_CHACHA20_POLY1305_MSG_PARAMS {
+    CK_BYTE_PTR pNonce;
+    CK_ULONG ulNonceLen;
+    CK_BYTE_PTR pTag;
+} CK_SALSA20_CHACHA20_POLY1305_MSG_PARAMS;
+#endif
+
+#ifndef CKG_NO_GENERATE
+typedef CK_ULONG CK_GENERATOR_FUNCTION;
+#define CKG_NO_GENERATE (0x00000000UL)
+#define CKG_GENERATE (0x00000001UL)
+#define CKG_GENERATE_COUNTER (0x00000002UL)
+#define CKG_GENERATE_RANDOM (0x00000003UL)
+
+typedef struct CK_GCM_MESSAGE_PARAMS {
+    CK_BYTE_PTR pIv;
+    CK_ULONG ulIvLen;
+    CK_ULONG ulIvFixedBits;
+    CK_GENERATOR_FUNCTION ivGenerator;
+    CK_BYTE_PTR pTag;
+    CK_ULONG ulTagBits;
+} CK_GCM_MESSAGE_PARAMS;
+#endif
+
 /* ---- 3.0 types -------------------------------------------------------- */
 #ifndef CK_INTERFACE_DEFINED
 #define CK_INTERFACE_DEFINED 1
