@@ -196,12 +196,16 @@ int ksa_mechanism_param_is_raw(CK_MECHANISM_TYPE t) {
     }
 }
 
-/* Input bytes: u8 present, u64 len, bytes when present. */
+/* Input bytes: u8 present, u64 len, bytes when present. An input that cannot
+ * cross (NULL with a length, or more than a frame carries) crosses as NULL
+ * with its length, never refused here: the module must see the call, because
+ * its CKR_ARGUMENTS_BAD ends the session's active operation (PKCS #11 §5.2),
+ * and only the agent holds that operation. */
 static CK_RV put_bytes(ksa_buf *b, const void *p, CK_ULONG n) {
-    if (n > KSA_MAX_OUTPUT) return CKR_ARGUMENTS_BAD;
-    ksa_put_u8(b, p != NULL);
+    int present = p != NULL && n <= KSA_MAX_OUTPUT;
+    ksa_put_u8(b, (uint8_t)present);
     ksa_put_u64(b, n);
-    if (p) ksa_put_raw(b, p, n);
+    if (present) ksa_put_raw(b, p, n);
     return CKR_OK;
 }
 
@@ -212,7 +216,7 @@ static const uint8_t empty_input[8];
 static int get_bytes(ksa_rd *r, void **p, CK_ULONG *n) {
     uint8_t present = ksa_get_u8(r);
     uint64_t len = ksa_get_u64(r);
-    if (r->failed || present > 1 || len > KSA_MAX_OUTPUT) return -1;
+    if (r->failed || present > 1 || (present && len > KSA_MAX_OUTPUT)) return -1;
     *n = (CK_ULONG)len;
     *p = NULL;
     if (present) {

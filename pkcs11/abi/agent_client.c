@@ -149,12 +149,33 @@ static int connect_or_start(void) {
 
 /* The hello: a new client (token all zero, with the store and the access
  * groups this process asks for) or another connection of this one. */
+/* KEYSHARE_DEBUG as the in-process log reads it (Sources/PKCS11/Log.swift). */
+static int debug_log_wanted(void) {
+    const char *v = getenv("KEYSHARE_DEBUG");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+/* The descriptor the in-process module would log to: KEYSHARE_LOG opened by
+ * this process (its cwd, its permissions), else stderr. */
+static int debug_log_fd(int *opened) {
+    const char *path = getenv("KEYSHARE_LOG");
+    *opened = 0;
+    if (path && *path) {
+        int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+        if (fd >= 0) { *opened = 1; return fd; }
+    }
+    return STDERR_FILENO;
+}
+
 static int hello(int fd, int attach) {
     ksa_buf b;
     ksa_buf_init(&b);
+    /* The debug log is the client's (docs/agent.md, "Debug log"): the agent
+     * writes this client's call lines to the descriptor sent after the hello. */
+    int log = !attach && debug_log_wanted();
     ksa_put_u32(&b, KSA_MAGIC);
     ksa_put_u16(&b, KSA_VERSION);
-    ksa_put_u16(&b, 0);
+    ksa_put_u16(&b, log ? KSA_HELLO_LOG : 0);
     static const uint8_t zero[KSA_TOKEN_LEN];
     ksa_put_raw(&b, attach ? kc_token : zero, KSA_TOKEN_LEN);
     if (!attach) {
@@ -170,8 +191,13 @@ static int hello(int fd, int attach) {
             if (n) ksa_put_raw(&b, vals[i], n);
         }
     }
-    int rc = -1;
-    if (!b.failed && ksa_write_frame(fd, b.data, b.len) == 0 && ksa_read_frame(fd, &b) == 0) {
+    int rc = -1, sent = !b.failed && ksa_write_frame(fd, b.data, b.len) == 0;
+    if (sent && log) {
+        int opened, lfd = debug_log_fd(&opened);
+        sent = ksa_send_fd(fd, lfd) == 0;
+        if (opened) close(lfd);
+    }
+    if (sent && ksa_read_frame(fd, &b) == 0) {
         ksa_rd r = {b.data, b.len, 0};
         uint32_t magic = ksa_get_u32(&r);
         uint16_t version = ksa_get_u16(&r);

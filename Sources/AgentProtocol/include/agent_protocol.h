@@ -154,4 +154,12 @@ int ksa_write_frame(int fd, const uint8_t *p, size_t n);
 /* Reads one frame into b (reset first). 0, or -1 (EOF, error, oversize). */
 int ksa_read_frame(int fd, ksa_buf *b);
 
+/* The hello's flags (u16): a new client's debug-log descriptor follows the
+ * hello frame as one SCM_RIGHTS byte (ksa_send_fd). */
+#define KSA_HELLO_LOG 1u
+/* Sends fd (or, with fd < 0 or a closed fd, the byte alone). 0 or -1. */
+int ksa_send_fd(int sock, int fd);
+/* The descriptor, -1 when none came, -2 on a broken connection. */
+int ksa_recv_fd(int sock);
+
 #endif
