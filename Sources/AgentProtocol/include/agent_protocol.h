@@ -28,7 +28,7 @@
 #include "../../../pkcs11/types/pkcs11_shim.h"
 
 #define KSA_MAGIC 0x3141534bu /* "KSA1" little-endian */
-#define KSA_VERSION 1
+#define KSA_VERSION 2 /* 2: KDF mechanism parameters, mechanism outputs in replies */
 #define KSA_MAX_FRAME (16u << 20)
 /* The largest single buffer the agent allocates for an output (a bigger
  * capacity is served with this much: the frame could not carry more). */
