@@ -14,7 +14,7 @@ SYSTEMD_USER_DIR ?= $(PREFIX)/lib/systemd/user
 P11_MODULE_DIR  = $(shell pkg-config --variable=p11_module_path p11-kit-1 2>/dev/null || echo /usr/lib/x86_64-linux-gnu/pkcs11)
 P11_CONFIG_DIR  = $(shell pkg-config --variable=p11_module_configs p11-kit-1 2>/dev/null || echo /usr/share/p11-kit/modules)
 
-.PHONY: all deps build test unit-test integration-test demo install uninstall clean bench stress fuzz
+.PHONY: all deps build test unit-test integration-test integration-test-agent demo install uninstall clean bench stress fuzz
 
 all: build
 
@@ -47,6 +47,10 @@ unit-test: deps
 
 integration-test: build
 	@bash Tests/integration/run-all.sh "$(KEYSHARE)" "$(MODULE)"
+
+## integration-test-agent: the same scripts with the module in agent mode (docs/agent.md), each with its own agent.
+integration-test-agent: build
+	@KEYSHARE_AGENT=1 bash Tests/integration/run-all.sh "$(KEYSHARE)" "$(MODULE)"
 
 ## test: every test: unit tests, then the integration scripts against the real consumers.
 test: unit-test integration-test

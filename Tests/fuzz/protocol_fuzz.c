@@ -153,7 +153,18 @@ int main(int argc, char **argv) {
     CK_BBOOL yes = CK_TRUE;
     CK_ATTRIBUTE tmpl[2] = {{CKA_TOKEN, &yes, 1}, {CKA_LABEL, data, 8}};
     CK_ULONG caps[2];
+    /* SP 800-108 counter mode with one additional key (a handle handed back). */
+    CK_SP800_108_COUNTER_FORMAT ctr = {CK_FALSE, 32};
+    CK_PRF_DATA_PARAM prf[2] = {{CK_SP800_108_ITERATION_VARIABLE, &ctr, sizeof ctr}, {CK_SP800_108_BYTE_ARRAY, data, 8}};
+    CK_OBJECT_HANDLE extra = 0;
+    CK_DERIVED_KEY dk = {tmpl, 2, &extra};
+    CK_SP800_108_KDF_PARAMS kdf = {CKM_SHA256_HMAC, 2, prf, 1, &dk};
+    CK_MECHANISM kdfMech = {CKM_SP800_108_COUNTER_KDF, &kdf, sizeof kdf};
+    CK_HKDF_PARAMS hk = {CK_TRUE, CK_TRUE, CKM_SHA256, CKF_HKDF_SALT_DATA, data, 4, 0, data, 6};
+    CK_MECHANISM hkMech = {CKM_HKDF_DERIVE, &hk, sizeof hk};
     struct { uint32_t fn; ksa_arg a[KSA_MAX_ARGS]; } calls[] = {
+        {KSA_FN_DeriveKey, {{.ul = 7}, {.ptr = &kdfMech}, {.ul = 9}, {.ptr = tmpl, .len = 2}, {.plen = &handle}}},
+        {KSA_FN_DeriveKey, {{.ul = 7}, {.ptr = &hkMech}, {.ul = 9}, {.ptr = tmpl, .len = 2}, {.plen = &handle}}},
         {KSA_FN_Sign, {{.ul = 7}, {.ptr = data, .len = 32}, {.ptr = sig, .plen = &siglen}}},
         {KSA_FN_EncryptInit, {{.ul = 7}, {.ptr = &mech}, {.ul = 9}}},
         {KSA_FN_CreateObject, {{.ul = 7}, {.ptr = tmpl, .len = 2}, {.plen = &handle}}},
