@@ -56,6 +56,9 @@ public final class Agent: @unchecked Sendable {
         // "Debug log"): the starter's KEYSHARE_DEBUG must not log every client here.
         unsetenv("KEYSHARE_DEBUG")
         unsetenv("KEYSHARE_LOG")
+        // The agent serves in-process: a copy of the module it loads (a
+        // driver) or a helper it starts must never connect back to it.
+        setenv("KEYSHARE_IN_PROCESS", "1", 1)
         harden()
         var dirBuf = [CChar](repeating: 0, count: 512)
         var pathBuf = [CChar](repeating: 0, count: 128)
