@@ -123,8 +123,9 @@ if command -v p11-kit >/dev/null && command -v setpriv >/dev/null && getent pass
   # A clean environment for the user, as `env -i` would give, but with the PINs set
   # in the shell before exec: env's NAME=VALUE arguments would be in its argv.
   asuser() (
-    path=$PATH pin=$PIN sopin=$SOPIN
+    path=$PATH pin=$PIN sopin=$SOPIN inproc=${KEYSHARE_IN_PROCESS:-}
     for v in $(compgen -e); do unset "$v" 2>/dev/null; done
+    [ -n "$inproc" ] && export KEYSHARE_IN_PROCESS=$inproc   # the mode under test
     # The user's own runtime directory: its agent (the default mode) is this
     # script's, stopped by its PID below, never a stale one in /tmp.
     export PATH=$path HOME=$UH XDG_RUNTIME_DIR=$UH/run KEYSHARE_HOME=$UH/ks KEYSHARE_KDF_LOG2N=10 PIN=$pin SOPIN=$sopin GNUTLS_PIN=$pin

@@ -86,7 +86,7 @@ stop_agent() {
   local dir=${1:-$XDG_RUNTIME_DIR} pid i
   pid=$(cat "$dir/keyshare/agent.pid" 2>/dev/null) || return 0
   case $pid in ''|*[!0-9]*) return 0 ;; esac
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -Eq '(^|/)keyshare agent( |$)' || return 0
+  { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -Eq '(^|/)keyshare agent( |$)' || return 0
   kill "$pid" 2>/dev/null || return 0
   for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
   kill -9 "$pid" 2>/dev/null
