@@ -13,7 +13,7 @@ DEB_PACKAGES  := libssl-dev libsqlite3-dev libp11-kit-dev p11-kit opensc softhsm
 P11_MODULE_DIR  = $(shell pkg-config --variable=p11_module_path p11-kit-1 2>/dev/null || echo /usr/lib/x86_64-linux-gnu/pkcs11)
 P11_CONFIG_DIR  = $(shell pkg-config --variable=p11_module_configs p11-kit-1 2>/dev/null || echo /usr/share/p11-kit/modules)
 
-.PHONY: all deps build test unit-test integration-test demo install uninstall clean bench stress fuzz
+.PHONY: all deps build test unit-test integration-test integration-test-agent integration-test-in-process demo install uninstall clean bench stress fuzz
 
 all: build
 
@@ -47,8 +47,16 @@ unit-test: deps
 integration-test: build
 	@bash Tests/integration/run-all.sh "$(KEYSHARE)" "$(MODULE)"
 
-## test: every test: unit tests, then the integration scripts against the real consumers.
-test: unit-test integration-test
+## integration-test-agent: the scripts with the module in agent mode (docs/agent.md, the default), each with its own agent.
+integration-test-agent: build
+	@KEYSHARE_AGENT=1 bash Tests/integration/run-all.sh "$(KEYSHARE)" "$(MODULE)"
+
+## integration-test-in-process: the same scripts in the weaker in-process mode (KEYSHARE_IN_PROCESS=1).
+integration-test-in-process: build
+	@KEYSHARE_IN_PROCESS=1 bash Tests/integration/run-all.sh "$(KEYSHARE)" "$(MODULE)"
+
+## test: every test: unit tests, then the integration scripts against the real consumers, in both module modes.
+test: unit-test integration-test integration-test-in-process
 
 ## demo: the main job on a throwaway store under ./demo (or $$KEYSHARE_HOME).
 demo: build

@@ -218,7 +218,7 @@ sleep 0.3
 ks token insert alpha >/dev/null
 wait $WAITER
 check_out "blocking C_WaitForSlotEvent woken by token insert in another process" "^event $ALPHA_SLOT [0-9]+ rv=0x0$" cat "$WORK/wait.log"
-check_out "C_Finalize wakes a blocked C_WaitForSlotEvent within 1 s" "^woken ([0-9]{1,3}) rv=0x190$" "$WORK/slotevent" "$MODULE" finalize
+check_out "C_Finalize wakes a blocked C_WaitForSlotEvent within 1 s" "^woken ([0-9]{1,3}) rv=0x190$" timeout 10 "$WORK/slotevent" "$MODULE" finalize
 rm -f "$WORK/go"
 "$WORK/slotevent" "$MODULE" session alpha "$WORK/go" >"$WORK/session.log" 2>&1 &
 S=$!
