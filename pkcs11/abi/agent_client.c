@@ -74,20 +74,22 @@ static void conn_free_locked(struct kc_conn *c) {
 
 /* ---- mode ----------------------------------------------------------------- */
 
-/* The agent is the default (docs/agent.md): the keys stay out of the
- * application's address space. KEYSHARE_IN_PROCESS=1 (or KEYSHARE_AGENT=0)
- * chooses the weaker in-process mode: the store, the logins and the
- * unlocked keys then live in the application, readable by anything that can
- * read its memory (a core, ptrace, /proc/PID/mem). KEYSHARE_IN_PROCESS=1
- * wins over KEYSHARE_AGENT=1. The agent sets KEYSHARE_IN_PROCESS=1 for
- * itself, so a copy of this module it loads (or a helper it starts) never
- * connects back to it. */
+/* The agent is opt-in for now (KEYSHARE_AGENT=1; docs/agent.md): the
+ * default flips once the message-based functions (C_MessageEncrypt* and
+ * C_MessageDecrypt*, implemented by the module) cross the protocol with their
+ * parameters; today they send only the session handle. In agent mode the
+ * keys stay out of the application's address space; in the in-process mode
+ * the store, the logins and the unlocked keys live in the application,
+ * readable by anything that can read its memory (a core, ptrace,
+ * /proc/PID/mem). KEYSHARE_IN_PROCESS=1 wins over KEYSHARE_AGENT=1. The agent
+ * sets KEYSHARE_IN_PROCESS=1 for itself, so a copy of this module it loads
+ * (or a helper it starts) never connects back to it. */
 int ks_agent_mode(void) {
     static int mode = -1;
     if (mode < 0) {
         const char *inproc = getenv("KEYSHARE_IN_PROCESS");
         const char *agent = getenv("KEYSHARE_AGENT");
-        mode = !(inproc && strcmp(inproc, "1") == 0) && !(agent && strcmp(agent, "0") == 0);
+        mode = (agent && strcmp(agent, "1") == 0) && !(inproc && strcmp(inproc, "1") == 0);
     }
     return mode;
 }
