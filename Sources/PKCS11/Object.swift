@@ -127,6 +127,10 @@ extension Runtime {
             var q = ItemQuery(tokenID: s.tokenID, itemClass: classFilter.flatMap { ItemClass(rawValue: $0) })
             var storeAttrs = want
             for t in [CKA_CLASS, CKA_TOKEN, CKA_PRIVATE] { storeAttrs[t] = nil }
+            // A template value that is some class's default may be answered
+            // from the defaults (not stored): matched after the query.
+            let byDefault = Self.defaultValued(storeAttrs)
+            for t in byDefault.keys { storeAttrs[t] = nil }
             q.attributes = storeAttrs
             if let uniqueID {
                 guard let ref = PersistentReference(base64url: String(decoding: uniqueID, as: UTF8.self)) else {
@@ -136,9 +140,11 @@ extension Runtime {
                 q.reference = ref
             }
             let items = try store.find(q, key: key)
-            let matched = items.filter { (privateFilter == nil || $0.isPrivate == privateFilter) && externalVisible($0, s) }
+            let matched = items.filter {
+                (privateFilter == nil || $0.showsPrivate == privateFilter) && externalVisible($0, s) && Self.matches($0, byDefault)
+            }
             handles += lock.withLock {
-                matched.map { objects.handle(token: $0.tokenID, reference: $0.reference, isPrivate: $0.isPrivate) }
+                matched.map { objects.handle(token: $0.tokenID, reference: $0.reference, isPrivate: $0.showsPrivate) }
             }
         }
         if tokenFilter != true {
