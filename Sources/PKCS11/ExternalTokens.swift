@@ -14,12 +14,18 @@ struct ExternalState {
     var sessions: [TokenID: ExternalTokenSession] = [:]
     /// When this process last polled the configured modules (monotonic s).
     var lastSync: Double = -1_000
+    /// This process's poller: it remembers which cards this process saw, so
+    /// it can record a removal it witnessed and no other (DriverPoller).
+    var poller: DriverPoller?
 }
 
 extension Runtime {
     /// Mirrors the cards of configured modules into the store, at most once a
     /// second per process, in a child process when `keyshare driver add`
-    /// recorded one (a crashing module then cannot take the host down).
+    /// recorded one (a crashing module then cannot take the host down). This
+    /// process is never the designated watcher: it records what it sees by
+    /// the presence rule (DriverPoller), so a host that cannot see a card
+    /// never takes it away from the others.
     func syncExternalTokens() {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
@@ -30,9 +36,30 @@ extension Runtime {
             return true
         }
         guard due, let drivers = try? store.drivers(), !drivers.isEmpty else { return }
-        let helper = (try? store.driverHelper()) ?? nil
-        let isolation: DriverPoller.Isolation = helper.map { access($0, X_OK) == 0 ? .childProcess(executable: $0) : .inProcess } ?? .inProcess
-        DriverPoller(store: store, isolation: isolation, timeout: 5).pollAll()
+        let poller = lock.withLock { () -> DriverPoller in
+            if let p = external.poller { return p }
+            let helper = (try? store.driverHelper()) ?? nil
+            let isolation: DriverPoller.Isolation = helper.map { access($0, X_OK) == 0 ? .childProcess(executable: $0) : .inProcess } ?? .inProcess
+            let p = DriverPoller(store: store, isolation: isolation, timeout: 5)
+            external.poller = p
+            return p
+        }
+        poller.pollAll()
+    }
+
+    /// C_Finalize: every card session is logged out and closed, and then the
+    /// card modules this process initialised are finalized, the order a
+    /// module expects (never a call into one after its own C_Finalize).
+    func shutdownExternal() {
+        let cards = lock.withLock { () -> [ExternalTokenSession] in
+            defer { external.sessions.removeAll() }
+            return Array(external.sessions.values)
+        }
+        for card in cards {
+            card.logout()
+            card.close()
+        }
+        ExternalTokenSession.finalizeModules()
     }
 
     /// C_Logout (or the last session closed): the card is logged out too.

@@ -13,15 +13,20 @@ enum ChildProcess {
         case timedOut
     }
 
-    static func run(_ executable: String, _ arguments: [String], timeout: Double) throws -> Outcome {
+    /// Starts `executable` with its stdout on a pipe (returned, close-on-exec,
+    /// so no other child inherits it) and its stderr on /dev/null.
+    static func spawn(_ executable: String, _ arguments: [String]) throws -> (pid: pid_t, output: Int32) {
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw ExternalModuleError(function: "pipe", rv: 0, message: "cannot create a pipe") }
+        // (pipe2 is not visible to Swift's Glibc module; a spawn racing
+        // between these lines could inherit the pipe, a child of ours only.)
+        _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
+        _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_addclose(&actions, fds[0])
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for p in argv { free(p) } }
         var pid: pid_t = 0
@@ -31,6 +36,12 @@ enum ChildProcess {
             close(fds[0])
             throw ExternalModuleError(function: "posix_spawn", rv: 0, message: "cannot run \(executable): \(String(cString: strerror(rc)))")
         }
+        return (pid, fds[0])
+    }
+
+    static func run(_ executable: String, _ arguments: [String], timeout: Double) throws -> Outcome {
+        let (pid, out) = try spawn(executable, arguments)
+        let fds: [Int32] = [out, -1]
         var output: [UInt8] = []
         var buf = [UInt8](repeating: 0, count: 65536)
         var deadline = timespec()
