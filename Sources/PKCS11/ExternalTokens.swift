@@ -131,7 +131,17 @@ extension Runtime {
             return try Self.cardCall { try card.deriveECDH(keyID: keyID, publicData: publicData) }
         } catch let e as PKCS11Error where e.rv == CKR_KEY_HANDLE_INVALID {
             throw PKCS11Error(CKR_DEVICE_REMOVED)  // the key is gone from the card: it was removed or replaced
+        } catch let e as PKCS11Error {
+            throw Self.removedIfGone(e, card)
         }
+    }
+
+    /// A card call that failed without a reason the consumer can act on:
+    /// if this process's card module no longer shows the card, it was pulled
+    /// (the operating process decides from its own view), CKR_DEVICE_REMOVED.
+    static func removedIfGone(_ e: PKCS11Error, _ card: ExternalTokenSession) -> PKCS11Error {
+        guard e.rv == CKR_DEVICE_ERROR || e.rv == CKR_GENERAL_ERROR, !card.isPresent() else { return e }
+        return PKCS11Error(CKR_DEVICE_REMOVED)
     }
 
     static func signatureLength(_ a: AttributeMap) -> Int {
@@ -182,7 +192,11 @@ extension Runtime {
             switch CK_RV(e.rv) {
             case CKR_DEVICE_REMOVED, CKR_TOKEN_NOT_PRESENT, CKR_SESSION_HANDLE_INVALID, CKR_SESSION_CLOSED:
                 throw PKCS11Error(CKR_DEVICE_REMOVED)
+            // CKR_GENERAL_ERROR too: OpenSC answers it for a PIN a card
+            // refused without saying why (the CAC emulator's VERIFY), and a
+            // consumer must see what the card's own module says.
             case CKR_PIN_INCORRECT, CKR_PIN_LOCKED, CKR_PIN_EXPIRED, CKR_PIN_LEN_RANGE, CKR_USER_PIN_NOT_INITIALIZED,
+                 CKR_GENERAL_ERROR,
                  CKR_DATA_LEN_RANGE, CKR_DATA_INVALID, CKR_MECHANISM_INVALID, CKR_MECHANISM_PARAM_INVALID,
                  CKR_KEY_HANDLE_INVALID, CKR_KEY_FUNCTION_NOT_PERMITTED, CKR_KEY_TYPE_INCONSISTENT,
                  CKR_USER_NOT_LOGGED_IN, CKR_ENCRYPTED_DATA_INVALID, CKR_ENCRYPTED_DATA_LEN_RANGE:
@@ -231,6 +245,8 @@ final class ExternalSignOperation: SignOperation {
             return try Runtime.cardCall { try card.sign(keyID: keyID, mechanism: mechanism, parameter: parameter, data: data) }
         } catch let e as PKCS11Error where e.rv == CKR_KEY_HANDLE_INVALID {
             throw PKCS11Error(CKR_DEVICE_REMOVED)  // the key is gone from the card: it was removed or replaced
+        } catch let e as PKCS11Error {
+            throw Runtime.removedIfGone(e, card)
         }
     }
 }
@@ -260,7 +276,11 @@ final class ExternalDecryptOperation: CipherOperation {
 
     func oneShot(_ data: [UInt8]) throws -> [UInt8] {
         guard try store.token(card.tokenID)?.present == true else { throw PKCS11Error(CKR_DEVICE_REMOVED) }
-        return try Runtime.cardCall { try card.decrypt(keyID: keyID, mechanism: mechanism, parameter: parameter, data: data) }
+        do {
+            return try Runtime.cardCall { try card.decrypt(keyID: keyID, mechanism: mechanism, parameter: parameter, data: data) }
+        } catch let e as PKCS11Error {
+            throw Runtime.removedIfGone(e, card)
+        }
     }
 
     func update(_ part: [UInt8]) throws -> [UInt8] {

@@ -14,7 +14,9 @@ enum ChildProcess {
     }
 
     /// Starts `executable` with its stdout on a pipe (returned, close-on-exec,
-    /// so no other child inherits it) and its stderr on /dev/null.
+    /// so no other child inherits it) and its stderr on /dev/null, or appended
+    /// to the file named by KEYSHARE_DRIVER_LOG (a debugging aid: the event
+    /// children then log each step there with KEYSHARE_DEBUG=1).
     static func spawn(_ executable: String, _ arguments: [String]) throws -> (pid: pid_t, output: Int32) {
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw ExternalModuleError(function: "pipe", rv: 0, message: "cannot create a pipe") }
@@ -26,7 +28,8 @@ enum ChildProcess {
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        let log = getenv("KEYSHARE_DRIVER_LOG").map { String(cString: $0) } ?? ""
+        posix_spawn_file_actions_addopen(&actions, 2, log.isEmpty ? "/dev/null" : log, O_WRONLY | O_APPEND | O_CREAT, 0o600)
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for p in argv { free(p) } }
         var pid: pid_t = 0

@@ -30,8 +30,26 @@ public enum DriverEventMode: String, Sendable, CaseIterable {
 public enum DriverEventSource {
     public static let safetyInterval = 2.0
 
+    /// With KEYSHARE_DEBUG set: one line per step on stderr (the watcher
+    /// sends it to KEYSHARE_DRIVER_LOG), with monotonic milliseconds.
+    private static let debug = getenv("KEYSHARE_DEBUG").map { String(cString: $0) }.map { !$0.isEmpty && $0 != "0" } ?? false
+
+    static func trace(_ what: @autoclosure () -> String) {
+        guard debug else { return }
+        let line = "driver-events[\(getpid())] \(Int(monotonicSeconds() * 1000)) \(what())\n"
+        _ = line.withCString { write(2, $0, strlen($0)) }
+    }
+
     public static func run(modulePath: String, interval: Double, mode: DriverEventMode,
                            emit: @escaping @Sendable (String) -> Bool) throws -> Never {
+        // Orphaned (the watcher died, even by SIGKILL): leave at once. The
+        // main thread may be stuck in the module (a pcscd that is gone), so
+        // a thread of its own checks, and _exit skips the module's teardown.
+        let parent = getppid()
+        startThread {
+            while getppid() == parent { sleepSeconds(0.25) }
+            _exit(0)
+        }
         let lib = try PKCS11Library.shared(modulePath)
         let signal = EventSignal()
         var waiting = false
@@ -48,7 +66,8 @@ public enum DriverEventSource {
                 var quick = 0
                 while true {
                     let start = monotonicSeconds()
-                    let (rv, _) = lib.waitForSlotEvent(block: true)
+                    let (rv, slot) = lib.waitForSlotEvent(block: true)
+                    trace("C_WaitForSlotEvent rv=0x\(String(rv, radix: 16)) slot=\(slot)")
                     if rv == 0 {
                         signal.post()
                     } else if rv != 0x8 /* CKR_NO_EVENT */ {
@@ -94,7 +113,9 @@ public enum DriverEventSource {
                 // caches what it read from a card, so this is cheap.
                 do {
                     if rescan { lib.rescanIfIdle() }
+                    trace("snapshot (woke=\(woke))")
                     let text = try DriverSnapshot.read(lib).serialized()
+                    trace("snapshot done, \(text.count) bytes\(text == lastText ? ", unchanged" : "")")
                     lastFailure = nil
                     if text != lastText {
                         lastText = text
@@ -299,8 +320,11 @@ final class DriverStreams: @unchecked Sendable {
         c.snapshotLines.removeAll()
         guard let snap = DriverSnapshot(serialized: text) else { return fail(c.name, "returned an unreadable snapshot", failed) }
         do {
+            DriverEventSource.trace("watcher: snapshot of \(c.name) received (\(snap.tokens.count) token(s))")
             try poller.apply(snap, driver: c.name)
+            DriverEventSource.trace("watcher: applied")
             applied()
+            DriverEventSource.trace("watcher: events delivered")
         } catch {
             failed(c.name, "\(error)")
         }

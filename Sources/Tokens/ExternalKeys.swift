@@ -57,6 +57,17 @@ public final class ExternalTokenSession: @unchecked Sendable {
         lib.closeHeldSession(session, generation: generation)
     }
 
+    /// Whether this process's card module still shows the card (its serial)
+    /// in a slot: the operating process's own view, used to tell a card
+    /// pulled mid-operation from a card that merely failed.
+    public func isPresent() -> Bool {
+        guard lib.isCurrent(generation), let slots = try? lib.slots(tokenPresent: true) else { return false }
+        return slots.contains { slot in
+            guard let info = try? lib.tokenInfo(slot: slot) else { return false }
+            return (info.serial.isEmpty ? "label-" + info.label : info.serial) == tokenID.instance
+        }
+    }
+
     /// C_Login as user on the card; the PIN is passed through, never kept.
     public func login(pin: [UInt8]) throws {
         try lock.withLock { try lib.login(session: session, pin: pin) }
