@@ -13,7 +13,7 @@
 # back with the same token ID, references and slot ID. Then CARD_CYCLES
 # insert/remove cycles (default 10; `make stress` runs 50) with the module's
 # blocking C_WaitForSlotEvent and again with polling: latency of each event,
-# none lost or duplicated.
+# none lost or duplicated. Last, a second real module: tpm2-pkcs11 over swtpm.
 #
 # Isolation: everything runs in a private network namespace (vpcd listens on
 # 0.0.0.0:35963) and a private mount namespace with a tmpfs on /run/pcscd
@@ -292,6 +292,55 @@ cycles "polling(0.5 s)"
 stop "$WATCH"
 
 stop "$PCSCD"
-check_no_secret_argv CARDPIN WRONGPIN P12PASS
+
+# --- 9. a second real module: tpm2-pkcs11 over a software TPM (swtpm) -----------
+# swtpm on 127.0.0.1 inside the same private network namespace. No resource
+# manager here: a TPM holds 3 transient objects, so contexts are flushed after
+# each tpm2_ptool step (test-hardware notes). PINs through pkcs11-tool env:.
+T1=$SECONDS
+TPMMOD=/usr/lib/x86_64-linux-gnu/pkcs11/libtpm2_pkcs11.so
+if need "tpm2-pkcs11 over swtpm" swtpm tpm2_ptool tpm2_flushcontext "$TPMMOD"; then
+  export TPMSO=20406080 TPMPIN=13579864 TPMDIR=$WORK/tpm
+  mkdir -p "$TPMDIR/state" "$TPMDIR/store"
+  export TPM2TOOLS_TCTI="swtpm:host=127.0.0.1,port=2321" TPM2_PKCS11_TCTI="swtpm:host=127.0.0.1,port=2321" \
+    TPM2_PKCS11_STORE=$TPMDIR/store TPM2_PKCS11_LOG_LEVEL=0
+  swtpm socket --tpmstate dir="$TPMDIR/state" --tpm2 --server type=tcp,port=2321,bindaddr=127.0.0.1 \
+    --ctrl type=tcp,port=2322,bindaddr=127.0.0.1 --flags not-need-init,startup-clear --daemon --pid file="$TPMDIR/pid"
+  for _ in $(seq 50); do [ -s "$TPMDIR/pid" ] && listening 2321 && break; sleep 0.05; done
+  SWTPM=$(cat "$TPMDIR/pid" 2>/dev/null); PIDS+=("$SWTPM")
+  flush() { tpm2_flushcontext -t; tpm2_flushcontext -l; tpm2_flushcontext -s; } >/dev/null 2>&1
+  tpm() { pkcs11-tool --module "$TPMMOD" "$@" >/dev/null 2>&1; }
+  tpm2_ptool init --path "$TPMDIR/store" >/dev/null 2>&1; flush
+  tpm2_ptool addemptytoken --pid 1 --path "$TPMDIR/store" >/dev/null 2>&1; flush
+  tpm --slot-index 0 --init-token --label tpmtok --so-pin env:TPMSO
+  tpm --token-label tpmtok --login --login-type so --so-pin env:TPMSO --init-pin --new-pin env:TPMPIN
+  tpm --token-label tpmtok --login --pin env:TPMPIN --keypairgen --key-type rsa:2048 --id 01 --label trsa
+  tpm --token-label tpmtok --login --pin env:TPMPIN --keypairgen --key-type EC:prime256v1 --id 02 --label tec
+  check_out "a tpm2-pkcs11 token on swtpm ($((SECONDS - T1)) s to set up)" "token label +: tpmtok" pkcs11-tool --module "$TPMMOD" -L
+  check_out "driver add --module libtpm2_pkcs11.so" "added driver tpm2_pkcs11 .*1 token" ks driver add --module "$TPMMOD"
+  TPMID=$(ks token list --json | json "[t['tokenID'] for t in d if t['label']=='tpmtok'][0]")
+  check_out "the TPM token's key pairs are mirrored ($TPMID)" "'private-key tec', 'private-key trsa', 'public-key tec', 'public-key trsa'" \
+    sh -c "\"$KEYSHARE\" list --json | python3 -c \"import json,sys; print(sorted(i['itemClass']+' '+i['label'] for i in json.load(sys.stdin) if i['tokenID']=='$TPMID'))\""
+  for spec in "01 SHA256-RSA-PKCS" "02 ECDSA-SHA256"; do
+    set -- $spec
+    tpm --token-label tpmtok --read-object --type pubkey --id "$1" -o "$WORK/tpm$1.der"
+    check "the TPM signs through keyshare ($2)" pkcs11-tool --module "$MODULE" --token-label tpmtok --login --pin env:TPMPIN \
+      --sign -m "$2" --signature-format openssl --id "$1" -i "$WORK/data" -o "$WORK/tpm$1.sig"
+    check "... and the signature verifies with the TPM's public key ($2)" openssl dgst -sha256 \
+      -verify <(openssl pkey -pubin -inform DER -in "$WORK/tpm$1.der") -signature "$WORK/tpm$1.sig" "$WORK/data"
+  done
+  # One watcher, two modules: OpenSC has events (pcscd is stopped now: its child
+  # reports the failure), tpm2-pkcs11 has none and is polled.
+  "$KEYSHARE" token watch --interval 0.1 --driver-interval 0.5 >"$WORK/watch3.log" 2>"$WORK/watch3.err" &
+  W3=$!; PIDS+=("$W3")
+  for _ in $(seq 100); do grep -qs "tpm2_pkcs11:" "$WORK/watch3.err" && break; sleep 0.05; done
+  check_out "the watcher polls tpm2-pkcs11 (its C_WaitForSlotEvent does not block)" "driver tpm2_pkcs11: polling" cat "$WORK/watch3.err"
+  for _ in $(seq 100); do grep -qs "inserted $TPMID" "$WORK/watch3.log" && break; sleep 0.05; done
+  check_out "the watcher lists the TPM token" "^inserted $TPMID\$" cat "$WORK/watch3.log"
+  stop "$W3" "$SWTPM"
+  echo "tpm2-pkcs11 section: $((SECONDS - T1)) s"
+fi
+
+check_no_secret_argv CARDPIN WRONGPIN P12PASS TPMSO TPMPIN
 echo "41-cards: $((SECONDS - T0)) s"
 finish_consumers
