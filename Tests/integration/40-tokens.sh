@@ -128,6 +128,9 @@ p11 --write-object "$WORK/rsa.pub.der" --type pubkey --id 01 --label rsa
 p11 --write-object "$WORK/rsa.der" --type cert --id 01 --label rsa
 p11 --keypairgen --key-type EC:prime256v1 --id 02 --label ec
 items() { ks list --json | json "sorted(i['itemClass']+' '+i['label'] for i in d if i['tokenID']=='$CARDID')" ; }
+# The running watcher records the objects written to the card (other processes
+# leave presence to it): within one driver interval.
+for _ in $(seq 60); do [ "$(items)" = "['certificate rsa', 'private-key ec', 'private-key rsa', 'public-key ec', 'public-key rsa']" ] && break; sleep 0.05; done
 check_out "list shows the card's certificate, public keys and key proxies" \
   "'certificate rsa', 'private-key ec', 'private-key rsa', 'public-key ec', 'public-key rsa'" items
 echo "data to sign" >"$WORK/data"
