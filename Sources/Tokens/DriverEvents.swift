@@ -44,7 +44,8 @@ public enum DriverEventSource {
                            emit: @escaping @Sendable (String) -> Bool) throws -> Never {
         // Orphaned (the watcher died, even by SIGKILL): leave at once. The
         // main thread may be stuck in the module (a pcscd that is gone), so
-        // a thread of its own checks, and _exit skips the module's teardown.
+        // a thread of its own checks. Every exit here is _exit: the module's
+        // C_Finalize could wait for the thread blocked in C_WaitForSlotEvent.
         let parent = getppid()
         startThread {
             while getppid() == parent { sleepSeconds(0.25) }
@@ -89,7 +90,7 @@ public enum DriverEventSource {
                 rescan = rv == 0x54 /* CKR_FUNCTION_NOT_SUPPORTED */
             }
         }
-        guard emit("MODE " + (waiting ? "wait" : "poll")) else { exit(0) }
+        guard emit("MODE " + (waiting ? "wait" : "poll")) else { _exit(0) }
         var lastText: String?
         var lastFailure: String?
         var nextCheck = 0.0
@@ -102,7 +103,7 @@ public enum DriverEventSource {
                 // The module's wait broke: poll from now on.
                 waiting = false
                 rescan = rv == 0x54 /* CKR_FUNCTION_NOT_SUPPORTED */
-                guard emit("MODE poll") else { exit(0) }
+                guard emit("MODE poll") else { _exit(0) }
                 woke = true
             }
             let now = monotonicSeconds()
@@ -119,7 +120,7 @@ public enum DriverEventSource {
                     lastFailure = nil
                     if text != lastText {
                         lastText = text
-                        guard emit(text) else { exit(0) }
+                        guard emit(text) else { _exit(0) }
                         continue
                     }
                 } catch {
@@ -128,12 +129,12 @@ public enum DriverEventSource {
                     let reason = "\(error)".split(separator: "\n").first.map(String.init) ?? "error"
                     if reason != lastFailure {
                         lastFailure = reason
-                        guard emit("FAIL " + reason) else { exit(0) }
+                        guard emit("FAIL " + reason) else { _exit(0) }
                         continue
                     }
                 }
             }
-            guard emit("HB") else { exit(0) }
+            guard emit("HB") else { _exit(0) }
         }
     }
 }
@@ -199,7 +200,7 @@ final class EventSignal: @unchecked Sendable {
 /// their output read in one loop. A snapshot is applied by the presence
 /// rule (DriverPoller.apply) the moment it arrives; a child that crashes
 /// is reported failed and started again after a pause; one whose
-/// heartbeat stops for `timeout` seconds is killed and reported hung.
+/// heartbeat stops for `hangTimeout` seconds is killed and reported hung.
 final class DriverStreams: @unchecked Sendable {
     let poller: DriverPoller
     let executable: String
@@ -226,6 +227,12 @@ final class DriverStreams: @unchecked Sendable {
     }
 
     private var children: [String: Child] = [:]  // only touched by the run loop's thread
+
+    /// How long a child may go without a heartbeat before it is called hung:
+    /// binding a real card can take seconds (the virtual CAC takes 2 s, a
+    /// card with large certificates behind a slow reader more), during which
+    /// the module holds its lock and the child's loop waits.
+    var hangTimeout: Double { max(poller.timeout, 20) }
 
     init(poller: DriverPoller, executable: String, interval: Double, mode: DriverEventMode) {
         self.poller = poller
@@ -277,10 +284,10 @@ final class DriverStreams: @unchecked Sendable {
                 }
             }
             let t = monotonicSeconds()
-            for c in Array(children.values) where t - c.lastHeard > poller.timeout {
+            for c in Array(children.values) where t - c.lastHeard > hangTimeout {
                 stop(c)
                 children[c.name] = nil
-                fail(c.name, "the module did not answer within \(poller.timeout) s", failed)
+                fail(c.name, "the module did not answer within \(Int(hangTimeout)) s", failed)
             }
         }
     }

@@ -188,6 +188,10 @@ check "... the signature verifies with the card's certificate" openssl dgst -sha
 direct=$(pkcs11-tool --module "$OPENSC" --login --pin env:WRONGPIN --sign -m SHA256-RSA-PKCS --id 0001 \
   -i "$WORK/data" -o "$WORK/x.sig" 2>&1 | grep -o 'C_Login failed: rv = [A-Z_]*')
 rm -f "$WORK/x.sig"
+check "pkcs11-tool signs raw CKM_RSA_PKCS through keyshare on the card" pkcs11-tool --module "$MODULE" --token-label "$LABEL" \
+  --login --pin env:CARDPIN --sign -m RSA-PKCS --id 0001 -i "$WORK/data" -o "$WORK/raw.sig"
+check_out "... the PKCS #1 v1.5 block recovers the data with the certificate's key" "^data signed by the card$" \
+  openssl pkeyutl -verifyrecover -pubin -inkey "$WORK/card.spki" -in "$WORK/raw.sig"
 out=$(pkcs11-tool --module "$MODULE" --token-label "$LABEL" --login --pin env:WRONGPIN --sign -m SHA256-RSA-PKCS --id 0001 \
   -i "$WORK/data" -o "$WORK/x.sig" 2>&1) && bad "a wrong PIN is refused by the card" "$out" \
   || { [ -n "$direct" ] && grep -q "$direct" <<<"$out" && [ ! -s "$WORK/x.sig" ] \
@@ -279,7 +283,13 @@ cycles() {
   echo "latency $mode remove->event ms: $(printf '%s\n' "${rem[@]:-}" | grep . | summary)"
 }
 cycles "events(C_WaitForSlotEvent)"
-stop "$WATCH"
+# The watcher killed outright: its module child (blocked in OpenSC's wait) leaves on its own.
+KIDS=$(pgrep -P "$WATCH" | tr '\n' ' ')
+kill -KILL "$WATCH"; wait "$WATCH" 2>/dev/null
+for _ in $(seq 40); do alive=; for k in $KIDS; do kill -0 "$k" 2>/dev/null && alive=1; done; [ -z "$alive" ] && break; sleep 0.05; done
+[ -n "$KIDS" ] && [ -z "$alive" ] && ok "watcher killed (SIGKILL): its module child ($KIDS) exits by itself" \
+  || bad "watcher killed (SIGKILL): its module child exits by itself" "children: '$KIDS', still alive: ${alive:-no}"
+for k in $KIDS; do kill -KILL "$k" 2>/dev/null; done
 KEYSHARE_DEBUG=1 KEYSHARE_DRIVER_LOG=$WORK/driver.log "$KEYSHARE" token watch --interval 0.1 --driver-interval 0.5 \
   --driver-events poll >"$LOG" 2>"$WORK/watch.err" &
 WATCH=$!
