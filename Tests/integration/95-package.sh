@@ -154,7 +154,8 @@ UID_USER=$(getent passwd nobody | cut -d: -f3); GID_USER=$(getent passwd nobody 
 chmod 711 "$WORK"; chmod 644 "$DEB"
 if command -v lintian >/dev/null; then
   mkdir -p "$WORK/lintian"; chown "$UID_USER:$GID_USER" "$WORK/lintian"
-  lout=$(HOME=$WORK/lintian TMPDIR=$WORK/lintian setpriv --reuid="$UID_USER" --regid="$GID_USER" --clear-groups \
+  # From a directory that user may enter: a checkout private to root (mktemp -d) is not one.
+  lout=$(cd "$WORK/lintian" && HOME=$WORK/lintian TMPDIR=$WORK/lintian setpriv --reuid="$UID_USER" --regid="$GID_USER" --clear-groups \
          lintian --fail-on error,warning "$DEB" 2>&1); lrc=$?
   if [ "$lrc" -eq 0 ] && ! grep -q '^[EW]: ' <<<"$lout"; then ok "lintian: no error, no warning (info tags: docs/packaging.md)"
   else bad "lintian: no error, no warning" "$lout"; fi
