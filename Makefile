@@ -9,12 +9,13 @@ MODULE        := $(BIN_DIR)/libkeyshare-pkcs11.so
 KEYSHARE      := $(BIN_DIR)/keyshare
 DEB_PACKAGES  := libssl-dev libsqlite3-dev libp11-kit-dev p11-kit opensc softhsm2 gnutls-bin \
                  libengine-pkcs11-openssl openssh-client libnss3-tools zip unzip openssl python3 pkg-config strace \
-                 p11-kit-modules openssh-server openvpn curl iproute2 openjdk-17-jdk-headless gdb sqlite3
-SYSTEMD_USER_DIR ?= $(PREFIX)/lib/systemd/user
+                 p11-kit-modules openssh-server openvpn curl iproute2 openjdk-17-jdk-headless gdb sqlite3 \
+                 pcscd vsmartcard-vpcd opensc-pkcs11 libcacard-dev util-linux \
+                 swtpm swtpm-tools tpm2-tools libtpm2-pkcs11-1 libtpm2-pkcs11-tools
 P11_MODULE_DIR  = $(shell pkg-config --variable=p11_module_path p11-kit-1 2>/dev/null || echo /usr/lib/x86_64-linux-gnu/pkcs11)
 P11_CONFIG_DIR  = $(shell pkg-config --variable=p11_module_configs p11-kit-1 2>/dev/null || echo /usr/share/p11-kit/modules)
 
-.PHONY: all deps build test unit-test integration-test demo install uninstall clean bench stress fuzz
+.PHONY: all deps build test unit-test integration-test integration-test-agent integration-test-in-process test-cards demo install uninstall clean bench stress fuzz
 
 all: build
 
@@ -46,10 +47,31 @@ unit-test: deps
 	$(SWIFT) test
 
 integration-test: build
-	@bash Tests/integration/run-all.sh "$(KEYSHARE)" "$(MODULE)"
+	@KEYSHARE_IT_SKIP=41-cards bash Tests/integration/run-all.sh "$(KEYSHARE)" "$(MODULE)"
 
-## test: every test: unit tests, then the integration scripts against the real consumers.
-test: unit-test integration-test
+## integration-test-agent: the scripts with the module in agent mode (docs/agent.md; opt-in for now), each with its own agent.
+integration-test-agent: build
+	@KEYSHARE_AGENT=1 KEYSHARE_IT_SKIP=41-cards bash Tests/integration/run-all.sh "$(KEYSHARE)" "$(MODULE)"
+
+## integration-test-in-process: the same scripts forcing the in-process mode (KEYSHARE_IN_PROCESS=1; today's default).
+integration-test-in-process: build
+	@KEYSHARE_IN_PROCESS=1 KEYSHARE_IT_SKIP=41-cards bash Tests/integration/run-all.sh "$(KEYSHARE)" "$(MODULE)"
+
+## The virtual CAC card of the smart-card tests (libcacard bridged to pcscd's vpcd reader).
+CARD_BRIDGE := .build/cards/vcac-bridge
+$(CARD_BRIDGE): Tests/cards/vcac-bridge.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -Wall -Wextra -o $@ $< $$(pkg-config --cflags --libs libcacard)
+
+## test-cards: the real smart-card stack (pcscd + vpcd + a virtual CAC card + OpenSC, in private network and
+## mount namespaces: needs root or user namespaces; fails, never skips, where it cannot run). CARD_CYCLES=10.
+CARD_CYCLES ?= 10
+test-cards: build $(CARD_BRIDGE)
+	@CARD_CYCLES=$(CARD_CYCLES) VCAC_BRIDGE=$(abspath $(CARD_BRIDGE)) bash Tests/integration/41-cards.sh "$(KEYSHARE)" "$(MODULE)"
+
+## test: every test: unit tests, the integration scripts against the real consumers, the smart-card stack
+## (75-agent covers the agent; the whole suite through it is `make integration-test-agent` until it is the default).
+test: unit-test integration-test test-cards
 
 ## demo: the main job on a throwaway store under ./demo (or $$KEYSHARE_HOME).
 demo: build
@@ -65,10 +87,12 @@ bench: build $(BENCH_BIN)
 
 ## stress: long reliability runs (docs/reliability.md): 4 processes x 2 threads x 1000 operations with the
 ## CLI alongside, 200 SIGKILLs, 100 forks with 4 busy threads, the password-service exec races 25 times
-## each (issue 12), and the in-process run under ThreadSanitizer (module in .build-tsan).
+## each (issue 12), 50 smart-card insert/remove cycles per event path (docs/benchmarks.md), and the
+## in-process run under ThreadSanitizer (module in .build-tsan).
 SANITIZE := KEYSHARE_SANITIZE=1 $(SWIFT) build -c release
-stress: build
+stress: build $(CARD_BRIDGE)
 	@bash Tests/stress/stress.sh "$(KEYSHARE)" "$(MODULE)" 4 2 1000 20
+	@CARD_CYCLES=50 VCAC_BRIDGE=$(abspath $(CARD_BRIDGE)) bash Tests/integration/41-cards.sh "$(KEYSHARE)" "$(MODULE)"
 	@bash Tests/stress/crash.sh "$(KEYSHARE)" "$(MODULE)" 200
 	@RACE_RUNS=25 bash Tests/integration/21-share-hardening.sh "$(KEYSHARE)" "$(MODULE)"
 	@bash Tests/integration/55-fork.sh "$(KEYSHARE)" "$(MODULE)" 100
@@ -83,18 +107,109 @@ fuzz: build
 	@bash Tests/fuzz/abi-asan.sh "$(KEYSHARE)" .build-fuzz/release/libkeyshare-pkcs11.so
 	@bash Tests/fuzz/run-fuzz.sh "$(KEYSHARE)" .build-fuzz/release
 
-install: build
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(P11_MODULE_DIR) $(DESTDIR)$(P11_CONFIG_DIR)
-	install -m 0755 $(KEYSHARE) $(DESTDIR)$(PREFIX)/bin/keyshare
-	install -m 0644 $(MODULE) $(DESTDIR)$(P11_MODULE_DIR)/libkeyshare-pkcs11.so
-	install -m 0644 pkcs11/keyshare.module $(DESTDIR)$(P11_CONFIG_DIR)/keyshare.module
-	install -d $(DESTDIR)$(SYSTEMD_USER_DIR)
-	install -m 0644 dist/systemd/keyshare-agent.socket $(DESTDIR)$(SYSTEMD_USER_DIR)/keyshare-agent.socket
-	sed 's|@BINDIR@|$(PREFIX)/bin|' dist/systemd/keyshare-agent.service > $(DESTDIR)$(SYSTEMD_USER_DIR)/keyshare-agent.service
+## ---- Packaging (issue 19; docs/packaging.md): version, man pages, completions, install, deb ----
+# The one version is KeyshareVersion in Sources/KeyshareCrypto/Version.swift; it is parsed
+# here, never written twice. VERSION_OVERRIDE changes only the Debian package's version
+# (Tests/integration/95-package.sh builds a lower one to test upgrades).
+VERSION_SWIFT := Sources/KeyshareCrypto/Version.swift
+VERSION       := $(shell awk '/static let major:/ {M = $$NF} /static let minor:/ {m = $$NF} \
+                   /static let patch:/ {p = $$NF} END {if (M != "" && m != "" && p != "") print M "." m "." p}' $(VERSION_SWIFT))
+VERSION_OVERRIDE ?=
+DEB_VERSION   := $(or $(VERSION_OVERRIDE),$(VERSION))
+DEB_ARCH      := $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+DEB_DIR       ?= $(CURDIR)
+DEB_FILE       = $(DEB_DIR)/keyshare_$(DEB_VERSION)_$(DEB_ARCH).deb
+DEB_COMPRESS  ?= xz
+DEB_BUILD     := $(CURDIR)/.build/deb
+DEB_PACKAGES  += dpkg-dev binutils lintian man-db groff-base bash-completion
+# Generated files (man pages, completions); the date of the last commit, so a rebuild is identical.
+GEN           := $(CURDIR)/.build/dist
+SOURCE_DATE   := $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+# swift-argument-parser's generate-manual (the tool its GenerateManual plugin runs), built
+# from the already-resolved checkout: offline, and without the plugin's second full build.
+GENMAN_SRC    := .build/checkouts/swift-argument-parser
+GENMAN        := $(CURDIR)/.build/generate-manual/release/generate-manual
 
+# Install layout. The module and its p11-kit file go where p11-kit looks (pkg-config),
+# whatever PREFIX is: p11-kit reads no other directory. Everything else is under PREFIX.
+BINDIR        = $(PREFIX)/bin
+MANDIR        = $(PREFIX)/share/man
+DOCDIR        = $(PREFIX)/share/doc/keyshare
+USERUNITDIR   = $(PREFIX)/lib/systemd/user
+BASHCOMPDIR   = $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR    = $(PREFIX)/share/zsh/$(if $(filter /usr,$(PREFIX)),vendor-completions,site-functions)
+FISHCOMPDIR   = $(PREFIX)/share/fish/vendor_completions.d
+DOCS          = README.md CHANGELOG.md $(wildcard docs/*.md) dist/debian/copyright
+# Every systemd user unit in dist/systemd (the password service's; the agent's join here).
+UNITS         = $(wildcard dist/systemd/*.service dist/systemd/*.socket)
+
+.PHONY: man completions install install-files uninstall deb
+
+$(GENMAN): $(wildcard Package.resolved)
+	@test -d $(GENMAN_SRC) || { echo "$(GENMAN_SRC) missing: run 'make build' first" >&2; exit 1; }
+	$(SWIFT) build -c release --package-path $(GENMAN_SRC) --scratch-path $(CURDIR)/.build/generate-manual --product generate-manual
+	@touch $@
+
+## man: keyshare(1) and one page per subcommand from the argument parser, plus keyshare-pkcs11(7).
+man: build $(GENMAN)
+	@bash dist/man/generate.sh "$(GENMAN)" "$(KEYSHARE)" "$(GEN)/man" \
+	  "$$(date -u -d @$(SOURCE_DATE) +%F)" "$(VERSION)"
+
+## completions: bash, zsh and fish completion scripts from the argument parser.
+completions: build
+	@mkdir -p $(GEN)/completions
+	@# A sourced file needs no #! line (lintian: bash-completion-with-hashbang).
+	@$(KEYSHARE) --generate-completion-script bash | sed '1{/^#!/d}' > $(GEN)/completions/keyshare
+	@$(KEYSHARE) --generate-completion-script zsh > $(GEN)/completions/_keyshare
+	@$(KEYSHARE) --generate-completion-script fish > $(GEN)/completions/keyshare.fish
+	@bash -n $(GEN)/completions/keyshare
+	@grep -q '^complete .*-F _keyshare keyshare$$' $(GEN)/completions/keyshare
+	@grep -q '^#compdef keyshare' $(GEN)/completions/_keyshare
+	@grep -q "^complete -c 'keyshare'" $(GEN)/completions/keyshare.fish
+	@echo "completions: bash, zsh, fish ($(GEN)/completions)"
+
+## install: PREFIX (default /usr/local) and DESTDIR. The same files as the Debian package.
+install: build man completions
+	@$(MAKE) --no-print-directory install-files
+
+# The copy itself, with no prerequisites: `install` and `deb` share it, so both install one set.
+install-files:
+	install -d -m 0755 $(DESTDIR)$(BINDIR) $(DESTDIR)$(P11_MODULE_DIR) $(DESTDIR)$(P11_CONFIG_DIR) \
+	  $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7 $(DESTDIR)$(DOCDIR) $(DESTDIR)$(USERUNITDIR) \
+	  $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
+	install -m 0755 $(KEYSHARE) $(DESTDIR)$(BINDIR)/keyshare
+	install -m 0644 $(MODULE) $(DESTDIR)$(P11_MODULE_DIR)/libkeyshare-pkcs11.so
+	install -m 0644 dist/p11-kit/keyshare.module $(DESTDIR)$(P11_CONFIG_DIR)/keyshare.module
+	install -m 0644 $(GEN)/man/man1/*.1.gz $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 $(GEN)/man/man7/*.7.gz $(DESTDIR)$(MANDIR)/man7/
+	install -m 0644 $(GEN)/completions/keyshare $(DESTDIR)$(BASHCOMPDIR)/keyshare
+	install -m 0644 $(GEN)/completions/_keyshare $(DESTDIR)$(ZSHCOMPDIR)/_keyshare
+	install -m 0644 $(GEN)/completions/keyshare.fish $(DESTDIR)$(FISHCOMPDIR)/keyshare.fish
+	install -m 0644 $(DOCS) $(DESTDIR)$(DOCDIR)/
+	@set -e; for u in $(UNITS); do \
+	  sed -e 's|@bindir@|$(BINDIR)|g' -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@docdir@|$(DOCDIR)|g' $$u > $(DESTDIR)$(USERUNITDIR)/$${u##*/}; \
+	  chmod 0644 $(DESTDIR)$(USERUNITDIR)/$${u##*/}; \
+	  echo "install $$u -> $(DESTDIR)$(USERUNITDIR)/$${u##*/}"; \
+	done
+
+## uninstall: removes what install put there (same PREFIX and DESTDIR); users' stores are never touched.
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/keyshare $(DESTDIR)$(P11_MODULE_DIR)/libkeyshare-pkcs11.so $(DESTDIR)$(P11_CONFIG_DIR)/keyshare.module
-	rm -f $(DESTDIR)$(SYSTEMD_USER_DIR)/keyshare-agent.socket $(DESTDIR)$(SYSTEMD_USER_DIR)/keyshare-agent.service
+	rm -f $(DESTDIR)$(BINDIR)/keyshare $(DESTDIR)$(P11_MODULE_DIR)/libkeyshare-pkcs11.so \
+	  $(DESTDIR)$(P11_CONFIG_DIR)/keyshare.module \
+	  $(DESTDIR)$(MANDIR)/man1/keyshare.1.gz $(DESTDIR)$(MANDIR)/man1/keyshare-*.1.gz \
+	  $(DESTDIR)$(MANDIR)/man7/keyshare-pkcs11.7.gz \
+	  $(DESTDIR)$(BASHCOMPDIR)/keyshare $(DESTDIR)$(ZSHCOMPDIR)/_keyshare $(DESTDIR)$(FISHCOMPDIR)/keyshare.fish \
+	  $(addprefix $(DESTDIR)$(USERUNITDIR)/,$(notdir $(UNITS)))
+	rm -rf $(DESTDIR)$(DOCDIR)
+
+## deb: keyshare_<version>_<arch>.deb in DEB_DIR (default: here), with dpkg-deb: `make install`'s
+## files under /usr, stripped, Depends from dpkg-shlibdeps. VERSION_OVERRIDE=... for tests only.
+deb: build man completions
+	@test -n "$(VERSION)" || { echo "no version in $(VERSION_SWIFT)" >&2; exit 1; }
+	rm -rf $(DEB_BUILD)
+	@$(MAKE) --no-print-directory install-files DESTDIR=$(DEB_BUILD)/debian/keyshare PREFIX=/usr >/dev/null
+	@cd $(DEB_BUILD) && SOURCE_DATE_EPOCH=$(SOURCE_DATE) bash $(CURDIR)/dist/debian/build-deb.sh \
+	  "$(CURDIR)" "$(VERSION)" "$(DEB_VERSION)" "$(DEB_COMPRESS)" "$(DEB_FILE)"
 
 clean:
 	rm -rf .build demo

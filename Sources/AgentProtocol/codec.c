@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "agent_protocol.h"
+#include "codec_internal.h"
 
 /* ---- buffers ------------------------------------------------------------ */
 
@@ -177,7 +178,6 @@ static size_t struct_size(char k) {
 
 /* ---- mechanisms ---------------------------------------------------------- */
 
-enum { PARAM_NONE = 0, PARAM_RAW = 1, PARAM_OAEP = 2, PARAM_GCM = 3, PARAM_ECDH1 = 4 };
 
 /* Pointer-free parameters. An allow-list, not a deny-list: a parameter struct
  * with pointers sent as raw bytes would make the agent read its own memory at
@@ -190,18 +190,27 @@ int ksa_mechanism_param_is_raw(CK_MECHANISM_TYPE t) {
     case CKM_AES_ECB_ENCRYPT_DATA: case CKM_AES_CBC_ENCRYPT_DATA:
     case CKM_SHA_1_HMAC_GENERAL: case CKM_SHA256_HMAC_GENERAL: case CKM_SHA384_HMAC_GENERAL:
     case CKM_SHA512_HMAC_GENERAL: case CKM_SHA224_HMAC_GENERAL:
+    case CKM_SHA512_224_HMAC_GENERAL: case CKM_SHA512_256_HMAC_GENERAL:
+    case CKM_SHA3_224_HMAC_GENERAL: case CKM_SHA3_256_HMAC_GENERAL: case CKM_SHA3_384_HMAC_GENERAL:
+    case CKM_SHA3_512_HMAC_GENERAL:
+    case CKM_EXTRACT_KEY_FROM_KEY:       /* CK_EXTRACT_PARAMS: a CK_ULONG */
+    case CKM_CONCATENATE_BASE_AND_KEY:   /* a CK_OBJECT_HANDLE */
         return t != CKM_AES_ECB_ENCRYPT_DATA; /* CK_KEY_DERIVATION_STRING_DATA has a pointer */
     default:
         return 0;
     }
 }
 
-/* Input bytes: u8 present, u64 len, bytes when present. */
-static CK_RV put_bytes(ksa_buf *b, const void *p, CK_ULONG n) {
-    if (n > KSA_MAX_OUTPUT) return CKR_ARGUMENTS_BAD;
-    ksa_put_u8(b, p != NULL);
+/* Input bytes: u8 present, u64 len, bytes when present. An input that cannot
+ * cross (NULL with a length, or more than a frame carries) crosses as NULL
+ * with its length, never refused here: the module must see the call, because
+ * its CKR_ARGUMENTS_BAD ends the session's active operation (PKCS #11 §5.2),
+ * and only the agent holds that operation. */
+CK_RV ksa_put_bytes(ksa_buf *b, const void *p, CK_ULONG n) {
+    int present = p != NULL && n <= KSA_MAX_OUTPUT;
+    ksa_put_u8(b, (uint8_t)present);
     ksa_put_u64(b, n);
-    if (p) ksa_put_raw(b, p, n);
+    if (present) ksa_put_raw(b, p, n);
     return CKR_OK;
 }
 
@@ -209,10 +218,10 @@ static const uint8_t empty_input[8];
 
 /* The agent's view of input bytes: NULL when the client's was NULL; a
  * non-NULL pointer (into the request) otherwise, even for zero bytes. */
-static int get_bytes(ksa_rd *r, void **p, CK_ULONG *n) {
+int ksa_get_bytes(ksa_rd *r, void **p, CK_ULONG *n) {
     uint8_t present = ksa_get_u8(r);
     uint64_t len = ksa_get_u64(r);
-    if (r->failed || present > 1 || len > KSA_MAX_OUTPUT) return -1;
+    if (r->failed || present > 1 || (present && len > KSA_MAX_OUTPUT)) return -1;
     *n = (CK_ULONG)len;
     *p = NULL;
     if (present) {
@@ -241,16 +250,16 @@ static CK_RV put_mechanism(ksa_buf *b, const CK_MECHANISM *m) {
         ksa_put_u64(b, p->hashAlg);
         ksa_put_u64(b, p->mgf);
         ksa_put_u64(b, p->source);
-        return put_bytes(b, p->pSourceData, p->ulSourceDataLen);
+        return ksa_put_bytes(b, p->pSourceData, p->ulSourceDataLen);
     }
     case CKM_AES_GCM: {
         if (m->ulParameterLen != sizeof(CK_GCM_PARAMS)) return CKR_MECHANISM_PARAM_INVALID;
         const CK_GCM_PARAMS *p = m->pParameter;
         ksa_put_u8(b, PARAM_GCM);
-        CK_RV rv = put_bytes(b, p->pIv, p->ulIvLen);
+        CK_RV rv = ksa_put_bytes(b, p->pIv, p->ulIvLen);
         if (rv != CKR_OK) return rv;
         ksa_put_u64(b, p->ulIvBits);
-        rv = put_bytes(b, p->pAAD, p->ulAADLen);
+        rv = ksa_put_bytes(b, p->pAAD, p->ulAADLen);
         ksa_put_u64(b, p->ulTagBits);
         return rv;
     }
@@ -259,14 +268,17 @@ static CK_RV put_mechanism(ksa_buf *b, const CK_MECHANISM *m) {
         const CK_ECDH1_DERIVE_PARAMS *p = m->pParameter;
         ksa_put_u8(b, PARAM_ECDH1);
         ksa_put_u64(b, p->kdf);
-        CK_RV rv = put_bytes(b, p->pSharedData, p->ulSharedDataLen);
+        CK_RV rv = ksa_put_bytes(b, p->pSharedData, p->ulSharedDataLen);
         if (rv != CKR_OK) return rv;
-        return put_bytes(b, p->pPublicData, p->ulPublicDataLen);
+        return ksa_put_bytes(b, p->pPublicData, p->ulPublicDataLen);
     }
-    default:
+    default: {
+        CK_RV rv;
+        if (ksa_put_kdf_param(b, m, &rv)) return rv;
         if (!ksa_mechanism_param_is_raw(m->mechanism)) return CKR_MECHANISM_PARAM_INVALID;
         ksa_put_u8(b, PARAM_RAW);
-        return put_bytes(b, m->pParameter, m->ulParameterLen);
+        return ksa_put_bytes(b, m->pParameter, m->ulParameterLen);
+    }
     }
 }
 
@@ -294,7 +306,7 @@ static int get_mechanism(ksa_rd *r, ksa_arena *a, CK_MECHANISM **out) {
         break;
     }
     case PARAM_RAW:
-        if (get_bytes(r, &d, &n) || !d || !ksa_mechanism_param_is_raw(m->mechanism)) return -1;
+        if (ksa_get_bytes(r, &d, &n) || !d || !ksa_mechanism_param_is_raw(m->mechanism)) return -1;
         m->pParameter = d;
         m->ulParameterLen = n;
         break;
@@ -305,7 +317,7 @@ static int get_mechanism(ksa_rd *r, ksa_arena *a, CK_MECHANISM **out) {
         p->hashAlg = ksa_get_u64(r);
         p->mgf = ksa_get_u64(r);
         p->source = ksa_get_u64(r);
-        if (get_bytes(r, &p->pSourceData, &p->ulSourceDataLen)) return -1;
+        if (ksa_get_bytes(r, &p->pSourceData, &p->ulSourceDataLen)) return -1;
         m->pParameter = p;
         m->ulParameterLen = sizeof *p;
         break;
@@ -314,11 +326,11 @@ static int get_mechanism(ksa_rd *r, ksa_arena *a, CK_MECHANISM **out) {
         if (m->mechanism != CKM_AES_GCM) return -1;
         CK_GCM_PARAMS *p = ksa_arena_alloc(a, sizeof *p);
         if (!p) return -1;
-        if (get_bytes(r, &d, &n)) return -1;
+        if (ksa_get_bytes(r, &d, &n)) return -1;
         p->pIv = d;
         p->ulIvLen = n;
         p->ulIvBits = ksa_get_u64(r);
-        if (get_bytes(r, &d, &n)) return -1;
+        if (ksa_get_bytes(r, &d, &n)) return -1;
         p->pAAD = d;
         p->ulAADLen = n;
         p->ulTagBits = ksa_get_u64(r);
@@ -331,10 +343,10 @@ static int get_mechanism(ksa_rd *r, ksa_arena *a, CK_MECHANISM **out) {
         CK_ECDH1_DERIVE_PARAMS *p = ksa_arena_alloc(a, sizeof *p);
         if (!p) return -1;
         p->kdf = ksa_get_u64(r);
-        if (get_bytes(r, &d, &n)) return -1;
+        if (ksa_get_bytes(r, &d, &n)) return -1;
         p->pSharedData = d;
         p->ulSharedDataLen = n;
-        if (get_bytes(r, &d, &n)) return -1;
+        if (ksa_get_bytes(r, &d, &n)) return -1;
         p->pPublicData = d;
         p->ulPublicDataLen = n;
         m->pParameter = p;
@@ -342,7 +354,8 @@ static int get_mechanism(ksa_rd *r, ksa_arena *a, CK_MECHANISM **out) {
         break;
     }
     default:
-        return -1;
+        if (ksa_get_kdf_param(r, a, m, enc) != 0) return -1;
+        break;
     }
     if (r->failed) return -1;
     *out = m;
@@ -351,7 +364,7 @@ static int get_mechanism(ksa_rd *r, ksa_arena *a, CK_MECHANISM **out) {
 
 /* ---- templates ------------------------------------------------------------ */
 
-static CK_RV put_template(ksa_buf *b, const CK_ATTRIBUTE *t, CK_ULONG count, int with_values) {
+CK_RV ksa_put_template(ksa_buf *b, const CK_ATTRIBUTE *t, CK_ULONG count, int with_values) {
     if (count > 1u << 16) return CKR_ARGUMENTS_BAD;
     ksa_put_u8(b, t != NULL);
     ksa_put_u64(b, count);
@@ -359,7 +372,7 @@ static CK_RV put_template(ksa_buf *b, const CK_ATTRIBUTE *t, CK_ULONG count, int
     for (CK_ULONG i = 0; i < count; i++) {
         ksa_put_u64(b, t[i].type);
         if (with_values) {
-            CK_RV rv = put_bytes(b, t[i].ulValueLen ? t[i].pValue : NULL, t[i].ulValueLen);
+            CK_RV rv = ksa_put_bytes(b, t[i].ulValueLen ? t[i].pValue : NULL, t[i].ulValueLen);
             if (rv != CKR_OK) return rv;
         } else {
             ksa_put_u8(b, t[i].pValue != NULL);
@@ -371,7 +384,7 @@ static CK_RV put_template(ksa_buf *b, const CK_ATTRIBUTE *t, CK_ULONG count, int
 
 /* A template as the agent sees it: a CK_ATTRIBUTE array in the arena. For
  * GetAttributeValue, each value buffer has the client's capacity (bounded). */
-static int get_template(ksa_rd *r, ksa_arena *a, int with_values, CK_ATTRIBUTE **out, CK_ULONG *count) {
+int ksa_get_template(ksa_rd *r, ksa_arena *a, int with_values, CK_ATTRIBUTE **out, CK_ULONG *count) {
     uint8_t present = ksa_get_u8(r);
     uint64_t n = ksa_get_u64(r);
     if (r->failed || present > 1 || n > 1u << 16) return -1;
@@ -383,7 +396,7 @@ static int get_template(ksa_rd *r, ksa_arena *a, int with_values, CK_ATTRIBUTE *
     for (uint64_t i = 0; i < n; i++) {
         t[i].type = ksa_get_u64(r);
         if (with_values) {
-            if (get_bytes(r, &t[i].pValue, &t[i].ulValueLen)) return -1;
+            if (ksa_get_bytes(r, &t[i].pValue, &t[i].ulValueLen)) return -1;
         } else {
             uint8_t has = ksa_get_u8(r);
             uint64_t cap = ksa_get_u64(r);
@@ -413,7 +426,7 @@ CK_RV ksa_encode_request(uint32_t fn, ksa_arg *args, ksa_buf *b) {
         ksa_arg *a = &args[i];
         switch (sig[i]) {
         case 'u': ksa_put_u64(b, a->ul); break;
-        case 'I': rv = put_bytes(b, a->ptr, a->len); break;
+        case 'I': rv = ksa_put_bytes(b, a->ptr, a->len); break;
         case 'O':
             ksa_put_u8(b, (a->ptr != NULL) | (a->plen != NULL) << 1);
             a->cap = a->plen ? *a->plen : 0;
@@ -436,14 +449,14 @@ CK_RV ksa_encode_request(uint32_t fn, ksa_arg *args, ksa_buf *b) {
             a->cap = a->ul;
             ksa_put_u64(b, a->ul);
             break;
-        case 'T': rv = put_template(b, a->ptr, a->len, 1); break;
+        case 'T': rv = ksa_put_template(b, a->ptr, a->len, 1); break;
         case 'G':
             /* The caller's capacities, kept (in a->plen, an array the client
              * provides) to bound what the reply may write. */
             if (!a->plen && a->ptr && a->len) { rv = CKR_GENERAL_ERROR; break; }
             if (a->ptr) for (CK_ULONG k = 0; k < a->len; k++)
                 a->plen[k] = ((CK_ATTRIBUTE *)a->ptr)[k].pValue ? ((CK_ATTRIBUTE *)a->ptr)[k].ulValueLen : 0;
-            rv = put_template(b, a->ptr, a->len, 0);
+            rv = ksa_put_template(b, a->ptr, a->len, 0);
             break;
         case 'M': rv = put_mechanism(b, a->ptr); break;
         case 'i': case 's': case 't': case 'e': case 'm':
@@ -469,7 +482,7 @@ int ksa_decode_request(uint32_t fn, ksa_rd *r, ksa_arg *args, ksa_arena *ar) {
         uint64_t n;
         switch (sig[i]) {
         case 'u': a->ul = (CK_ULONG)ksa_get_u64(r); break;
-        case 'I': if (get_bytes(r, &a->ptr, &a->len)) return -1; break;
+        case 'I': if (ksa_get_bytes(r, &a->ptr, &a->len)) return -1; break;
         case 'O': case 'A': case 'F': {
             f = ksa_get_u8(r);
             n = ksa_get_u64(r);
@@ -509,7 +522,7 @@ int ksa_decode_request(uint32_t fn, ksa_rd *r, ksa_arg *args, ksa_arena *ar) {
             break;
         case 'T': case 'G': {
             CK_ATTRIBUTE *t;
-            if (get_template(r, ar, sig[i] == 'T', &t, &a->len)) return -1;
+            if (ksa_get_template(r, ar, sig[i] == 'T', &t, &a->len)) return -1;
             a->ptr = t;
             break;
         }
@@ -586,6 +599,10 @@ void ksa_encode_reply(uint32_t fn, ksa_arg *args, CK_RV rv, ksa_buf *b) {
             }
             break;
         }
+        case 'M':
+            /* The handles a mechanism parameter returns (SP 800-108's additional keys). */
+            ksa_put_mechanism_outputs(b, a->ptr);
+            break;
         case 'i': case 's': case 't': case 'e': case 'm': {
             int data = a->ptr && rv == CKR_OK;
             ksa_put_u8(b, data);
@@ -674,6 +691,9 @@ CK_RV ksa_apply_reply(uint32_t fn, ksa_arg *args, ksa_rd *r) {
                 }
                 break;
             }
+            case 'M':
+                if (ksa_apply_mechanism_outputs(rd, a->ptr, write) != 0) return CKR_DEVICE_ERROR;
+                break;
             case 'i': case 's': case 't': case 'e': case 'm': {
                 uint8_t data = ksa_get_u8(rd);
                 if (rd->failed || data > 1 || (data && !a->ptr)) return CKR_DEVICE_ERROR;

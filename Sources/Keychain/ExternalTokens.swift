@@ -14,7 +14,22 @@ extension KeychainStore {
             guard !rec.hasPINs else { throw KeychainError.invalidArgument("\(id) is a soft token") }
             try db.run("DELETE FROM items WHERE token_id = ?", [.text(id.description)])
             try db.run("UPDATE tokens SET present = 0 WHERE token_id = ?", [.text(id.description)])
+            try db.run("DELETE FROM meta WHERE key = ?", [.text("mirror:" + id.description)])
             if rec.present { try bumpPresence(id) }
+        }
+    }
+
+    /// The digest of what was last mirrored for an external token (its items'
+    /// references and attributes), so a poll of an unchanged card writes nothing.
+    public func mirrorDigest(_ id: TokenID) throws -> [UInt8]? {
+        try read {
+            try db.query("SELECT value FROM meta WHERE key = ?", [.text("mirror:" + id.description)]) { $0.blob(0) }.first
+        }
+    }
+
+    public func setMirrorDigest(_ id: TokenID, _ digest: [UInt8]) throws {
+        try write {
+            try db.run("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [.text("mirror:" + id.description), .blob(digest)])
         }
     }
 

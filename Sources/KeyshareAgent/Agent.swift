@@ -52,6 +52,13 @@ public final class Agent: @unchecked Sendable {
     /// Hardens the process, takes the agent lock, listens and serves until idle.
     /// Returns the exit status.
     public func run() -> Int32 {
+        // The call log is per client (the descriptor each client sends, docs/agent.md
+        // "Debug log"): the starter's KEYSHARE_DEBUG must not log every client here.
+        unsetenv("KEYSHARE_DEBUG")
+        unsetenv("KEYSHARE_LOG")
+        // The agent serves in-process: a copy of the module it loads (a
+        // driver) or a helper it starts must never connect back to it.
+        setenv("KEYSHARE_IN_PROCESS", "1", 1)
         harden()
         var dirBuf = [CChar](repeating: 0, count: 512)
         var pathBuf = [CChar](repeating: 0, count: 128)
@@ -247,15 +254,20 @@ final class AgentClient: @unchecked Sendable {
     let pid: pid_t
     let exe: String
     let module: Module
+    /// The client's debug-log descriptor (-1: no log), closed when the client goes.
+    let logFD: Int32
     /// Guarded by Agent.lock.
     var connections = 1
 
-    init(token: [UInt8], pid: pid_t, exe: String, module: Module) {
+    init(token: [UInt8], pid: pid_t, exe: String, module: Module, logFD: Int32 = -1) {
         self.token = token
         self.pid = pid
         self.exe = exe
         self.module = module
+        self.logFD = logFD
     }
+
+    deinit { if logFD >= 0 { close(logFD) } }
 }
 
 /// The agent's log: one line per decision on stderr (the journal under

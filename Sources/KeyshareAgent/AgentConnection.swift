@@ -46,7 +46,7 @@ struct AgentConnection {
         var r = ksa_rd(p: buf.data, left: buf.len, failed: 0)
         let magic = ksa_get_u32(&r)
         let version = ksa_get_u16(&r)
-        _ = ksa_get_u16(&r)
+        let flags = ksa_get_u16(&r)
         guard let tokenPtr = ksa_get_raw(&r, Int(KSA_TOKEN_LEN)), r.failed == 0, magic == KSA_MAGIC else {
             AgentLog.line("refused pid \(pid): not a keyshare agent hello")
             return nil
@@ -76,6 +76,13 @@ struct AgentConnection {
             }
             fields.append(present == 1 ? String(decoding: UnsafeBufferPointer(start: p, count: n), as: UTF8.self) : nil)
         }
+        // The client's debug log (docs/agent.md, "Debug log"): the descriptor
+        // the client sent right after the hello, written to with the client's pid.
+        var logFD: Int32 = -1
+        if flags & UInt16(KSA_HELLO_LOG) != 0 {
+            logFD = ksa_recv_fd(fd)
+            guard logFD != -2 else { return nil }
+        }
         // Who connected, judged race-free (KeySharing.CallerCheck: the
         // connecting process still holds this socket close-on-exec, so it has
         // not exec'd since connect).
@@ -84,6 +91,7 @@ struct AgentConnection {
         switch check.verify(connection: fd, pid: pid) {
         case .success(let e): exe = e
         case .failure(let refusal):
+            if logFD >= 0 { close(logFD) }
             AgentLog.line("refused pid \(pid): \(refusal.reason)")
             reply(status: 3, token: token)
             return nil
@@ -92,6 +100,7 @@ struct AgentConnection {
         let groups = Self.accessGroups(fields[3])
         var newToken = [UInt8](repeating: 0, count: Int(KSA_TOKEN_LEN))
         do { newToken = try SecureRandom.bytes(Int(KSA_TOKEN_LEN)) } catch {
+            if logFD >= 0 { close(logFD) }
             reply(status: 4, token: token)
             return nil
         }
@@ -99,7 +108,7 @@ struct AgentConnection {
         // previous agent (or client) names nothing here.
         let base = CK_ULONG(UInt32.random(in: 1..<2048)) << 20 | 1
         let client = AgentClient(token: newToken, pid: pid, exe: exe,
-                                 module: Module(home: home, accessGroups: groups, handleBase: base))
+                                 module: Module(home: home, accessGroups: groups, handleBase: base), logFD: logFD)
         agent.register(client)
         AgentLog.line("client pid \(pid) exe \(exe): allowed (store \(home ?? "default"), groups \(Self.describe(groups)))")
         reply(status: 0, token: newToken)
@@ -124,7 +133,9 @@ struct AgentConnection {
         let table = ks_function_list_3_0()
         while ksa_read_frame(fd, &buf) == 0 {
             ksa_buf_reset(&out)
-            let status = Module.withCurrent(client.module) { ksa_serve(table, buf.data, buf.len, &out) }
+            let status = Module.withCurrent(client.module) {
+                Log.withDestination(fd: client.logFD, pid: client.pid) { ksa_serve(table, buf.data, buf.len, &out) }
+            }
             // The request may hold a PIN: wiped before the next read.
             ksa_buf_reset(&buf)
             if status != 0 { AgentLog.line("pid \(client.pid): malformed call refused") }

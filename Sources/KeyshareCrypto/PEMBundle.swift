@@ -149,7 +149,11 @@ public struct PEMBundle: Sendable {
             return try PrivateKey(pem: block.text, password: password)
         } catch let e as CryptoError {
             let r = e.reason.lowercased()
-            if r.contains("unsupported") || r.contains("unknown cipher") || r.contains("not supported") {
+            // A wrong key still yields valid CBC padding about 1 time in 256;
+            // the garbage then fails to decode ("header too long", "nested asn1
+            // error"): that is a wrong password too, not an unsupported scheme.
+            let decodeOfGarbage = r.contains("asn1") || r.contains("header too long")
+            if !decodeOfGarbage && (r.contains("unsupported") || r.contains("unknown cipher") || r.contains("not supported")) {
                 throw CryptoError(.unsupported, block.name, reason: "its encryption is not supported (\(e.reason))")
             }
             throw CryptoError(.wrongPassword, block.name, reason: "wrong password for the encrypted private key")

@@ -14,12 +14,18 @@ struct ExternalState {
     var sessions: [TokenID: ExternalTokenSession] = [:]
     /// When this process last polled the configured modules (monotonic s).
     var lastSync: Double = -1_000
+    /// This process's poller: it remembers which cards this process saw, so
+    /// it can record a removal it witnessed and no other (DriverPoller).
+    var poller: DriverPoller?
 }
 
 extension Runtime {
     /// Mirrors the cards of configured modules into the store, at most once a
     /// second per process, in a child process when `keyshare driver add`
-    /// recorded one (a crashing module then cannot take the host down).
+    /// recorded one (a crashing module then cannot take the host down). This
+    /// process is never the designated watcher: it records what it sees by
+    /// the presence rule (DriverPoller), so a host that cannot see a card
+    /// never takes it away from the others.
     func syncExternalTokens() {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
@@ -30,9 +36,30 @@ extension Runtime {
             return true
         }
         guard due, let drivers = try? store.drivers(), !drivers.isEmpty else { return }
-        let helper = (try? store.driverHelper()) ?? nil
-        let isolation: DriverPoller.Isolation = helper.map { access($0, X_OK) == 0 ? .childProcess(executable: $0) : .inProcess } ?? .inProcess
-        DriverPoller(store: store, isolation: isolation, timeout: 5).pollAll()
+        let poller = lock.withLock { () -> DriverPoller in
+            if let p = external.poller { return p }
+            let helper = (try? store.driverHelper()) ?? nil
+            let isolation: DriverPoller.Isolation = helper.map { access($0, X_OK) == 0 ? .childProcess(executable: $0) : .inProcess } ?? .inProcess
+            let p = DriverPoller(store: store, isolation: isolation, timeout: 5)
+            external.poller = p
+            return p
+        }
+        poller.pollAll()
+    }
+
+    /// C_Finalize: every card session is logged out and closed, and then the
+    /// card modules this process initialised are finalized, the order a
+    /// module expects (never a call into one after its own C_Finalize).
+    func shutdownExternal() {
+        let cards = lock.withLock { () -> [ExternalTokenSession] in
+            defer { external.sessions.removeAll() }
+            return Array(external.sessions.values)
+        }
+        for card in cards {
+            card.logout()
+            card.close()
+        }
+        ExternalTokenSession.finalizeModules()
     }
 
     /// C_Logout (or the last session closed): the card is logged out too.
@@ -105,7 +132,17 @@ extension Runtime {
             return try Self.cardCall { try card.deriveECDH(keyID: keyID, publicData: publicData) }
         } catch let e as PKCS11Error where e.rv == CKR_KEY_HANDLE_INVALID {
             throw PKCS11Error(CKR_DEVICE_REMOVED)  // the key is gone from the card: it was removed or replaced
+        } catch let e as PKCS11Error {
+            throw Self.removedIfGone(e, card)
         }
+    }
+
+    /// A card call that failed without a reason the consumer can act on:
+    /// if this process's card module no longer shows the card, it was pulled
+    /// (the operating process decides from its own view), CKR_DEVICE_REMOVED.
+    static func removedIfGone(_ e: PKCS11Error, _ card: ExternalTokenSession) -> PKCS11Error {
+        guard e.rv == CKR_DEVICE_ERROR || e.rv == CKR_GENERAL_ERROR, !card.isPresent() else { return e }
+        return PKCS11Error(CKR_DEVICE_REMOVED)
     }
 
     static func signatureLength(_ a: AttributeMap) -> Int {
@@ -156,7 +193,11 @@ extension Runtime {
             switch CK_RV(e.rv) {
             case CKR_DEVICE_REMOVED, CKR_TOKEN_NOT_PRESENT, CKR_SESSION_HANDLE_INVALID, CKR_SESSION_CLOSED:
                 throw PKCS11Error(CKR_DEVICE_REMOVED)
+            // CKR_GENERAL_ERROR too: OpenSC answers it for a PIN a card
+            // refused without saying why (the CAC emulator's VERIFY), and a
+            // consumer must see what the card's own module says.
             case CKR_PIN_INCORRECT, CKR_PIN_LOCKED, CKR_PIN_EXPIRED, CKR_PIN_LEN_RANGE, CKR_USER_PIN_NOT_INITIALIZED,
+                 CKR_GENERAL_ERROR,
                  CKR_DATA_LEN_RANGE, CKR_DATA_INVALID, CKR_MECHANISM_INVALID, CKR_MECHANISM_PARAM_INVALID,
                  CKR_KEY_HANDLE_INVALID, CKR_KEY_FUNCTION_NOT_PERMITTED, CKR_KEY_TYPE_INCONSISTENT,
                  CKR_USER_NOT_LOGGED_IN, CKR_ENCRYPTED_DATA_INVALID, CKR_ENCRYPTED_DATA_LEN_RANGE:
@@ -205,6 +246,8 @@ final class ExternalSignOperation: SignOperation {
             return try Runtime.cardCall { try card.sign(keyID: keyID, mechanism: mechanism, parameter: parameter, data: data) }
         } catch let e as PKCS11Error where e.rv == CKR_KEY_HANDLE_INVALID {
             throw PKCS11Error(CKR_DEVICE_REMOVED)  // the key is gone from the card: it was removed or replaced
+        } catch let e as PKCS11Error {
+            throw Runtime.removedIfGone(e, card)
         }
     }
 }
@@ -234,7 +277,11 @@ final class ExternalDecryptOperation: CipherOperation {
 
     func oneShot(_ data: [UInt8]) throws -> [UInt8] {
         guard try store.token(card.tokenID)?.present == true else { throw PKCS11Error(CKR_DEVICE_REMOVED) }
-        return try Runtime.cardCall { try card.decrypt(keyID: keyID, mechanism: mechanism, parameter: parameter, data: data) }
+        do {
+            return try Runtime.cardCall { try card.decrypt(keyID: keyID, mechanism: mechanism, parameter: parameter, data: data) }
+        } catch let e as PKCS11Error {
+            throw Runtime.removedIfGone(e, card)
+        }
     }
 
     func update(_ part: [UInt8]) throws -> [UInt8] {

@@ -19,7 +19,39 @@ public enum Log {
         return STDERR_FILENO
     }()
 
-    public static var enabled: Bool { fd >= 0 }
+    /// In the agent (docs/agent.md, "Debug log"), each client's calls are
+    /// logged to the descriptor that client sent (its KEYSHARE_LOG file or its
+    /// stderr), with the client's pid: a thread-local destination set around
+    /// each call. Never set in-process, where `enabled` stays one load.
+    nonisolated(unsafe) private static var destinationsUsed = false
+    private static let destinationKey: pthread_key_t = {
+        var key = pthread_key_t()
+        pthread_key_create(&key, nil)
+        return key
+    }()
+
+    /// Runs `body` with this thread's log lines going to `fd`, prefixed with `pid`.
+    public static func withDestination<T>(fd: Int32, pid: Int32, _ body: () throws -> T) rethrows -> T {
+        guard fd >= 0 else { return try body() }
+        destinationsUsed = true
+        // fd and pid packed in the key's pointer value (never zero: fd + 1).
+        let packed = UInt(UInt32(bitPattern: pid)) << 32 | UInt(UInt32(fd) + 1)
+        let previous = pthread_getspecific(destinationKey)
+        pthread_setspecific(destinationKey, UnsafeRawPointer(bitPattern: packed))
+        defer { pthread_setspecific(destinationKey, previous) }
+        return try body()
+    }
+
+    /// This thread's destination (fd, pid), else the process's.
+    private static var destination: (fd: Int32, pid: Int32) {
+        if destinationsUsed, let p = pthread_getspecific(destinationKey) {
+            let packed = UInt(bitPattern: p)
+            return (Int32(truncatingIfNeeded: packed & 0xffff_ffff) - 1, Int32(truncatingIfNeeded: packed >> 32))
+        }
+        return (fd, getpid())
+    }
+
+    public static var enabled: Bool { fd >= 0 || (destinationsUsed && pthread_getspecific(destinationKey) != nil) }
 
     /// Monotonic nanoseconds, for call durations.
     public static func now() -> UInt64 {
@@ -29,21 +61,23 @@ public enum Log {
     }
 
     public static func call(_ function: StaticString, _ details: String, rv: CK_RV, started: UInt64) {
-        guard fd >= 0 else { return }
+        guard enabled else { return }
         let micros = (now() &- started) / 1000
         let ms = "\(micros / 1000).\(String(micros % 1000 + 1000).dropFirst())"
         line("\(function)(\(details)) = \(ReturnValue.name(rv)) \(ms) ms")
     }
 
     public static func message(_ text: String) {
-        guard fd >= 0 else { return }
+        guard enabled else { return }
         line(text)
     }
 
     /// One write(2) per line, so lines of concurrent threads and processes
     /// sharing a log file do not interleave.
     private static func line(_ text: String) {
-        var s = "keyshare[\(getpid())] \(text)\n"
+        let (fd, pid) = destination
+        guard fd >= 0 else { return }
+        var s = "keyshare[\(pid)] \(text)\n"
         s.withUTF8 { buf in
             var off = 0
             while off < buf.count {

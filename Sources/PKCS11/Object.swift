@@ -166,6 +166,10 @@ extension Runtime {
             var q = ItemQuery(tokenID: s.tokenID, itemClass: classFilter.flatMap { ItemClass(rawValue: $0) })
             var storeAttrs = want
             for t in [CKA_CLASS, CKA_TOKEN, CKA_PRIVATE] { storeAttrs[t] = nil }
+            // A template value that is some class's default may be answered
+            // from the defaults (not stored): matched after the query.
+            let byDefault = Self.defaultValued(storeAttrs)
+            for t in byDefault.keys { storeAttrs[t] = nil }
             q.attributes = storeAttrs
             if let uniqueID {
                 guard let ref = PersistentReference(base64url: String(decoding: uniqueID, as: UTF8.self)) else {
@@ -175,13 +179,17 @@ extension Runtime {
                 q.reference = ref
             }
             let items = try store.find(q, key: key)
-            // Keys count as private even where an old store holds them as public (ObjectRules.isPrivate).
+            // Keys count as private even where an old store holds them as public
+            // (ObjectRules.isPrivate); card proxies show as private (showsPrivate),
+            // their login being the card's (externalVisible).
             let matched = items.filter {
-                let isPrivate = ObjectRules.isPrivate($0)
-                return (privateFilter == nil || isPrivate == privateFilter) && (key != nil || !isPrivate) && externalVisible($0, s)
+                let isPrivate = ObjectRules.isPrivate($0) || $0.showsPrivate
+                let external = $0.attributes[CKA.keyshareExternal] != nil
+                return (privateFilter == nil || isPrivate == privateFilter) && (key != nil || !isPrivate || external)
+                    && externalVisible($0, s) && Self.matches($0, byDefault)
             }
             handles += lock.withLock {
-                matched.map { objects.handle(token: $0.tokenID, reference: $0.reference, isPrivate: ObjectRules.isPrivate($0)) }
+                matched.map { objects.handle(token: $0.tokenID, reference: $0.reference, isPrivate: ObjectRules.isPrivate($0) || $0.showsPrivate) }
             }
         }
         if tokenFilter != true {

@@ -197,7 +197,7 @@ extension Runtime {
             var a = item.attributes
             a[CKA_CLASS] = AttributeCoding.ulong(item.itemClass.rawValue)
             a[CKA_TOKEN] = AttributeCoding.bool(true)
-            a[CKA_PRIVATE] = AttributeCoding.bool(ObjectRules.isPrivate(item))
+            a[CKA_PRIVATE] = AttributeCoding.bool(ObjectRules.isPrivate(item) || item.showsPrivate)
             a[CKA_UNIQUE_ID] = AttributeCoding.string(ref.base64url)
             let view = ObjectView(handle: h, entry: entry, objectClass: item.itemClass.rawValue, attributes: a)
             lock.withLock {

@@ -54,6 +54,7 @@ public final class Runtime: @unchecked Sendable {
             return all
         }
         for s in dropped { s.endAll() }
+        shutdownExternal()  // card sessions closed, then the card modules finalized (ExternalTokens.swift)
     }
 
     // MARK: - lookups shared by the chapters

@@ -14,15 +14,23 @@ enum ChildProcess {
         case timedOut
     }
 
-    static func run(_ executable: String, _ arguments: [String], timeout: Double) throws -> Outcome {
+    /// Starts `executable` with its stdout on a pipe (returned, close-on-exec,
+    /// so no other child inherits it) and its stderr on /dev/null, or appended
+    /// to the file named by KEYSHARE_DRIVER_LOG (a debugging aid: the event
+    /// children then log each step there with KEYSHARE_DEBUG=1).
+    static func spawn(_ executable: String, _ arguments: [String]) throws -> (pid: pid_t, output: Int32) {
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw ExternalModuleError(function: "pipe", rv: 0, message: "cannot create a pipe") }
+        // (pipe2 is not visible to Swift's Glibc module; a spawn racing
+        // between these lines could inherit the pipe, a child of ours only.)
+        _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
+        _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_addclose(&actions, fds[0])
+        let log = getenv("KEYSHARE_DRIVER_LOG").map { String(cString: $0) } ?? ""
+        posix_spawn_file_actions_addopen(&actions, 2, log.isEmpty ? "/dev/null" : log, O_WRONLY | O_APPEND | O_CREAT, 0o600)
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for p in argv { free(p) } }
         var pid: pid_t = 0
@@ -32,9 +40,14 @@ enum ChildProcess {
             close(fds[0])
             throw ExternalModuleError(function: "posix_spawn", rv: 0, message: "cannot run \(executable): \(String(cString: strerror(rc)))")
         }
+        return (pid, fds[0])
+    }
+
+    static func run(_ executable: String, _ arguments: [String], timeout: Double) throws -> Outcome {
+        let (pid, out) = try spawn(executable, arguments)
         // Waiting for the child can take up to `timeout`: a fork of the host
         // must not wait as long (Keychain.ForkGate).
-        return ForkGate.outside { collect(pid: pid, fd: fds[0], timeout: timeout) }
+        return ForkGate.outside { collect(pid: pid, fd: out, timeout: timeout) }
     }
 
     private static func collect(pid: pid_t, fd: Int32, timeout: Double) -> Outcome {

@@ -6,6 +6,18 @@ import KeyshareCrypto
 /// process (the CLI: a crash or hang kills only the child) or in this
 /// process with a deadline (the PKCS #11 module, which must route signing
 /// to the same loaded library anyway).
+///
+/// What a poll may write is the presence rule (docs/architecture.md, "Who
+/// decides that a card is present"):
+/// - the designated watcher (the process holding the PresenceOwner lock)
+///   records what its module shows: insertions and removals;
+/// - while a designated watcher lives, nobody else writes presence;
+/// - otherwise a process records the cards it sees, and a removal only of a
+///   card it saw itself in an earlier poll and no longer sees: a process
+///   that never saw the card (no configuration for the module, a sandbox,
+///   pcscd or polkit refusing it) cannot declare it gone;
+/// - a module that fails (does not load, crashes, hangs) is reported as
+///   failed, never as the removal of its cards.
 public final class DriverPoller: @unchecked Sendable {
     public enum Isolation: Sendable {
         /// `executable driver snapshot --module PATH` prints a serialized snapshot.
@@ -17,16 +29,21 @@ public final class DriverPoller: @unchecked Sendable {
     public let isolation: Isolation
     /// Seconds one poll of one module may take before the driver is reported failed.
     public let timeout: Double
+    /// Set when this poller belongs to the designated watcher.
+    public let owner: PresenceOwner?
     private let lock = Lock()
     // Guarded by `lock`: drivers whose in-process call hung (never called again),
-    // and when a failed driver may be tried again.
+    // when a failed driver may be tried again, and the cards each driver
+    // showed at this process's last successful poll of it.
     private var hung: Set<String> = []
     private var retryAfter: [String: Double] = [:]
+    private var lastSeen: [String: Set<TokenID>] = [:]
 
-    public init(store: KeychainStore, isolation: Isolation, timeout: Double = 5) {
+    public init(store: KeychainStore, isolation: Isolation, timeout: Double = 5, owner: PresenceOwner? = nil) {
         self.store = store
         self.isolation = isolation
         self.timeout = timeout
+        self.owner = owner
     }
 
     /// One snapshot of a module, isolated as configured.
@@ -48,7 +65,7 @@ public final class DriverPoller: @unchecked Sendable {
         }
     }
 
-    private func failure(_ why: String) -> ExternalModuleError {
+    func failure(_ why: String) -> ExternalModuleError {
         ExternalModuleError(function: "poll", rv: 0, message: why)
     }
 
@@ -75,27 +92,71 @@ public final class DriverPoller: @unchecked Sendable {
         throw failure("the module did not answer within \(timeout) s")
     }
 
-    /// Polls every configured driver once and mirrors it. A failing driver is
-    /// recorded (`driver list` shows why), its cards are withdrawn, and it is
-    /// retried only after a pause. Returns the failures of this round.
+    /// Whether this process may write presence now, and may it remove cards
+    /// it never saw (only the designated watcher may).
+    enum Authority: Equatable { case owner, witness, deferToWatcher }
+
+    func authority() -> Authority {
+        if let owner, owner.acquire() { return .owner }
+        return PresenceOwner.watcherAlive(store: store) ? .deferToWatcher : .witness
+    }
+
+    /// Applies one successful snapshot of driver `name` by the presence rule.
+    /// Returns what was recorded.
+    @discardableResult
+    public func apply(_ snap: DriverSnapshot, driver name: String) throws -> (inserted: [TokenID], removed: [TokenID]) {
+        let seen = Set(ExternalDriver.presentTokens(snap, driver: name).keys)
+        let before = lock.withLock { () -> Set<TokenID> in
+            defer { lastSeen[name] = seen; retryAfter[name] = nil }
+            return lastSeen[name] ?? []
+        }
+        let auth = authority()
+        guard auth != .deferToWatcher else { return ([], []) }
+        let result = try ExternalDriver.mirror(snap, driver: name, store: store) { id in
+            auth == .owner || before.contains(id)
+        }
+        try store.setDriverStatus(name: name, "")
+        return result
+    }
+
+    /// Records that driver `name` failed in this process: reported (and kept
+    /// in `driver list` when this process may write presence), never a
+    /// removal; retried after a pause.
+    public func recordFailure(driver name: String, reason: String) {
+        lock.withLock { retryAfter[name] = monotonicSeconds() + 10 }
+        guard authority() != .deferToWatcher else { return }
+        try? store.setDriverStatus(name: name, "failed: " + reason)
+    }
+
+    /// Records why a driver's last round failed, without a pause before the
+    /// next (a long-lived event child reports and carries on).
+    public func recordStatus(driver name: String, reason: String) {
+        guard authority() != .deferToWatcher else { return }
+        try? store.setDriverStatus(name: name, "failed: " + reason)
+    }
+
+    /// Whether a failed driver is due for another try.
+    public func due(_ name: String) -> Bool {
+        guard let t = lock.withLock({ retryAfter[name] }) else { return true }
+        return monotonicSeconds() >= t
+    }
+
+    /// Polls every configured driver once and applies it by the presence
+    /// rule. Returns the failures of this round.
     @discardableResult
     public func pollAll() -> [(driver: String, reason: String)] {
-        guard let drivers = try? store.drivers() else { return [] }
+        guard let drivers = try? store.drivers(), !drivers.isEmpty else { return [] }
+        // The designated watcher records presence: reading the cards here
+        // (seconds for a CAC card through OpenSC) would change nothing.
+        guard authority() != .deferToWatcher else { return [] }
         var failures: [(String, String)] = []
-        let now = monotonicSeconds()
-        for d in drivers {
-            if let t = lock.withLock({ retryAfter[d.name] }), now < t { continue }
+        for d in drivers where due(d.name) {
             do {
-                let snap = try snapshot(modulePath: d.modulePath)
-                try ExternalDriver.mirror(snap, driver: d.name, store: store)
-                lock.withLock { retryAfter[d.name] = nil }
-                try store.setDriverStatus(name: d.name, "")
+                try apply(try snapshot(modulePath: d.modulePath), driver: d.name)
             } catch {
                 let reason = "\(error)"
                 failures.append((d.name, reason))
-                lock.withLock { retryAfter[d.name] = monotonicSeconds() + 10 }
-                try? store.setDriverStatus(name: d.name, "failed: " + reason)
-                try? ExternalDriver.withdrawAll(driver: d.name, store: store)
+                recordFailure(driver: d.name, reason: reason)
             }
         }
         return failures

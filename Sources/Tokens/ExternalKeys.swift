@@ -9,6 +9,8 @@ public final class ExternalTokenSession: @unchecked Sendable {
     public let tokenID: TokenID
     private let lib: PKCS11Library
     private let session: UInt
+    /// The card module's initialisation this session belongs to.
+    private let generation: Int
     private let lock = Lock()
     private var closed = false
 
@@ -41,8 +43,7 @@ public final class ExternalTokenSession: @unchecked Sendable {
         }
         self.tokenID = tokenID
         self.lib = lib
-        session = try lib.openSession(slot: slot)
-        lib.retainSession()
+        (session, generation) = try lib.openHeldSession(slot: slot)
     }
 
     deinit { close() }
@@ -53,8 +54,18 @@ public final class ExternalTokenSession: @unchecked Sendable {
             return !closed
         }
         guard wasOpen else { return }
-        lib.closeSession(session)
-        lib.releaseSession()
+        lib.closeHeldSession(session, generation: generation)
+    }
+
+    /// Whether this process's card module still shows the card (its serial)
+    /// in a slot: the operating process's own view, used to tell a card
+    /// pulled mid-operation from a card that merely failed.
+    public func isPresent() -> Bool {
+        guard lib.isCurrent(generation), let slots = try? lib.slots(tokenPresent: true) else { return false }
+        return slots.contains { slot in
+            guard let info = try? lib.tokenInfo(slot: slot) else { return false }
+            return (info.serial.isEmpty ? "label-" + info.label : info.serial) == tokenID.instance
+        }
     }
 
     /// C_Login as user on the card; the PIN is passed through, never kept.
@@ -63,7 +74,13 @@ public final class ExternalTokenSession: @unchecked Sendable {
     }
 
     public func logout() {
-        lock.withLock { lib.logout(session: session) }
+        lock.withLock { if lib.isCurrent(generation) { lib.logout(session: session) } }
+    }
+
+    /// keyshare's C_Finalize: logged out, session closed, and then every card
+    /// module finalized (PKCS11Library), in that order.
+    public static func finalizeModules() {
+        PKCS11Library.finalizeAll()
     }
 
     /// One signature with the card's private key `keyID` (CKA_ID).
@@ -86,6 +103,9 @@ public final class ExternalTokenSession: @unchecked Sendable {
     }
 
     private func privateKey(_ keyID: [UInt8]) throws -> UInt {
+        guard lib.isCurrent(generation) else {
+            throw ExternalModuleError(function: "C_FindObjectsInit", rv: 0xB3 /* CKR_SESSION_HANDLE_INVALID */)
+        }
         let keys = try lib.find(session: session, template: [
             CKA.class: AttributeCoding.ulong(CKO.privateKey), CKA.id: keyID,
         ])

@@ -30,20 +30,29 @@ public struct DriverSnapshot: Sendable, Equatable {
         CKA.sign, CKA.decrypt, CKA.derive, CKA.uniqueID, CKA.alwaysAuthenticate,
     ]
 
+    /// What a module answers for a card pulled while it is being read:
+    /// CKR_DEVICE_REMOVED, CKR_TOKEN_NOT_PRESENT, CKR_SESSION_HANDLE_INVALID,
+    /// CKR_SESSION_CLOSED, CKR_DEVICE_ERROR, CKR_TOKEN_NOT_RECOGNIZED.
+    static let cardWent: Set<UInt> = [0x32, 0xE0, 0xB3, 0xB0, 0x30, 0xE1]
+
     /// Reads every present token of a loaded module, without logging in.
     static func read(_ lib: PKCS11Library) throws -> DriverSnapshot {
         var out: [Token] = []
         for slot in try lib.slots(tokenPresent: true) {
             guard let info = try? lib.tokenInfo(slot: slot), info.flags & 0x400 != 0 /* CKF_TOKEN_INITIALIZED */ else { continue }
-            let session = try lib.openSession(slot: slot)
-            defer { lib.closeSession(session) }
-            var objects: [AttributeMap] = []
-            for (cls, types) in [(CKO.certificate, certificateTypes), (CKO.publicKey, publicKeyTypes), (CKO.privateKey, privateKeyTypes)] {
-                for h in try lib.find(session: session, template: [CKA.class: AttributeCoding.ulong(cls)]) {
-                    objects.append(lib.attributes(session: session, object: h, types: types))
+            do {
+                let session = try lib.openSession(slot: slot)
+                defer { lib.closeSession(session) }
+                var objects: [AttributeMap] = []
+                for (cls, types) in [(CKO.certificate, certificateTypes), (CKO.publicKey, publicKeyTypes), (CKO.privateKey, privateKeyTypes)] {
+                    for h in try lib.find(session: session, template: [CKA.class: AttributeCoding.ulong(cls)]) {
+                        objects.append(lib.attributes(session: session, object: h, types: types))
+                    }
                 }
+                out.append(Token(label: info.label, serial: info.serial, model: info.model, objects: objects))
+            } catch let e as ExternalModuleError where cardWent.contains(e.rv) {
+                continue  // pulled while being read: absent, not a failure of the module
             }
-            out.append(Token(label: info.label, serial: info.serial, model: info.model, objects: objects))
         }
         return DriverSnapshot(tokens: out)
     }

@@ -25,23 +25,68 @@ public struct ExternalModuleError: Error, Equatable, CustomStringConvertible, Se
 /// Another PKCS #11 module loaded into this process (dlopen + C_GetFunctionList).
 /// One instance per path per process: C_Initialize is process-wide, and the
 /// library is never unloaded (its threads may still run).
+///
+/// Lifecycle, in the order a module expects it (PKCS #11 §5.4: sessions are
+/// closed, then C_Finalize, and nothing is called after it):
+/// - keyshare's own C_Finalize closes its card sessions and then finalizes
+///   every card module it initialised (`finalizeAll`); the next use
+///   initialises it again;
+/// - at process exit an atexit handler, registered after the card module
+///   was loaded and so run before the module's own exit-time destructors
+///   (SoftHSM2 tears its singleton down then), does the same; a keyshare
+///   C_Finalize that a host runs later still (OpenSSL's cleanup, from
+///   libp11's engine) then calls nothing in the card module. Calling
+///   C_CloseSession into a module whose destructors had run is the crash
+///   `openssl -engine pkcs11` showed at exit;
+/// - a module this process did not initialise (C_Initialize answered
+///   CKR_CRYPTOKI_ALREADY_INITIALIZED: the host uses it too) is never
+///   finalized nor re-initialised by keyshare.
 final class PKCS11Library: @unchecked Sendable {
     let path: String
     private let functions: UnsafeMutablePointer<CK_FUNCTION_LIST>
 
     private nonisolated(unsafe) static var loaded: [String: PKCS11Library] = [:]
+    private nonisolated(unsafe) static var exitHandlerRegistered = false
     private static let loadLock = Lock()
+
+    // Guarded by `loadLock`.
+    /// C_Initialize succeeded and no C_Finalize since.
+    private var live = false
+    /// This process's C_Initialize was the one that initialised the module.
+    private var owned = false
+    /// The process that initialised it: a forked child must not finalize
+    /// what its parent still uses (it would release the parent's PC/SC context).
+    private var initializedBy: pid_t = 0
+    /// The process is exiting: nothing is called any more.
+    private var exiting = false
+    /// Sessions held open across calls (card logins), closed before C_Finalize.
+    private var heldSessions: Set<UInt> = []
+    /// Counts C_Initialize calls: a session handle is only meaningful in the
+    /// generation that opened it (after a re-initialisation the module may
+    /// hand the same number to another session).
+    private(set) var generation = 0
 
     static func shared(_ path: String) throws -> PKCS11Library {
         try sharedAndFresh(path).library
     }
 
-    /// The library, and whether this call loaded (and so just initialised) it.
+    /// The library, and whether this call (re)initialised it.
     static func sharedAndFresh(_ path: String) throws -> (library: PKCS11Library, fresh: Bool) {
         try loadLock.withLock {
-            if let l = loaded[path] { return (l, false) }
+            if let l = loaded[path] {
+                if l.live { return (l, false) }
+                try l.initializeLocked()
+                return (l, true)
+            }
             let l = try PKCS11Library(path: path)
+            try l.initializeLocked()
             loaded[path] = l
+            if !exitHandlerRegistered {
+                // After the dlopen above, so it runs before the module's own
+                // exit-time destructors (atexit runs in reverse order).
+                exitHandlerRegistered = true
+                atexit { PKCS11Library.finalizeAll(exiting: true) }
+            }
             return (l, true)
         }
     }
@@ -63,41 +108,92 @@ final class PKCS11Library: @unchecked Sendable {
         let rv = unsafeBitCast(sym, to: GetList.self)(&list)
         guard rv == CKR_OK, let list else { throw ExternalModuleError(function: "C_GetFunctionList", rv: UInt(rv)) }
         functions = list
+    }
+
+    /// Called with `loadLock` held.
+    private func initializeLocked() throws {
+        guard !exiting else { throw ExternalModuleError(function: "C_Initialize", rv: UInt(CKR_CRYPTOKI_NOT_INITIALIZED)) }
         var args = CK_C_INITIALIZE_ARGS()
         args.flags = CK_FLAGS(CKF_OS_LOCKING_OK)
-        let irv = list.pointee.C_Initialize.map { f in withUnsafeMutablePointer(to: &args) { f(UnsafeMutableRawPointer($0)) } }
+        let irv = functions.pointee.C_Initialize.map { f in withUnsafeMutablePointer(to: &args) { f(UnsafeMutableRawPointer($0)) } }
             ?? CK_RV(CKR_FUNCTION_NOT_SUPPORTED)
         guard irv == CKR_OK || irv == CKR_CRYPTOKI_ALREADY_INITIALIZED else {
             throw ExternalModuleError(function: "C_Initialize", rv: UInt(irv))
         }
+        live = true
+        owned = irv == CKR_OK
+        initializedBy = getpid()
+        generation += 1
     }
 
-    /// Sessions this process has open on the library (guarded by `loadLock`):
-    /// it can only be re-initialised when none are.
-    private var openSessions = 0
+    /// Called with `loadLock` held: closes the sessions keyshare holds, then
+    /// C_Finalize when keyshare initialised the module in this process.
+    private func finalizeLocked() {
+        guard live else { return }
+        live = false
+        guard initializedBy == getpid() else { heldSessions.removeAll(); return }
+        for h in heldSessions.sorted() { _ = functions.pointee.C_CloseSession?(CK_SESSION_HANDLE(h)) }
+        heldSessions.removeAll()
+        if owned { _ = functions.pointee.C_Finalize?(nil) }
+    }
 
-    /// Some modules (SoftHSM2) read their token list once, at C_Initialize;
-    /// a card initialised since is seen only after C_Finalize + C_Initialize,
-    /// which is safe only when this process has no session on the library.
-    func rescanIfIdle() {
-        Self.loadLock.withLock {
-            guard openSessions == 0 else { return }
-            _ = f.C_Finalize?(nil)
-            var args = CK_C_INITIALIZE_ARGS()
-            args.flags = CK_FLAGS(CKF_OS_LOCKING_OK)
-            _ = withUnsafeMutablePointer(to: &args) { f.C_Initialize?(UnsafeMutableRawPointer($0)) }
+    /// keyshare's C_Finalize (after its card sessions were closed) and process
+    /// exit: every card module is finalized, in load order.
+    static func finalizeAll(exiting: Bool = false) {
+        loadLock.withLock {
+            for l in loaded.values.sorted(by: { $0.path < $1.path }) {
+                if exiting { l.exiting = true }
+                l.finalizeLocked()
+            }
         }
     }
 
-    func retainSession() { Self.loadLock.withLock { openSessions += 1 } }
-    func releaseSession() { Self.loadLock.withLock { openSessions -= 1 } }
+    /// Some modules (SoftHSM2) read their token list once, at C_Initialize;
+    /// a card initialised since is seen only after C_Finalize + C_Initialize,
+    /// which is safe only when this process holds no session on the library
+    /// and initialised it itself.
+    func rescanIfIdle() {
+        Self.loadLock.withLock {
+            guard live, owned, heldSessions.isEmpty, initializedBy == getpid() else { return }
+            _ = functions.pointee.C_Finalize?(nil)
+            live = false
+            try? initializeLocked()
+        }
+    }
+
+    /// Opens a session kept open across calls (a card login), closed before
+    /// C_Finalize; returns it with the generation it belongs to.
+    func openHeldSession(slot: UInt) throws -> (session: UInt, generation: Int) {
+        let h = try openSession(slot: slot)
+        return Self.loadLock.withLock { () -> (UInt, Int) in
+            heldSessions.insert(h)
+            return (h, generation)
+        }
+    }
+
+    /// Closes a held session, unless C_Finalize (which closed it) came first.
+    func closeHeldSession(_ h: UInt, generation g: Int) {
+        Self.loadLock.withLock {
+            guard live, g == generation, heldSessions.remove(h) != nil else { return }
+            _ = functions.pointee.C_CloseSession?(CK_SESSION_HANDLE(h))
+        }
+    }
+
+    /// Whether a session of generation `g` still exists in the module.
+    func isCurrent(_ g: Int) -> Bool { Self.loadLock.withLock { live && g == generation } }
+
+    private var isLive: Bool { Self.loadLock.withLock { live } }
 
     private func check(_ name: String, _ rv: CK_RV?) throws {
-        guard let rv else { throw ExternalModuleError(function: name, rv: UInt(CKR_FUNCTION_NOT_SUPPORTED)) }
+        guard let rv else {
+            throw ExternalModuleError(function: name, rv: UInt(isLive ? CKR_FUNCTION_NOT_SUPPORTED : CKR_CRYPTOKI_NOT_INITIALIZED))
+        }
         guard rv == CKR_OK else { throw ExternalModuleError(function: name, rv: UInt(rv)) }
     }
 
-    private var f: CK_FUNCTION_LIST { functions.pointee }
+    /// The module's functions while it is initialised; an empty table (every
+    /// call "not supported", reported as not initialised) after C_Finalize.
+    private var f: CK_FUNCTION_LIST { isLive ? functions.pointee : CK_FUNCTION_LIST() }
 
     func slots(tokenPresent: Bool) throws -> [UInt] {
         var count: CK_ULONG = 0
@@ -143,6 +239,17 @@ final class PKCS11Library: @unchecked Sendable {
         if rv == CKR_NO_EVENT { return nil }
         try check("C_WaitForSlotEvent", rv)
         return UInt(slot)
+    }
+
+    /// C_WaitForSlotEvent, blocking or not, as the raw return value (the
+    /// event watcher tells "not supported" from "no event" from an error).
+    func waitForSlotEvent(block: Bool) -> (rv: UInt, slot: UInt) {
+        var slot: CK_SLOT_ID = 0
+        guard let wait = f.C_WaitForSlotEvent else {
+            return (UInt(isLive ? CKR_FUNCTION_NOT_SUPPORTED : CKR_CRYPTOKI_NOT_INITIALIZED), 0)
+        }
+        let rv = wait(block ? 0 : CK_FLAGS(CKF_DONT_BLOCK), &slot, nil)
+        return (UInt(rv), UInt(slot))
     }
 
     func openSession(slot: UInt) throws -> UInt {

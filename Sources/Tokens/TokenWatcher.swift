@@ -66,8 +66,14 @@ public final class TokenWatcher: @unchecked Sendable {
     public let interval: Double
     public let drivers: DriverPoller?
     public let driverInterval: Double
+    /// How external modules are watched when their poller runs them in child
+    /// processes: one long-lived `driver events` child per module, using the
+    /// module's blocking C_WaitForSlotEvent where it has one (DriverEvents.swift).
+    public let driverEvents: DriverEventMode
     /// Told when an external module fails (crash, hang, error); the watcher carries on.
     public var driverFailureHandler: (@Sendable (_ driver: String, _ reason: String) -> Void)?
+    /// Told how each module's events are found ("wait": C_WaitForSlotEvent, "poll").
+    public var driverModeHandler: (@Sendable (_ driver: String, _ mode: String) -> Void)?
 
     private let lock = Lock()
     // Guarded by `lock`.
@@ -79,11 +85,13 @@ public final class TokenWatcher: @unchecked Sendable {
     /// Serialises whole poll rounds so events are delivered in order.
     private let pollLock = Lock()
 
-    public init(store: KeychainStore, interval: Double = 0.2, drivers: DriverPoller? = nil, driverInterval: Double = 0.5) {
+    public init(store: KeychainStore, interval: Double = 0.2, drivers: DriverPoller? = nil, driverInterval: Double = 0.5,
+                driverEvents: DriverEventMode = .auto) {
         self.store = store
         self.interval = interval
         self.drivers = drivers
         self.driverInterval = driverInterval
+        self.driverEvents = driverEvents
     }
 
     /// The token IDs present now.
@@ -160,7 +168,20 @@ public final class TokenWatcher: @unchecked Sendable {
                 sleepSeconds(interval)
             }
         }
-        if let drivers {
+        guard let drivers else { return }
+        // The designated watcher, when the poller is meant to be one and no
+        // other process is: it alone then records card presence.
+        _ = drivers.owner?.acquire()
+        if case .childProcess(let exe) = drivers.isolation {
+            startThread { [self] in
+                let streams = DriverStreams(poller: drivers, executable: exe, interval: driverInterval, mode: driverEvents)
+                streams.run(
+                    stopped: { lock.withLock { stopped } },
+                    applied: { _ = try? poll() },  // deliver the events now, not at the next store poll
+                    failed: { driverFailureHandler?($0, $1) },
+                    modeChanged: { driverModeHandler?($0, $1) })
+            }
+        } else {
             startThread { [self] in
                 while !lock.withLock({ stopped }) {
                     for f in drivers.pollAll() { driverFailureHandler?(f.driver, f.reason) }

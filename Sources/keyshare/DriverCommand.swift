@@ -9,7 +9,7 @@ struct DriverCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "driver",
         abstract: "Configure other PKCS #11 modules whose tokens appear in the keychain (smart cards).",
-        subcommands: [Add.self, List.self, Remove.self, Snapshot.self])
+        subcommands: [Add.self, List.self, Remove.self, Snapshot.self, Events.self])
 
     struct Add: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Add a PKCS #11 module; its tokens appear as pkcs11.<name>:<serial>.")
@@ -40,15 +40,17 @@ struct DriverCommand: ParsableCommand {
             }
             try ctx.store.addDriver(name: driverName, modulePath: absolute)
             try ctx.store.setDriverHelper(Drivers.executable)
-            let (inserted, _) = try ExternalDriver.mirror(snapshot, driver: driverName, store: ctx.store)
+            // Recorded by the presence rule (a running watcher records them itself).
+            try poller.apply(snapshot, driver: driverName)
+            let present = ExternalDriver.presentTokens(snapshot, driver: driverName).keys.sorted()
             if json {
                 struct Added: Encodable { var driver, module, driverClass: String; var tokens: [TokenEventRow] }
-                let rows = try inserted.compactMap { try ctx.store.token($0) }.map { try TokenEventRow(event: "inserted", $0, store: ctx.store) }
+                let rows = try present.compactMap { try ctx.store.token($0) }.map { try TokenEventRow(event: "inserted", $0, store: ctx.store) }
                 return try Console.json(["added": Added(driver: driverName, module: absolute,
                                                         driverClass: ExternalDriver.driverClass(driverName), tokens: rows)])
             }
             Console.out("added driver \(driverName) (\(absolute)): \(snapshot.tokens.count) token(s) present"
-                + (inserted.isEmpty ? "" : ": " + inserted.map(\.description).joined(separator: ", ")))
+                + (present.isEmpty ? "" : ": " + present.map(\.description).joined(separator: ", ")))
         }
     }
 
@@ -102,6 +104,33 @@ struct DriverCommand: ParsableCommand {
             }
         }
     }
+
+    /// Internal: run by `keyshare token watch` in a child process, one per
+    /// module, for as long as the watcher runs: writes a snapshot whenever the
+    /// module's cards change, found through its blocking C_WaitForSlotEvent
+    /// where it has one, else by polling (DriverEventSource).
+    struct Events: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Watch a module's cards (internal).", shouldDisplay: false)
+        @Option var module: String
+        @Option var interval: Double = 0.5
+        @Option var mode: String = DriverEventMode.auto.rawValue
+
+        func run() throws {
+            guard interval > 0, let mode = DriverEventMode(rawValue: mode) else { throw CLIError("bad --interval or --mode") }
+            // The watcher reading our output is gone: stop (a write then fails).
+            signal(SIGPIPE, SIG_DFL)
+            do {
+                try DriverEventSource.run(modulePath: module, interval: interval, mode: mode) { line in
+                    let data = Data((line.hasSuffix("\n") ? line : line + "\n").utf8)
+                    do { try FileHandle.standardOutput.write(contentsOf: data) } catch { return false }
+                    return true
+                }
+            } catch {
+                print("FAIL \(error)")
+                throw CLIExit(code: 1)
+            }
+        }
+    }
 }
 
 /// How the CLI polls external modules: in a child process running this
@@ -111,10 +140,12 @@ enum Drivers {
         (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
     }
 
-    static func poller(_ store: KeychainStore) -> DriverPoller {
+    /// `owner`: the designated watcher's poller (`token watch`), which
+    /// records presence alone while it runs (docs/architecture.md).
+    static func poller(_ store: KeychainStore, owner: PresenceOwner? = nil) -> DriverPoller {
         let exe = executable
         let timeout = ProcessInfo.processInfo.environment["KEYSHARE_DRIVER_TIMEOUT"].flatMap(Double.init) ?? 5
-        return DriverPoller(store: store, isolation: .childProcess(executable: exe), timeout: timeout)
+        return DriverPoller(store: store, isolation: .childProcess(executable: exe), timeout: timeout, owner: owner)
     }
 
     /// Brings the keychain up to date with the cards present now, so a

@@ -46,19 +46,32 @@ extension TokenCommand {
         @Option(help: "Seconds between polls of the store.") var interval: Double = 0.1
         @Option(name: .customLong("driver-interval"), help: "Seconds between polls of external PKCS #11 modules.")
         var driverInterval: Double = 0.5
+        @Option(name: .customLong("driver-events"),
+                help: "auto: a module's blocking C_WaitForSlotEvent where it has one (OpenSC), else polling; poll: always poll.")
+        var driverEvents: String = DriverEventMode.auto.rawValue
 
         func run() throws {
             guard interval > 0, driverInterval > 0 else { throw CLIError("intervals must be positive") }
+            guard let events = DriverEventMode(rawValue: driverEvents) else { throw CLIError("--driver-events is auto or poll") }
             let ctx = try Context.open(syncDrivers: false)
-            let hasDrivers = try !ctx.store.drivers().isEmpty
-            // Mirror cards present now, so the first listing includes them.
-            if hasDrivers { Drivers.sync(ctx.store) }
-            let watcher = TokenWatcher(store: ctx.store, interval: interval,
-                                       drivers: Drivers.poller(ctx.store), driverInterval: driverInterval)
+            // This watcher is the one that decides card presence, unless
+            // another already does (docs/architecture.md).
+            let owner = PresenceOwner(store: ctx.store)
+            let poller = Drivers.poller(ctx.store, owner: owner)
+            if try !ctx.store.drivers().isEmpty {
+                // Mirror cards present now, so the first listing includes them.
+                for f in poller.pollAll() { Console.error("driver \(f.driver) failed: \(f.reason)") }
+            }
+            let watcher = TokenWatcher(store: ctx.store, interval: interval, drivers: poller,
+                                       driverInterval: driverInterval, driverEvents: events)
             let json = self.json
             let store = ctx.store
             let seen = SeenTokens()
             watcher.driverFailureHandler = { name, reason in Console.error("driver \(name) failed: \(reason)") }
+            watcher.driverModeHandler = { name, mode in
+                Console.error(mode == "wait" ? "driver \(name): card events from the module (C_WaitForSlotEvent)"
+                                             : "driver \(name): polling the module for cards")
+            }
             @Sendable func emit(_ event: String, _ id: TokenID) {
                 guard json else { return Console.out("\(event) \(id)") }
                 // A removed token's record and items may be gone (a card's are

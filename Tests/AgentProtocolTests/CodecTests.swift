@@ -180,8 +180,21 @@ import Glibc
         let big = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1)
         defer { big.deallocate() }
         args[1].ptr = big
-        args[1].len = CK_ULONG(KSA_MAX_FRAME) + 1   // never read: refused on the length
-        #expect(request(UInt32(KSA_FN_SignUpdate.rawValue), &args).0 == CKR_ARGUMENTS_BAD)
+        args[1].len = CK_ULONG(KSA_MAX_FRAME) + 1   // never read: too long to cross
+        // It crosses as NULL with its length (the module's CKR_ARGUMENTS_BAD
+        // must end the agent-side operation), and nothing of it is read.
+        let (rv, bytes) = request(UInt32(KSA_FN_SignUpdate.rawValue), &args)
+        #expect(rv == CKR_OK)
+        #expect(bytes.count < 64)
+        var arena = ksa_arena()
+        defer { ksa_arena_free(&arena) }
+        let (decoded, rc) = decode(UInt32(KSA_FN_SignUpdate.rawValue), bytes, &arena)
+        #expect(rc == 0)
+        #expect(decoded[1].ptr == nil && decoded[1].len == CK_ULONG(KSA_MAX_FRAME) + 1)
+        // A length no buffer has, with a NULL pointer: the same.
+        args[1].ptr = nil
+        args[1].len = 1 << 40
+        #expect(request(UInt32(KSA_FN_SignUpdate.rawValue), &args).0 == CKR_OK)
 
         var fds: [Int32] = [0, 0]
         #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)

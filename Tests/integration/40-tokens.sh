@@ -128,6 +128,9 @@ p11 --write-object "$WORK/rsa.pub.der" --type pubkey --id 01 --label rsa
 p11 --write-object "$WORK/rsa.der" --type cert --id 01 --label rsa
 p11 --keypairgen --key-type EC:prime256v1 --id 02 --label ec
 items() { ks list --json | json "sorted(i['itemClass']+' '+i['label'] for i in d if i['tokenID']=='$CARDID')" ; }
+# The running watcher records the objects written to the card (other processes
+# leave presence to it): within one driver interval.
+for _ in $(seq 60); do [ "$(items)" = "['certificate rsa', 'private-key ec', 'private-key rsa', 'public-key ec', 'public-key rsa']" ] && break; sleep 0.05; done
 check_out "list shows the card's certificate, public keys and key proxies" \
   "'certificate rsa', 'private-key ec', 'private-key rsa', 'public-key ec', 'public-key rsa'" items
 echo "data to sign" >"$WORK/data"
@@ -218,7 +221,7 @@ sleep 0.3
 ks token insert alpha >/dev/null
 wait $WAITER
 check_out "blocking C_WaitForSlotEvent woken by token insert in another process" "^event $ALPHA_SLOT [0-9]+ rv=0x0$" cat "$WORK/wait.log"
-check_out "C_Finalize wakes a blocked C_WaitForSlotEvent within 1 s" "^woken ([0-9]{1,3}) rv=0x190$" "$WORK/slotevent" "$MODULE" finalize
+check_out "C_Finalize wakes a blocked C_WaitForSlotEvent within 1 s" "^woken ([0-9]{1,3}) rv=0x190$" timeout 10 "$WORK/slotevent" "$MODULE" finalize
 rm -f "$WORK/go"
 "$WORK/slotevent" "$MODULE" session alpha "$WORK/go" >"$WORK/session.log" 2>&1 &
 S=$!
@@ -241,6 +244,88 @@ for _ in $(seq 150); do grep -qs event "$WORK/wait2.log" && break; sleep 0.02; d
 kill $WAITER 2>/dev/null; wait $WAITER 2>/dev/null
 CARD3_SLOT=$(ks token list --json | json "[t['slotID'] for t in d if t['label']=='card3'][0]")
 check_out "blocking C_WaitForSlotEvent woken by a card inserted in a driver's module" "^event $CARD3_SLOT [0-9]+ rv=0x0$" cat "$WORK/wait2.log"
+
+# --- 6. issue 15: external tokens that behave (no watcher runs from here on) --
+cc -Wall -o "$WORK/enginefind" "$HERE/../cards/enginefind.c" -ldl -lcrypto && ok "compile enginefind.c" || bad "compile enginefind.c"
+cc -Wall -o "$WORK/findmatrix" "$HERE/../cards/findmatrix.c" -ldl && ok "compile findmatrix.c" || bad "compile findmatrix.c"
+softhsm_init_token "$SOFTHSM" card15 CARDSO CARDPIN
+c15() { pkcs11-tool --module "$SOFTHSM" --token-label card15 --login --pin env:CARDPIN "$@" >/dev/null 2>&1; }
+c15 --keypairgen --key-type EC:prime256v1 --id 0a --label ec15
+c15 --keypairgen --key-type rsa:2048 --id 0b --label rsa15
+ks list >/dev/null  # a process that sees the card records it
+CARD15=pkcs11.softhsm2:$(ks token list --json | json "[t['serial'] for t in d if t['label']=='card15'][0]")
+check_out "card15 mirrored: EC and RSA key pairs" "'private-key ec15', 'private-key rsa15', 'public-key ec15', 'public-key rsa15'" \
+  sh -c "\"$KS\" list --json | python3 -c \"import json,sys; print(sorted(i['itemClass']+' '+i['label'] for i in json.load(sys.stdin) if i['tokenID']=='$CARD15'))\""
+
+# Defect 1: after ENGINE_set_default(ALL) (openssl -engine, curl) the card's EC key was missing.
+# The C helpers read PINs from the environment (exported here, never on a command line).
+export KEYSHARE_TEST_PIN=$CARDPIN KEYSHARE_TEST_PIN2=$PIN
+check_out "ENGINE_set_default(ALL), then C_FindObjects after login: both card keys" "^private keys: 2$" \
+  "$WORK/enginefind" "$MODULE" card15
+check_out "... and the store still holds both key proxies" "'private-key ec15', 'private-key rsa15'" \
+  sh -c "\"$KS\" list --json | python3 -c \"import json,sys; print(sorted(i['itemClass']+' '+i['label'] for i in json.load(sys.stdin) if i['tokenID']=='$CARD15'))\""
+for id in 0a 0b; do
+  rm -f "$WORK/e$id.sig"
+  check "openssl dgst -engine pkcs11 signs with the card's key id=%$id" env PKCS11_MODULE_PATH="$MODULE" openssl dgst -sha256 \
+    -engine pkcs11 -keyform engine -sign "pkcs11:token=card15;id=%$id;type=private;pin-source=file:/dev/fd/3" \
+    -out "$WORK/e$id.sig" "$WORK/data" 3< <(pin_pipe CARDPIN)
+  pkcs11-tool --module "$SOFTHSM" --token-label card15 --read-object --type pubkey --id "$id" -o "$WORK/p$id.der" >/dev/null 2>&1
+  check "... and the signature verifies (id=%$id)" openssl dgst -sha256 -verify <(openssl pkey -pubin -inform DER -in "$WORK/p$id.der") \
+    -signature "$WORK/e$id.sig" "$WORK/data"
+done
+# Every find template that works on a soft token's key works on a card's.
+pkcs11-tool --module "$MODULE" --token-label alpha --login --pin env:PIN --keypairgen --key-type EC:prime256v1 --id 0c --label sec >/dev/null 2>&1
+pkcs11-tool --module "$MODULE" --token-label alpha --login --pin env:PIN --keypairgen --key-type rsa:2048 --id 0d --label srsa >/dev/null 2>&1
+for spec in "private 0a 0c" "private 0b 0d" "public 0a 0c" "public 0b 0d"; do
+  set -- $spec
+  check_out "find templates: card15's $1 key $2 answers and matches as soft key $3 does" "templates, 0 failures" \
+    "$WORK/findmatrix" "$MODULE" card15 "$1" "$2" alpha "$3"
+done
+KEYSHARE_TEST_PIN=$PIN "$WORK/findmatrix" "$MODULE" alpha private 0c >"$WORK/fm.out" 2>&1
+check_out "find templates: the soft key itself (the reference)" "templates, 0 failures" cat "$WORK/fm.out"
+
+# Defect 3: a failed engine look-up on a card token, then exit: no crash in the card module at exit.
+out=$(env PKCS11_MODULE_PATH="$MODULE" openssl pkey -engine pkcs11 -inform engine -pubout \
+  -in "pkcs11:token=card15;id=%99;type=private;pin-source=file:/dev/fd/3" 2>&1 3< <(pin_pipe CARDPIN)); rc=$?
+[ "$rc" -eq 1 ] && ok "failed engine look-up on a card: openssl exits 1, no crash at exit" \
+  || bad "failed engine look-up on a card: openssl exits 1, no crash at exit" "exit $rc: $(tail -2 <<<"$out")"
+out=$(env PKCS11_MODULE_PATH="$MODULE" openssl dgst -sha256 -engine pkcs11 -keyform engine -out "$WORK/x.sig" \
+  -sign "pkcs11:token=card15;id=%0a;type=private;pin-source=file:/dev/fd/3" "$WORK/data" 2>&1 3< <(pin_pipe CARDPIN)); rc=$?
+[ "$rc" -eq 0 ] && ok "successful engine signature on a card: exit 0 (card session closed before the card's C_Finalize)" \
+  || bad "successful engine signature on a card: exit 0" "exit $rc: $(tail -2 <<<"$out")"
+
+# Defect 2: a process that cannot see the card (no SoftHSM2 configuration, or one
+# whose module does not load) must not take the card from a process signing with it.
+rm -f "$WORK/go"
+KEYSHARE_TEST_PIN=$CARDPIN "$WORK/slotevent" "$MODULE" session card15 "$WORK/go" rsa15 >"$WORK/blind.log" 2>&1 &
+SIGNER=$!
+for _ in $(seq 100); do grep -qs ready "$WORK/blind.log" && break; sleep 0.05; done
+check_out "blind process: the signer logged in and started signing on card15" "login=0x0 signinit=0x0" cat "$WORK/blind.log"
+check_out "a process without the card's module configuration lists tokens: card15 still present" "$CARD15 .*present" \
+  env -u SOFTHSM2_CONF "$KS" token list
+printf 'directories.tokendir = %s/none\n' "$WORK" >"$WORK/broken.conf"
+err=$(SOFTHSM2_CONF=$WORK/broken.conf "$KS" token list 2>&1 >"$WORK/broken.out")
+grep -q "driver softhsm2 failed" <<<"$err" && ok "a process whose module fails to load reports the driver failed" \
+  || bad "a process whose module fails to load reports the driver failed" "$err"
+grep -Eq "$CARD15 .*present" "$WORK/broken.out" && ok "... and card15 is still present (a failure is not a removal)" \
+  || bad "... and card15 is still present (a failure is not a removal)" "$(cat "$WORK/broken.out")"
+touch "$WORK/go"
+wait $SIGNER
+check_out "the signer's C_Sign after the blind processes: CKR_OK" "^sign=0x0$" cat "$WORK/blind.log"
+check_out "... and its session is still valid" "^getsessioninfo=0x0$" cat "$WORK/blind.log"
+# A process that saw the card and then sees it go does record the removal.
+CARD15_SLOT=$(ks token list --json | json "[t['slotID'] for t in d if t['label']=='card15'][0]")
+"$WORK/slotevent" "$MODULE" wait >"$WORK/wait3.log" 2>&1 &
+WAITER=$!
+for _ in $(seq 100); do grep -qs waiting "$WORK/wait3.log" && break; sleep 0.02; done
+sleep 1.2
+env -u SOFTHSM2_CONF "$KS" token list >/dev/null 2>&1
+softhsm2-util --delete-token --token card15 >/dev/null
+for _ in $(seq 150); do grep -qs event "$WORK/wait3.log" && break; sleep 0.02; done
+kill $WAITER 2>/dev/null; wait $WAITER 2>/dev/null
+check_out "a module host that saw card15 sees it deleted and records it (C_WaitForSlotEvent)" "^event $CARD15_SLOT [0-9]+ rv=0x0$" cat "$WORK/wait3.log"
+check_out "card15 is then removed for everyone" "$CARD15 .*removed" ks token list
+
 if [ ${#LATENCIES[@]} -gt 0 ]; then
   echo "watcher event latency (ms): $(printf '%s\n' "${LATENCIES[@]}" | sort -n | tr '\n' ' ')"
 fi

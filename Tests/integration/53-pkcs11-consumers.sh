@@ -17,7 +17,7 @@ ROOT=$(cd "$HERE/../.." && pwd)
 new_home
 WORK=$(mktemp -d /tmp/keyshare-p11c.XXXXXX)
 AGENT_PID=
-cleanup() { [ -n "$AGENT_PID" ] && kill "$AGENT_PID" 2>/dev/null; rm -rf "$WORK" "$KEYSHARE_HOME"; }
+cleanup() { [ -n "$AGENT_PID" ] && kill "$AGENT_PID" 2>/dev/null; stop_agent "$WORK/user/run"; rm -rf "$WORK" "$KEYSHARE_HOME"; }
 trap cleanup EXIT
 P=(pkcs11-tool --module "$MODULE")
 ID=$FIXTURES/identities
@@ -113,19 +113,22 @@ fi
 
 # p11-kit and GnuTLS through a user module file, as an unprivileged user.
 if command -v p11-kit >/dev/null && command -v setpriv >/dev/null && getent passwd 1000 >/dev/null; then
-  UH=$WORK/user; mkdir -p "$UH/.config/pkcs11/modules" "$UH/ks"
+  UH=$WORK/user; mkdir -p "$UH/.config/pkcs11/modules" "$UH/ks" "$UH/run"
   # The user gets its own copies: the checkout may be private to root (mktemp -d is 0700).
   cp "$MODULE" "$UH/libkeyshare-pkcs11.so"
   cp "$KEYSHARE" "$UH/keyshare"
   cp "$ID/device-ds-ke.key.pem" "$ID/device-ds-ke.cert.pem" "$UH/"
   printf 'module: %s\n' "$UH/libkeyshare-pkcs11.so" > "$UH/.config/pkcs11/modules/keyshare.module"
-  chown -R 1000:1000 "$UH"; chmod 755 "$WORK"
+  chown -R 1000:1000 "$UH"; chmod 755 "$WORK"; chmod 700 "$UH/run"
   # A clean environment for the user, as `env -i` would give, but with the PINs set
   # in the shell before exec: env's NAME=VALUE arguments would be in its argv.
   asuser() (
-    path=$PATH pin=$PIN sopin=$SOPIN
+    path=$PATH pin=$PIN sopin=$SOPIN inproc=${KEYSHARE_IN_PROCESS:-}
     for v in $(compgen -e); do unset "$v" 2>/dev/null; done
-    export PATH=$path HOME=$UH KEYSHARE_HOME=$UH/ks KEYSHARE_KDF_LOG2N=10 PIN=$pin SOPIN=$sopin GNUTLS_PIN=$pin
+    [ -n "$inproc" ] && export KEYSHARE_IN_PROCESS=$inproc   # the mode under test
+    # The user's own runtime directory: its agent (the default mode) is this
+    # script's, stopped by its PID below, never a stale one in /tmp.
+    export PATH=$path HOME=$UH XDG_RUNTIME_DIR=$UH/run KEYSHARE_HOME=$UH/ks KEYSHARE_KDF_LOG2N=10 PIN=$pin SOPIN=$sopin GNUTLS_PIN=$pin
     exec setpriv --reuid=1000 --regid=1000 --clear-groups "$@"
   )
   asuser "$UH/keyshare" token create --label user-tok --pin-source env:PIN --so-pin-source env:SOPIN >/dev/null 2>&1 || true
@@ -138,6 +141,7 @@ print(next(i["uri"] for i in json.load(sys.stdin) if i.get("itemClass")=="privat
   printf 'cn = "gnutls-self-signed"\nexpiration_days = 2\nsigning_key\n' > "$UH/tmpl"; chown 1000 "$UH/tmpl"
   check_out "certtool --generate-self-signed with the token key" 'BEGIN CERTIFICATE' asuser certtool --generate-self-signed \
     --load-privkey "$key_uri" --template "$UH/tmpl"
+  stop_agent "$UH/run"
 fi
 
 # make install DESTDIR: the module and its p11-kit module file land where p11-kit looks.

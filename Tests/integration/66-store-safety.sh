@@ -168,8 +168,13 @@ if [ $IS_ROOT -eq 1 ]; then
   check_fail "item 7 ro: the CLI too says locked" "locked" "$KS" list --pin-source env:PIN
   # No place to count at all (/dev/shm read-only too, in a private mount namespace): the login is refused.
   export KEYSHARE_HOME=$RO/wal
+  # Agent mode: the store is the agent's, so the agent must run in that namespace
+  # too: a runtime directory of its own there makes the host start one inside it
+  # (stopped by its PID after).
   if command -v unshare >/dev/null; then
-    out=$(unshare --mount --propagation private sh -c 'mount -t tmpfs -o ro,size=1m tmpfs /dev/shm && printf "%s\n" init slot open login | "$0" "$1"' "$W/storehost" "$MODULE" 2>&1)
+    mkdir -m 0700 "$W/ns-run"
+    out=$(XDG_RUNTIME_DIR="$W/ns-run" unshare --mount --propagation private sh -c 'mount -t tmpfs -o ro,size=1m tmpfs /dev/shm && printf "%s\n" init slot open login | "$0" "$1"' "$W/storehost" "$MODULE" 2>&1)
+    stop_agent "$W/ns-run"
     rv_is "item 7 ro: nowhere to count the attempt: login refused (CKR_DEVICE_ERROR)" "$out" login 0x30
   fi
   mount -o remount,rw "$RO"

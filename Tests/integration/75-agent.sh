@@ -17,6 +17,9 @@ chmod 0711 "$WORK"
 export XDG_RUNTIME_DIR=$WORK/run
 mkdir -m 0700 "$XDG_RUNTIME_DIR"
 export KEYSHARE_AGENT=1 KEYSHARE_AGENT_IDLE_TIMEOUT=60 KEYSHARE_AGENT_PROGRAM=$KS
+# This script tests the agent itself, also in `make integration-test-in-process`
+# (KEYSHARE_IN_PROCESS=1 wins over KEYSHARE_AGENT=1); its control sets it per command.
+unset KEYSHARE_IN_PROCESS
 export PIN=1234-user SOPIN=9876-so P12PASS=keyshare-test KEYSHARE_TEST_PIN=1234-user
 pids=()
 agent_pid() { cat "$XDG_RUNTIME_DIR/keyshare/agent.pid" 2>/dev/null; }

@@ -12,6 +12,10 @@ export KEYSHARE_HOME="$dir/store"
 # Distinctive secrets, so a match in the trace can only be one of them.
 export DEMO_USER_PIN="pin-$RANDOM$RANDOM" DEMO_SO_PIN="so-$RANDOM$RANDOM" DEMO_P12_PASSWORD="p12-$RANDOM$RANDOM"
 export DEMO_WORK="$dir/work"
+# Agent mode (docs/agent.md): the agent is started here, untraced, so strace
+# (which follows every descendant) does not wait for the agent's idle exit;
+# lib.sh's trap stops it by its PID. In-process, it is simply never used.
+env -u DEMO_USER_PIN -u DEMO_SO_PIN -u DEMO_P12_PASSWORD "$KS" agent --daemonize >/dev/null 2>&1 || true
 strace -f -qq -e trace=execve -s 65536 -o "$dir/execve.trace" bash "$HERE/demo.sh" "$KS" "$MODULE" >"$dir/demo.out" 2>&1
 rc=$?
 if [ "$rc" -eq 0 ] && grep -q "demo complete" "$dir/demo.out"; then ok "make demo runs end to end (under strace)"

@@ -65,3 +65,48 @@ softhsm_init_token() {
 # file (libp11's pin-source=file:..., NSS's -f): use as `3< <(pin_pipe PIN)` and
 # name /dev/fd/3. The value is never in an argv nor on disk.
 pin_pipe() { printf '%s' "${!1}"; }
+
+# ---- per-script agent isolation (docs/agent.md, "Tests") --------------------
+# Each script gets its own XDG_RUNTIME_DIR (a 0700 temp dir), so the module's
+# agent (agent mode) is the script's own: scripts never share an agent, and an
+# agent never outlives its script. The agent's program is the binary under
+# test (the script's $1), never an installed keyshare. At exit the agent that
+# the script's runtime directory names (DIR/keyshare/agent.pid) is stopped by
+# that PID, after checking the PID is a `keyshare agent` (a stale file must
+# not make us signal an unrelated process); then the directory is removed.
+KS_IT_RUNTIME_DIR=$(mktemp -d /tmp/keyshare-run.XXXXXX)
+chmod 0700 "$KS_IT_RUNTIME_DIR"
+export XDG_RUNTIME_DIR=$KS_IT_RUNTIME_DIR
+if [ -n "${1:-}" ] && [ -x "$1" ] && [ -z "${KEYSHARE_AGENT_PROGRAM:-}" ]; then
+  KEYSHARE_AGENT_PROGRAM=$(realpath "$1"); export KEYSHARE_AGENT_PROGRAM
+fi
+
+# stop_agent DIR: stops the agent serving DIR/keyshare (by its PID file), waits for it.
+stop_agent() {
+  local dir=${1:-$XDG_RUNTIME_DIR} pid i
+  pid=$(cat "$dir/keyshare/agent.pid" 2>/dev/null) || return 0
+  case $pid in ''|*[!0-9]*) return 0 ;; esac
+  { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -Eq '(^|/)keyshare agent( |$)' || return 0
+  kill "$pid" 2>/dev/null || return 0
+  for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  kill -9 "$pid" 2>/dev/null
+}
+
+ks_it_isolation_exit() {
+  stop_agent "$KS_IT_RUNTIME_DIR"
+  [ "${XDG_RUNTIME_DIR:-}" = "$KS_IT_RUNTIME_DIR" ] || stop_agent "$XDG_RUNTIME_DIR"
+  rm -rf "$KS_IT_RUNTIME_DIR"
+}
+
+# The scripts set their own EXIT trap after sourcing this file: `trap CMD EXIT`
+# is wrapped so the script's CMD runs first, then the isolation's exit (other
+# forms of trap pass through unchanged).
+trap() {
+  if [ "$#" -eq 2 ] && [ "$2" = EXIT ]; then
+    builtin trap "$1
+ks_it_isolation_exit" EXIT
+  else
+    builtin trap "$@"
+  fi
+}
+builtin trap ks_it_isolation_exit EXIT

@@ -4,8 +4,11 @@
  * main thread forks FORKS times; each child does what the spec asks of a
  * forked child (C_Initialize, C_OpenSession, C_Login, C_SignInit, C_Sign) and
  * must finish within TIMEOUT seconds, else the parent kills it by its PID and
- * counts a failure. The child must also hold its own POSIX lock on the
- * store's WAL index (exit 15 otherwise; see holds_store_lock).
+ * counts a failure. In-process, the child must also hold its own POSIX lock
+ * on the store's WAL index (exit 15 otherwise; see holds_store_lock); in
+ * agent mode (docs/agent.md) the child must have no store open at all (exit
+ * 17). In both modes the child must start with no socket inherited from the
+ * module, not even one a parent thread was using at the fork (exit 16).
  *
  * Usage: forkbusy MODULE FORKS [TIMEOUT_SECONDS]   (PIN from the environment: PIN)
  *        forkbusy MODULE cost N: what a fork costs the parent with no other
@@ -15,6 +18,7 @@
  * the parent, child completion time, operations the busy threads did).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -128,8 +132,37 @@ static int holds_store_lock(void) {
     return found;
 }
 
+/* How many of this process's descriptors are sockets (kind 's') or name the
+ * store's database file (kind 'd'). */
+static int count_fds(char kind) {
+    const char *home = getenv("KEYSHARE_HOME");
+    char db[4096] = "";
+    if (home) snprintf(db, sizeof db, "%s/keychain.db", home);
+    DIR *d = opendir("/proc/self/fd");
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[300], target[4096];
+        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(path, target, sizeof target - 1);
+        if (len <= 0) continue;
+        target[len] = 0;
+        if (kind == 's' && !strncmp(target, "socket:", 7)) n++;
+        if (kind == 'd' && *db && !strcmp(target, db)) n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Agent mode: the parent, logged in and signing, has no store open (the
+ * agent has it). Decided once in the parent, before the first fork. */
+static int agent_mode;
+
 /* The forked child: a fresh start as the spec asks. Exit codes name the step that failed. */
 static void child(void) {
+    /* Nothing of the parent's module connections is left in the child. */
+    if (count_fds('s') != 0) _exit(16);
     CK_RV rv = f->C_Initialize(NULL);
     if (rv != CKR_OK) _exit(10);
     CK_SESSION_HANDLE s;
@@ -138,7 +171,7 @@ static void child(void) {
     CK_OBJECT_HANDLE key = find_key(s);
     if (!key) _exit(13);
     if (sign_once(s, key) != CKR_OK) _exit(14);
-    if (!holds_store_lock()) _exit(15);
+    if (agent_mode ? count_fds('d') != 0 : !holds_store_lock()) _exit(agent_mode ? 17 : 15);
     f->C_Finalize(NULL);
     _exit(0);
 }
@@ -194,6 +227,8 @@ int main(int argc, char **argv) {
     CK_OBJECT_HANDLE key = find_key(s);
     CHECK("parent: an EC key signs", key && sign_once(s, key) == CKR_OK);
     if (!strcmp(argv[2], "cost")) return cost(s, key, argc > 3 ? atoi(argv[3]) : 200);
+    agent_mode = count_fds('d') == 0;
+    printf("  mode: %s\n", agent_mode ? "agent (no store open here)" : "in-process");
 
     pthread_t tid[THREADS];
     for (long i = 0; i < THREADS; i++) pthread_create(&tid[i], NULL, busy, (void *)i);

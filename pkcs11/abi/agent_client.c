@@ -36,7 +36,8 @@ extern char **environ;
 struct kc_conn {
     int fd;
     unsigned generation;
-    struct kc_conn *next;
+    struct kc_conn *next;                /* the idle pool */
+    struct kc_conn *all_prev, *all_next; /* every open connection, idle or in use */
 };
 
 static pthread_mutex_t kc_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -45,16 +46,49 @@ static int kc_lost;            /* the agent went away; reconnect on the next cal
 static unsigned kc_generation; /* bumped by C_Finalize, agent loss and fork */
 static uint8_t kc_token[KSA_TOKEN_LEN];
 static struct kc_conn *kc_idle;
+static struct kc_conn *kc_all;
 static uint32_t kc_next_id;
+
+/* Every connection is on kc_all (under kc_lock) from its creation to its
+ * close, so the fork child can close those a parent thread was using at the
+ * fork, not only the idle ones: a child holding a copy of the parent's socket
+ * would keep the parent's agent-side client (its logins) alive after the
+ * parent exits, and must never talk on it. */
+static struct kc_conn *conn_new_locked(int fd, unsigned generation) {
+    struct kc_conn *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->fd = fd;
+    c->generation = generation;
+    c->all_next = kc_all;
+    if (kc_all) kc_all->all_prev = c;
+    kc_all = c;
+    return c;
+}
+
+static void conn_free_locked(struct kc_conn *c) {
+    if (c->all_prev) c->all_prev->all_next = c->all_next; else kc_all = c->all_next;
+    if (c->all_next) c->all_next->all_prev = c->all_prev;
+    close(c->fd);
+    free(c);
+}
 
 /* ---- mode ----------------------------------------------------------------- */
 
+/* The agent is opt-in for now (KEYSHARE_AGENT=1; docs/agent.md): the
+ * default flips once the message-based functions (C_MessageEncrypt* and
+ * C_MessageDecrypt*, implemented by the module) cross the protocol with their
+ * parameters; today they send only the session handle. In agent mode the
+ * keys stay out of the application's address space; in the in-process mode
+ * the store, the logins and the unlocked keys live in the application,
+ * readable by anything that can read its memory (a core, ptrace,
+ * /proc/PID/mem). KEYSHARE_IN_PROCESS=1 wins over KEYSHARE_AGENT=1. The agent
+ * sets KEYSHARE_IN_PROCESS=1 for itself, so a copy of this module it loads
+ * (or a helper it starts) never connects back to it. */
 int ks_agent_mode(void) {
     static int mode = -1;
     if (mode < 0) {
         const char *inproc = getenv("KEYSHARE_IN_PROCESS");
         const char *agent = getenv("KEYSHARE_AGENT");
-        /* Opt-in for now (docs/agent.md: the default flips once the whole suite passes through the agent). */
         mode = (agent && strcmp(agent, "1") == 0) && !(inproc && strcmp(inproc, "1") == 0);
     }
     return mode;
@@ -149,12 +183,33 @@ static int connect_or_start(void) {
 
 /* The hello: a new client (token all zero, with the store and the access
  * groups this process asks for) or another connection of this one. */
+/* KEYSHARE_DEBUG as the in-process log reads it (Sources/PKCS11/Log.swift). */
+static int debug_log_wanted(void) {
+    const char *v = getenv("KEYSHARE_DEBUG");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+/* The descriptor the in-process module would log to: KEYSHARE_LOG opened by
+ * this process (its cwd, its permissions), else stderr. */
+static int debug_log_fd(int *opened) {
+    const char *path = getenv("KEYSHARE_LOG");
+    *opened = 0;
+    if (path && *path) {
+        int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+        if (fd >= 0) { *opened = 1; return fd; }
+    }
+    return STDERR_FILENO;
+}
+
 static int hello(int fd, int attach) {
     ksa_buf b;
     ksa_buf_init(&b);
+    /* The debug log is the client's (docs/agent.md, "Debug log"): the agent
+     * writes this client's call lines to the descriptor sent after the hello. */
+    int log = !attach && debug_log_wanted();
     ksa_put_u32(&b, KSA_MAGIC);
     ksa_put_u16(&b, KSA_VERSION);
-    ksa_put_u16(&b, 0);
+    ksa_put_u16(&b, log ? KSA_HELLO_LOG : 0);
     static const uint8_t zero[KSA_TOKEN_LEN];
     ksa_put_raw(&b, attach ? kc_token : zero, KSA_TOKEN_LEN);
     if (!attach) {
@@ -170,8 +225,13 @@ static int hello(int fd, int attach) {
             if (n) ksa_put_raw(&b, vals[i], n);
         }
     }
-    int rc = -1;
-    if (!b.failed && ksa_write_frame(fd, b.data, b.len) == 0 && ksa_read_frame(fd, &b) == 0) {
+    int rc = -1, sent = !b.failed && ksa_write_frame(fd, b.data, b.len) == 0;
+    if (sent && log) {
+        int opened, lfd = debug_log_fd(&opened);
+        sent = ksa_send_fd(fd, lfd) == 0;
+        if (opened) close(lfd);
+    }
+    if (sent && ksa_read_frame(fd, &b) == 0) {
         ksa_rd r = {b.data, b.len, 0};
         uint32_t magic = ksa_get_u32(&r);
         uint16_t version = ksa_get_u16(&r);
@@ -217,8 +277,7 @@ static void drop_idle_locked(void) {
     while (kc_idle) {
         struct kc_conn *c = kc_idle;
         kc_idle = c->next;
-        close(c->fd);
-        free(c);
+        conn_free_locked(c);
     }
 }
 
@@ -236,10 +295,8 @@ static CK_RV start_client_locked(struct kc_conn **out) {
         CK_RV rv;
         if (exchange(fd, KSA_FN_Initialize, a, &rv) != 0) { close(fd); sleep_ms(20); continue; }
         if (rv != CKR_OK) { close(fd); return rv; }
-        struct kc_conn *c = calloc(1, sizeof *c);
+        struct kc_conn *c = conn_new_locked(fd, kc_generation);
         if (!c) { close(fd); return CKR_HOST_MEMORY; }
-        c->fd = fd;
-        c->generation = kc_generation;
         *out = c;
         return CKR_OK;
     }
@@ -278,10 +335,10 @@ static CK_RV acquire(struct kc_conn **out) {
     char path[128];
     int fd = ksa_socket_path(path, sizeof path) == 0 ? connect_socket(path) : -1;
     if (fd >= 0 && hello(fd, 1) == 0) {
-        struct kc_conn *c = calloc(1, sizeof *c);
+        pthread_mutex_lock(&kc_lock);
+        struct kc_conn *c = conn_new_locked(fd, gen);
+        pthread_mutex_unlock(&kc_lock);
         if (c) {
-            c->fd = fd;
-            c->generation = gen;
             *out = c;
             return CKR_OK;
         }
@@ -301,11 +358,9 @@ static void release(struct kc_conn *c, int broken) {
             kc_generation++;
             drop_idle_locked();
         }
-        close(c->fd);
-        free(c);
+        conn_free_locked(c);
     } else if (c->generation != kc_generation || !kc_initialized) {
-        close(c->fd);
-        free(c);
+        conn_free_locked(c);
     } else {
         c->next = kc_idle;
         kc_idle = c;
@@ -324,18 +379,26 @@ static CK_RV kc_call(uint32_t fn, ksa_arg *args) {
 
 /* ---- fork --------------------------------------------------------------------- */
 
-/* The child: the parent's connections are closed here (the parent's stay
- * open: a descriptor is per process) and the child must call C_Initialize. */
+/* prepare takes kc_lock, so the fork happens with the connection lists
+ * consistent and no thread inside them (a thread holds kc_lock only for
+ * list updates, or while it starts the process's agent client). The parent
+ * releases it; the child releases it too, having closed every connection it
+ * inherited (idle or in use by a parent thread: none is the child's, and the
+ * parent's copies stay open: a descriptor is per process). The child must
+ * call C_Initialize (as in-process), which makes its own agent-side client. */
+static void kc_fork_prepare(void) { pthread_mutex_lock(&kc_lock); }
+static void kc_fork_parent(void) { pthread_mutex_unlock(&kc_lock); }
 static void kc_fork_child(void) {
-    pthread_mutex_init(&kc_lock, NULL);
-    drop_idle_locked();
+    kc_idle = NULL;
+    while (kc_all) conn_free_locked(kc_all);
     kc_initialized = 0;
     kc_lost = 0;
     kc_generation++;
+    pthread_mutex_unlock(&kc_lock);
 }
 
 __attribute__((constructor)) static void kc_register(void) {
-    pthread_atfork(NULL, NULL, kc_fork_child);
+    pthread_atfork(kc_fork_prepare, kc_fork_parent, kc_fork_child);
 }
 
 /* ---- the entry points ----------------------------------------------------- */
@@ -374,13 +437,25 @@ static CK_RV kc_C_Initialize(CK_VOID_PTR pInitArgs) {
 
 static CK_RV kc_C_Finalize(CK_VOID_PTR pReserved) {
     if (pReserved) return CKR_ARGUMENTS_BAD;
+    /* A connection for the Finalize call, also when every connection is in
+     * use by another thread (blocked in C_WaitForSlotEvent, say): the
+     * agent-side C_Finalize is what wakes such a call (CKR_CRYPTOKI_NOT_INITIALIZED),
+     * as in-process. Not when the agent is lost: nothing to finalise there. */
+    struct kc_conn *c = NULL;
+    pthread_mutex_lock(&kc_lock);
+    int need = kc_initialized && !kc_lost && !kc_idle;
+    pthread_mutex_unlock(&kc_lock);
+    if (need && acquire(&c) != CKR_OK) c = NULL;
     pthread_mutex_lock(&kc_lock);
     if (!kc_initialized) {
+        if (c) conn_free_locked(c);
         pthread_mutex_unlock(&kc_lock);
         return CKR_CRYPTOKI_NOT_INITIALIZED;
     }
-    struct kc_conn *c = kc_idle;
-    if (c) kc_idle = c->next;
+    if (!c && kc_idle) {
+        c = kc_idle;
+        kc_idle = c->next;
+    }
     int lost = kc_lost;
     kc_initialized = 0;
     kc_lost = 0;
@@ -395,8 +470,9 @@ static CK_RV kc_C_Finalize(CK_VOID_PTR pReserved) {
             CK_RV rv;
             (void)exchange(c->fd, KSA_FN_Finalize, a, &rv);
         }
-        close(c->fd);
-        free(c);
+        pthread_mutex_lock(&kc_lock);
+        conn_free_locked(c);
+        pthread_mutex_unlock(&kc_lock);
     }
     return CKR_OK;
 }

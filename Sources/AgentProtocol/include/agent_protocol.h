@@ -28,7 +28,7 @@
 #include "../../../pkcs11/types/pkcs11_shim.h"
 
 #define KSA_MAGIC 0x3141534bu /* "KSA1" little-endian */
-#define KSA_VERSION 1
+#define KSA_VERSION 2 /* 2: KDF mechanism parameters, mechanism outputs in replies */
 #define KSA_MAX_FRAME (16u << 20)
 /* The largest single buffer the agent allocates for an output (a bigger
  * capacity is served with this much: the frame could not carry more). */
@@ -153,5 +153,13 @@ int ksa_prepare_dir(const char *dir, int create);
 int ksa_write_frame(int fd, const uint8_t *p, size_t n);
 /* Reads one frame into b (reset first). 0, or -1 (EOF, error, oversize). */
 int ksa_read_frame(int fd, ksa_buf *b);
+
+/* The hello's flags (u16): a new client's debug-log descriptor follows the
+ * hello frame as one SCM_RIGHTS byte (ksa_send_fd). */
+#define KSA_HELLO_LOG 1u
+/* Sends fd (or, with fd < 0 or a closed fd, the byte alone). 0 or -1. */
+int ksa_send_fd(int sock, int fd);
+/* The descriptor, -1 when none came, -2 on a broken connection. */
+int ksa_recv_fd(int sock);
 
 #endif

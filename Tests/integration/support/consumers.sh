@@ -26,8 +26,11 @@ enter_sandbox() {
       pre=(strace -f --seccomp-bpf -qq -e trace=execve -s 4096 -o "$trace" env KEYSHARE_IT_TRACE="$trace")
     fi
     if [ -z "${KEYSHARE_IT_NO_NETNS:-}" ] && unshare -n true 2>/dev/null; then
+      # The re-run sources lib.sh again (its own runtime directory): this one goes now.
+      ks_it_isolation_exit
       exec "${pre[@]}" unshare -n -- env KEYSHARE_IT_NETNS=1 bash "$0" "$@"
     elif [ -n "$trace" ]; then
+      ks_it_isolation_exit
       exec "${pre[@]}" bash "$0" "$@"
     fi
   fi

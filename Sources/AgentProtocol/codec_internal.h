@@ -1,0 +1,32 @@
+/* Shared between the codec files (codec.c, kdf_params.c); not public API. */
+#ifndef KEYSHARE_AGENT_CODEC_INTERNAL_H
+#define KEYSHARE_AGENT_CODEC_INTERNAL_H
+#include "agent_protocol.h"
+
+/* How a mechanism parameter crosses (the byte after the mechanism type). */
+enum {
+    PARAM_NONE = 0, PARAM_RAW = 1, PARAM_OAEP = 2, PARAM_GCM = 3, PARAM_ECDH1 = 4,
+    PARAM_STRING = 5,  /* CK_KEY_DERIVATION_STRING_DATA */
+    PARAM_HKDF = 6,    /* CK_HKDF_PARAMS */
+    PARAM_SP800 = 7,   /* CK_SP800_108_KDF_PARAMS / CK_SP800_108_FEEDBACK_KDF_PARAMS */
+    PARAM_PBKD2 = 8,   /* CK_PKCS5_PBKD2_PARAMS2 (a 2.20 PARAMS is normalised to it) */
+    PARAM_SIZED = 9,   /* a wrong-sized struct: zeros of its length, for the module to refuse */
+};
+
+/* Input bytes: u8 present, u64 len, bytes when present (NULL, or too long to
+ * cross: present 0 with the length). */
+CK_RV ksa_put_bytes(ksa_buf *b, const void *p, CK_ULONG n);
+int ksa_get_bytes(ksa_rd *r, void **p, CK_ULONG *n);
+CK_RV ksa_put_template(ksa_buf *b, const CK_ATTRIBUTE *t, CK_ULONG count, int with_values);
+int ksa_get_template(ksa_rd *r, ksa_arena *a, int with_values, CK_ATTRIBUTE **out, CK_ULONG *count);
+
+/* KDF parameters (kdf_params.c). put: 1 when the mechanism is one of them
+ * (*rv set), 0 otherwise. get: 0, or -1 malformed. */
+int ksa_put_kdf_param(ksa_buf *b, const CK_MECHANISM *m, CK_RV *rv);
+int ksa_get_kdf_param(ksa_rd *r, ksa_arena *a, CK_MECHANISM *m, uint8_t enc);
+/* Reply: what a mechanism parameter hands back (the agent's side), and
+ * applying it to the caller's parameter (validated in pass 0, written in pass 1). */
+void ksa_put_mechanism_outputs(ksa_buf *b, const CK_MECHANISM *m);
+int ksa_apply_mechanism_outputs(ksa_rd *r, const CK_MECHANISM *m, int write);
+
+#endif

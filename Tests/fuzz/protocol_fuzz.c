@@ -1,0 +1,200 @@
+/*
+ * libFuzzer target for the agent protocol's codecs (Sources/AgentProtocol,
+ * docs/agent.md): both directions a hostile peer controls.
+ *   mode 0, the agent's side: ksa_decode_request on bytes from a client, then
+ *     ksa_encode_reply over what was decoded (the outputs the agent would send
+ *     back, from the arena buffers the decoder sized).
+ *   mode 1, the client's side: ksa_apply_reply on bytes from an agent, into
+ *     caller buffers allocated at exactly their declared capacities, so a write
+ *     past a caller's buffer is an AddressSanitizer report.
+ *   mode 2: ksa_serve on a whole call frame, against a function table whose
+ *     entries return a CK_RV from the input without touching the arguments.
+ * Input: u8 mode, u8 function id, u8 capacity seed, then the payload.
+ * Without -DFUZZ_MAIN_REPLAY a libFuzzer target (clang -fsanitize=fuzzer,address
+ * with the AgentProtocol C files); with it, a plain program that replays files
+ * (Tests/integration/62-fuzz-replay.sh, make test).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../../Sources/AgentProtocol/include/agent_protocol.h"
+
+static CK_RV fake_rv;
+
+/* Every entry of the fake table: returns the input's CK_RV, reads and writes nothing. */
+#define FAKE(name) static CK_RV fake_##name() { return fake_rv; }
+FAKE(any)
+
+static CK_FUNCTION_LIST_3_0 table;
+
+static void fill_table(void) {
+    void **p = (void **)&table.C_Initialize;
+    void **end = (void **)((char *)&table + sizeof table);
+    for (; p < end; p++) *p = (void *)fake_any;
+}
+
+/* Client-side arguments for `sig`, every buffer exactly `cap` long (heap, so
+ * ASan sees its end). Returns the allocations to free. */
+static int client_args(const char *sig, ksa_arg *a, CK_ULONG cap, void **allocs, CK_ATTRIBUTE *tmpl,
+                       CK_ULONG *caps, CK_ULONG *lens) {
+    int n = 0;
+    for (int i = 0; sig[i]; i++) {
+        memset(&a[i], 0, sizeof a[i]);
+        switch (sig[i]) {
+        case 'O': case 'A': case 'F': {
+            size_t elem = sig[i] == 'O' ? 1 : sizeof(CK_ULONG);
+            a[i].ptr = allocs[n++] = malloc(cap * elem + 1);
+            lens[i] = cap;
+            a[i].plen = &lens[i];
+            a[i].ul = cap;
+            a[i].cap = cap;
+            break;
+        }
+        case 'R': a[i].ptr = allocs[n++] = malloc(cap + 1); a[i].ul = cap; break;
+        case 'L': a[i].plen = &lens[i]; break;
+        case 'G':
+            for (int k = 0; k < 4; k++) {
+                tmpl[k].type = (CK_ATTRIBUTE_TYPE)k;
+                tmpl[k].ulValueLen = cap >> k;
+                tmpl[k].pValue = allocs[n++] = malloc((cap >> k) + 1);
+                caps[k] = cap >> k;
+            }
+            a[i].ptr = tmpl;
+            a[i].len = 4;
+            a[i].plen = caps;
+            break;
+        case 'i': a[i].ptr = allocs[n++] = malloc(sizeof(CK_INFO)); break;
+        case 's': a[i].ptr = allocs[n++] = malloc(sizeof(CK_SLOT_INFO)); break;
+        case 't': a[i].ptr = allocs[n++] = malloc(sizeof(CK_TOKEN_INFO)); break;
+        case 'e': a[i].ptr = allocs[n++] = malloc(sizeof(CK_SESSION_INFO)); break;
+        case 'm': a[i].ptr = allocs[n++] = malloc(sizeof(CK_MECHANISM_INFO)); break;
+        default: break;
+        }
+    }
+    return n;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 3) return 0;
+    uint8_t mode = data[0] % 3;
+    uint32_t fn = data[1] % (KSA_FN_COUNT + 2);  /* also unknown ids */
+    CK_ULONG cap = data[2];
+    data += 3;
+    size -= 3;
+    const char *sig = ksa_signature(fn);
+    ksa_buf out;
+    ksa_buf_init(&out);
+    if (mode == 0) {
+        if (!sig) return 0;
+        ksa_arg a[KSA_MAX_ARGS];
+        ksa_arena arena = {0};
+        ksa_rd r = {data, size, 0};
+        if (ksa_decode_request(fn, &r, a, &arena) == 0) ksa_encode_reply(fn, a, CKR_OK, &out);
+        ksa_arena_free(&arena);
+    } else if (mode == 1) {
+        if (!sig) return 0;
+        ksa_arg a[KSA_MAX_ARGS];
+        void *allocs[KSA_MAX_ARGS * 4] = {0};
+        CK_ATTRIBUTE tmpl[4];
+        CK_ULONG caps[4], lens[KSA_MAX_ARGS];
+        int n = client_args(sig, a, cap, allocs, tmpl, caps, lens);
+        ksa_rd r = {data, size, 0};
+        (void)ksa_apply_reply(fn, a, &r);
+        for (int i = 0; i < n; i++) free(allocs[i]);
+    } else {
+        fake_rv = size ? data[0] : CKR_OK;
+        if (!table.C_Initialize) fill_table();
+        (void)ksa_serve(&table, data, size, &out);
+    }
+    ksa_buf_free(&out);
+    return 0;
+}
+
+#ifdef FUZZ_MAIN_REPLAY
+/* Replay mode: each argument is an input file (a corpus entry or a crash reproducer). */
+int main(int argc, char **argv) {
+    int n = 0;
+    static uint8_t buf[1 << 20];
+    for (int i = 1; i < argc; i++) {
+        FILE *fp = fopen(argv[i], "rb");
+        if (!fp) continue;
+        size_t len = fread(buf, 1, sizeof buf, fp);
+        fclose(fp);
+        LLVMFuzzerTestOneInput(buf, len);
+        n++;
+    }
+    printf("replayed %d inputs\n", n);
+    return 0;
+}
+#endif
+
+#ifdef FUZZ_MAKE_SEEDS
+/* Seeds: real encodings from the codec itself (a sign round trip, a GCM
+ * EncryptInit, a template, a GetAttributeValue), written to DIR/seed-N. */
+static int seed_no;
+static void put_seed(const char *dir, uint8_t mode, uint32_t fn, uint8_t cap, const ksa_buf *b, size_t skip) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/seed-%d", dir, seed_no++);
+    FILE *fp = fopen(path, "wb");
+    if (!fp) return;
+    uint8_t h[3] = {mode, (uint8_t)fn, cap};
+    fwrite(h, 1, 3, fp);
+    fwrite(b->data + skip, 1, b->len - skip, fp);
+    fclose(fp);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return 2;
+    uint8_t data[32] = {1, 2, 3}, iv[12] = {4}, aad[5] = {5}, sig[64];
+    CK_ULONG siglen = sizeof sig, handle = 0;
+    CK_GCM_PARAMS gcm = {iv, sizeof iv, 96, aad, sizeof aad, 128};
+    CK_MECHANISM mech = {CKM_AES_GCM, &gcm, sizeof gcm};
+    CK_BBOOL yes = CK_TRUE;
+    CK_ATTRIBUTE tmpl[2] = {{CKA_TOKEN, &yes, 1}, {CKA_LABEL, data, 8}};
+    CK_ULONG caps[2];
+    /* SP 800-108 counter mode with one additional key (a handle handed back). */
+    CK_SP800_108_COUNTER_FORMAT ctr = {CK_FALSE, 32};
+    CK_PRF_DATA_PARAM prf[2] = {{CK_SP800_108_ITERATION_VARIABLE, &ctr, sizeof ctr}, {CK_SP800_108_BYTE_ARRAY, data, 8}};
+    CK_OBJECT_HANDLE extra = 0;
+    CK_DERIVED_KEY dk = {tmpl, 2, &extra};
+    CK_SP800_108_KDF_PARAMS kdf = {CKM_SHA256_HMAC, 2, prf, 1, &dk};
+    CK_MECHANISM kdfMech = {CKM_SP800_108_COUNTER_KDF, &kdf, sizeof kdf};
+    CK_HKDF_PARAMS hk = {CK_TRUE, CK_TRUE, CKM_SHA256, CKF_HKDF_SALT_DATA, data, 4, 0, data, 6};
+    CK_MECHANISM hkMech = {CKM_HKDF_DERIVE, &hk, sizeof hk};
+    struct { uint32_t fn; ksa_arg a[KSA_MAX_ARGS]; } calls[] = {
+        {KSA_FN_DeriveKey, {{.ul = 7}, {.ptr = &kdfMech}, {.ul = 9}, {.ptr = tmpl, .len = 2}, {.plen = &handle}}},
+        {KSA_FN_DeriveKey, {{.ul = 7}, {.ptr = &hkMech}, {.ul = 9}, {.ptr = tmpl, .len = 2}, {.plen = &handle}}},
+        {KSA_FN_Sign, {{.ul = 7}, {.ptr = data, .len = 32}, {.ptr = sig, .plen = &siglen}}},
+        {KSA_FN_EncryptInit, {{.ul = 7}, {.ptr = &mech}, {.ul = 9}}},
+        {KSA_FN_CreateObject, {{.ul = 7}, {.ptr = tmpl, .len = 2}, {.plen = &handle}}},
+        {KSA_FN_GetAttributeValue, {{.ul = 7}, {.ul = 9}, {.ptr = tmpl, .len = 2, .plen = caps}}},
+        {KSA_FN_GetSlotList, {{.ul = 1}, {.ptr = sig, .plen = &siglen}}},
+        {KSA_FN_GetTokenInfo, {{.ul = 1}, {.ptr = sig}}},
+    };
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+        ksa_buf b;
+        ksa_buf_init(&b);
+        ksa_put_u32(&b, 1);
+        ksa_put_u32(&b, calls[i].fn);
+        if (ksa_encode_request(calls[i].fn, calls[i].a, &b) != CKR_OK) return 1;
+        put_seed(argv[1], 0, calls[i].fn, 64, &b, 8);   /* the agent decodes the arguments */
+        put_seed(argv[1], 2, 0, 0, &b, 0);              /* ksa_serve takes the whole frame */
+        /* The agent's reply to it, for the client's side. */
+        ksa_rd r = {b.data + 8, b.len - 8, 0};
+        ksa_arg d[KSA_MAX_ARGS];
+        ksa_arena arena = {0};
+        if (ksa_decode_request(calls[i].fn, &r, d, &arena) == 0) {
+            ksa_buf rep;
+            ksa_buf_init(&rep);
+            ksa_encode_reply(calls[i].fn, d, CKR_OK, &rep);
+            put_seed(argv[1], 1, calls[i].fn, 64, &rep, 0);
+            ksa_buf_free(&rep);
+        }
+        ksa_arena_free(&arena);
+        ksa_buf_free(&b);
+    }
+    printf("%d seeds\n", seed_no);
+    return 0;
+}
+#endif

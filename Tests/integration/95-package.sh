@@ -1,0 +1,332 @@
+#!/usr/bin/env bash
+# 95-package: the Debian package (issue 19), on this machine.
+#  - `make deb` builds keyshare_<version>_<arch>.deb, <version> being what `keyshare --version` says;
+#    dpkg-deb --info (Depends = the packages of the libraries the binaries link) and the file list
+#    (one man page per subcommand, completions, units, docs); lintian reports no error or warning;
+#  - `make install DESTDIR PREFIX=/usr` installs the same files as the package, and
+#    `make install`/`make uninstall` with the default PREFIX leave nothing behind;
+#  - upgrade: a lower-versioned package (VERSION_OVERRIDE) is installed, an unprivileged user makes a
+#    store with its CLI, the real package is installed over it and the same store is used: p11-kit,
+#    p11tool and pkcs11-tool see the token with no configuration, pkcs11-tool signs with its key;
+#    `man -w` finds the pages, bash completes `keyshare tok` to `token`;
+#  - `dpkg -r keyshare` removes every file it installed and leaves the user's store as it was.
+# The machine is left as it was found, also when a check fails halfway (trap: purge the package and
+# whatever `apt-get -f install` pulled in). A keyshare already installed here (the package, or any
+# file the package would install) is never touched: the install part refuses to run and fails.
+set -u
+KS=${1:?keyshare binary}; MODULE=${2:?module path}
+source "$(dirname "$0")/lib.sh"
+ROOT=$(cd "$HERE/../.." && pwd)
+KS=$(cd "$(dirname "$KS")" && pwd)/$(basename "$KS")
+MODULE=$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE")
+
+WORK=$(mktemp -d /tmp/keyshare-pkg.XXXXXX)
+INSTALLED=""            # set once dpkg -i may have changed the system
+PULLED=""               # packages apt-get -f install added
+cleanup() {
+  if [ -n "$INSTALLED" ]; then
+    if dpkg-query -W -f='${db:Status-Abbrev}' keyshare 2>/dev/null | grep -q '^.[^n]'; then
+      echo "# cleanup: dpkg --purge keyshare"
+      dpkg --purge keyshare >/dev/null 2>&1 || echo "# cleanup: dpkg --purge keyshare FAILED" >&2
+    fi
+    # shellcheck disable=SC2086
+    [ -z "$PULLED" ] || { echo "# cleanup: purging what apt-get -f install added:$PULLED"; dpkg --purge $PULLED >/dev/null 2>&1; }
+  fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+VERSION=$("$KS" --version)
+ARCH=$(dpkg --print-architecture)
+DEB=$WORK/keyshare_${VERSION}_${ARCH}.deb
+P11DIR=$(pkg-config --variable=p11_module_path p11-kit-1)
+P11CONF=$(pkg-config --variable=p11_module_configs p11-kit-1)
+SYSMOD=$P11DIR/libkeyshare-pkcs11.so
+
+# A keyshare already installed here (the package, or a file the package installs) is never touched.
+existing_install() {  # existing_install PATH...: what of it is there already (empty: nothing)
+  local state p found=""
+  state=$(dpkg-query -W -f='${db:Status-Abbrev}' keyshare 2>/dev/null || true)
+  case $state in ""|un*) ;; *) found="dpkg knows keyshare (status '$state')";; esac
+  for p in "$@"; do { [ -e "$p" ] || [ -L "$p" ]; } && found="$found $p"; done
+  echo "$found"
+}
+refuse() {
+  bad "REFUSED: keyshare is already installed on this machine; the package test changed nothing and stopped" "$1"
+  finish; exit 1
+}
+present=$(existing_install /usr/bin/keyshare "$SYSMOD" "$P11CONF/keyshare.module" /usr/share/doc/keyshare \
+          /usr/share/man/man1/keyshare.1.gz /usr/lib/systemd/user/keyshare-password.service)
+[ -z "$present" ] || refuse "$present"
+[ "$(id -u)" -eq 0 ] || { bad "the package test installs packages: it needs root (make test runs as root)"; finish; exit 1; }
+
+# ---- build -----------------------------------------------------------------------------------
+mk() { make -C "$ROOT" --no-print-directory -o build -o deps KEYSHARE="$KS" MODULE="$MODULE" "$@"; }
+t0=$(date +%s)
+if out=$(nice -n 10 make -C "$ROOT" --no-print-directory -o build -o deps KEYSHARE="$KS" MODULE="$MODULE" \
+           deb DEB_DIR="$WORK" 2>&1) && [ -f "$DEB" ]; then
+  ok "make deb builds $(basename "$DEB") ($(du -h "$DEB" | cut -f1), $(( $(date +%s) - t0 )) s)"
+else
+  bad "make deb builds keyshare_${VERSION}_${ARCH}.deb (the version keyshare --version reports)" "$out"
+  finish; exit 1
+fi
+
+# ---- dpkg-deb --info --------------------------------------------------------------------------
+field() { dpkg-deb -f "$DEB" "$1"; }
+check_out "dpkg-deb --info: package keyshare, version $VERSION, $ARCH" "^keyshare $VERSION $ARCH\$" \
+  echo "$(field Package) $(field Version) $(field Architecture)"
+check_out "dpkg-deb --info: Installed-Size, Maintainer, Description" '^[0-9]+ .+@.+ key store' \
+  echo "$(field Installed-Size) $(field Maintainer) $(field Description | head -1)"
+# Depends must name exactly the packages that own the libraries the two binaries link (NEEDED).
+needed_pkgs() {
+  local so path c r
+  for so in $(readelf -d "$KS" "$MODULE" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort -u); do
+    path=$(ldconfig -p | awk -v so="$so" '$1 == so && /x86-64/ {print $NF; exit}')
+    r=""
+    for c in "$path" "$(readlink -f "$path")" "${path#/usr}" "/usr$path"; do
+      [ -n "$c" ] && r=$(dpkg -S "$c" 2>/dev/null | head -1) && [ -n "$r" ] && break
+    done
+    if [ -n "$r" ]; then echo "${r%%:*}"; else echo "unowned:$so"; fi
+  done | sort -u
+}
+want=$(needed_pkgs | tr '\n' ' ')
+have=$(field Depends | tr ',' '\n' | sed 's/^ *//; s/[ (].*//' | sort -u | tr '\n' ' ')
+if [ -n "$want" ] && [ "$want" = "$have" ]; then ok "Depends = the packages of the linked libraries ($have)"
+else bad "Depends = the packages of the linked libraries" "Depends: $(field Depends)
+linked libraries' packages: $want"; fi
+# libtss2: in Depends exactly when a binary links it (the TPM driver); the check above covers it,
+# this line says which case this build is.
+if readelf -d "$KS" "$MODULE" | grep -q 'NEEDED.*libtss2'; then
+  check_out "Depends has libtss2 (a binary links it)" 'libtss2' field Depends
+elif field Depends | grep -q libtss2; then bad "no libtss2 in Depends (nothing links it)" "$(field Depends)"
+else ok "no libtss2 in Depends (neither binary links it)"; fi
+
+# ---- the file list ----------------------------------------------------------------------------
+dpkg-deb -c "$DEB" > "$WORK/contents"
+awk '$1 ~ /^-/ {sub(/^\.\//, "/", $6); print $1, $2, $6}' "$WORK/contents" | sort -k3 > "$WORK/files"
+awk '{print $3}' "$WORK/files" > "$WORK/paths"
+has() { grep -qxF -- "$1" "$WORK/paths"; }
+# One man page per command, as the argument parser knows them (every subcommand at every depth).
+"$KS" --experimental-dump-help | python3 -c '
+import json, sys
+def walk(c, path):
+    yield "-".join(path)
+    for s in c.get("subcommands", []) or []:
+        yield from walk(s, path + [s["commandName"]])
+for name in walk(json.load(sys.stdin)["command"], ["keyshare"]):
+    print(f"/usr/share/man/man1/{name}.1.gz")' > "$WORK/want-man"
+missing=""
+for p in /usr/bin/keyshare "$SYSMOD" "$P11CONF/keyshare.module" /usr/share/man/man7/keyshare-pkcs11.7.gz \
+         /usr/share/bash-completion/completions/keyshare /usr/share/zsh/vendor-completions/_keyshare \
+         /usr/share/fish/vendor_completions.d/keyshare.fish /usr/share/doc/keyshare/copyright \
+         /usr/share/doc/keyshare/changelog.gz /usr/share/doc/keyshare/README.md /usr/share/doc/keyshare/CHANGELOG.md \
+         $(cat "$WORK/want-man"); do
+  has "$p" || missing="$missing $p"
+done
+for u in "$ROOT"/dist/systemd/*.service "$ROOT"/dist/systemd/*.socket; do
+  [ -e "$u" ] && { has "/usr/lib/systemd/user/$(basename "$u")" || missing="$missing (unit) $(basename "$u")"; }
+done
+mans=$(grep -c '^/usr/share/man/man1/' "$WORK/paths"); units=$(grep -c '^/usr/lib/systemd/user/' "$WORK/paths")
+if [ -z "$missing" ]; then
+  ok "the package holds the CLI, the module and its p11-kit file, $mans man(1) pages (one per command) + keyshare-pkcs11(7), 3 completions, $units user unit(s), docs ($(wc -l < "$WORK/paths") files)"
+else bad "the package holds every file it must" "missing:$missing"; fi
+extra=$(grep -vxF -f "$WORK/want-man" "$WORK/paths" | grep '^/usr/share/man/man1/' || true)
+[ -z "$extra" ] && ok "no man(1) page for a command that does not exist" || bad "no man(1) page for a command that does not exist" "$extra"
+outside=$(grep -v '^/usr/' "$WORK/paths" || true)
+[ -z "$outside" ] && ok "every file is under /usr (no /etc conffile)" || bad "every file is under /usr" "$outside"
+owners=$(awk '$2 != "root/root"' "$WORK/files")
+[ -z "$owners" ] && ok "every file is root:root" || bad "every file is root:root" "$owners"
+check_out "modes: the CLI 0755, the module 0644" '^-rwxr-xr-x -rw-r--r--$' \
+  echo "$(awk '$3 == "/usr/bin/keyshare" {print $1}' "$WORK/files") $(awk -v m="$SYSMOD" '$3 == m {print $1}' "$WORK/files")"
+mkdir -p "$WORK/x"; dpkg-deb -x "$DEB" "$WORK/x"
+if ! readelf -S "$WORK/x/usr/bin/keyshare" "$WORK/x$SYSMOD" | grep -q '\.symtab'; then ok "the binaries are stripped (no .symtab)"
+else bad "the binaries are stripped" "$(readelf -S "$WORK/x/usr/bin/keyshare" "$WORK/x$SYSMOD" | grep symtab)"; fi
+left=$(grep -l '@bindir@\|@docdir@' "$WORK"/x/usr/lib/systemd/user/* 2>/dev/null || true)
+check_out "user units: ExecStart=/usr/bin/keyshare, no placeholder left" '^/usr/bin/keyshare serve' bash -c \
+  "[ -z '$left' ] && sed -n 's/^ExecStart=//p' '$WORK/x/usr/lib/systemd/user/keyshare-password.service'"
+check_out "the module file names the module" '^module: libkeyshare-pkcs11.so$' cat "$WORK/x$P11CONF/keyshare.module"
+check_out "changelog.gz: the $VERSION entry, from CHANGELOG.md" "^keyshare \\($VERSION\\) " zcat "$WORK/x/usr/share/doc/keyshare/changelog.gz"
+
+# ---- lintian ----------------------------------------------------------------------------------
+UID_USER=$(getent passwd nobody | cut -d: -f3); GID_USER=$(getent passwd nobody | cut -d: -f4)
+[ -n "$UID_USER" ] || { UID_USER=1000; GID_USER=1000; }
+chmod 711 "$WORK"; chmod 644 "$DEB"
+if command -v lintian >/dev/null; then
+  mkdir -p "$WORK/lintian"; chown "$UID_USER:$GID_USER" "$WORK/lintian"
+  lout=$(HOME=$WORK/lintian TMPDIR=$WORK/lintian setpriv --reuid="$UID_USER" --regid="$GID_USER" --clear-groups \
+         lintian --fail-on error,warning "$DEB" 2>&1); lrc=$?
+  if [ "$lrc" -eq 0 ] && ! grep -q '^[EW]: ' <<<"$lout"; then ok "lintian: no error, no warning (info tags: docs/packaging.md)"
+  else bad "lintian: no error, no warning" "$lout"; fi
+else
+  bad "lintian is installed (make deps)"
+fi
+
+# ---- make install / make uninstall ------------------------------------------------------------
+if mk -s install DESTDIR="$WORK/destdir" PREFIX=/usr >"$WORK/install.log" 2>&1; then
+  (cd "$WORK/destdir" && find . -type f -printf '%M root/root /%P\n' | sort -k3) > "$WORK/installed"
+  diffs=$(diff <(awk '{print $1, $3}' "$WORK/installed") \
+               <(awk '{print $1, $3}' "$WORK/files" | grep -v ' /usr/share/doc/keyshare/changelog.gz$\| /usr/share/lintian/overrides/keyshare$') || true)
+  [ -z "$diffs" ] && ok "make install DESTDIR PREFIX=/usr: the package's $(wc -l < "$WORK/installed") files and modes (the package adds only changelog.gz)" \
+                  || bad "make install DESTDIR PREFIX=/usr installs the package's files" "$diffs"
+else
+  bad "make install DESTDIR PREFIX=/usr runs" "$(tail -5 "$WORK/install.log")"
+fi
+L=$WORK/local
+if mk -s install DESTDIR="$L" >"$WORK/install-local.log" 2>&1; then
+  n=$(find "$L" -type f | wc -l)
+  lmiss=""
+  for p in /usr/local/bin/keyshare /usr/local/share/man/man1/keyshare.1.gz /usr/local/share/man/man7/keyshare-pkcs11.7.gz \
+           /usr/local/share/bash-completion/completions/keyshare /usr/local/share/zsh/site-functions/_keyshare \
+           /usr/local/share/fish/vendor_completions.d/keyshare.fish /usr/local/lib/systemd/user/keyshare-password.service \
+           "$SYSMOD" "$P11CONF/keyshare.module"; do
+    [ -f "$L$p" ] || lmiss="$lmiss $p"
+  done
+  if [ -z "$lmiss" ] && [ "$n" -eq "$(wc -l < "$WORK/installed")" ] && grep -q '^ExecStart=/usr/local/bin/keyshare ' "$L/usr/local/lib/systemd/user/keyshare-password.service"; then
+    ok "make install DESTDIR (PREFIX=/usr/local): the same $n files, under /usr/local (zsh: site-functions)"
+  else bad "make install DESTDIR (PREFIX=/usr/local)" "missing:$lmiss; $n files"; fi
+  mk -s uninstall DESTDIR="$L" >/dev/null 2>&1
+  rest=$(find "$L" -type f)
+  [ -z "$rest" ] && ok "make uninstall DESTDIR removes all $n files" || bad "make uninstall DESTDIR removes every file" "$rest"
+else
+  bad "make install DESTDIR runs" "$(tail -5 "$WORK/install-local.log")"
+fi
+
+# ---- the lower version, for the upgrade --------------------------------------------------------
+OLD_VERSION="${VERSION}~pkgtest1"
+OLD_DEB=$WORK/keyshare_${OLD_VERSION}_${ARCH}.deb
+if out=$(nice -n 10 make -C "$ROOT" --no-print-directory -o build -o deps -o man -o completions KEYSHARE="$KS" MODULE="$MODULE" \
+           deb DEB_DIR="$WORK" VERSION_OVERRIDE="$OLD_VERSION" DEB_COMPRESS=gzip 2>&1) && [ -f "$OLD_DEB" ] &&
+   dpkg --compare-versions "$OLD_VERSION" lt "$VERSION"; then
+  ok "make deb VERSION_OVERRIDE=$OLD_VERSION builds a package older than $VERSION"
+else
+  bad "make deb VERSION_OVERRIDE builds an older package" "$out"; finish; exit 1
+fi
+
+# ---- refuse to touch an existing install (again, now with every path of the package) ------------
+# Only one package test at a time on this machine (the lead's make test and a helper's may overlap).
+exec 9>/run/lock/keyshare-95-package.lock
+flock -w 900 9 || { bad "the package test lock (/run/lock/keyshare-95-package.lock)"; finish; exit 1; }
+
+mapfile -t all_paths < "$WORK/paths"
+present=$(existing_install "${all_paths[@]}")
+[ -z "$present" ] || refuse "$present"
+ok "no keyshare installed before the test (dpkg and every path of the package)"
+
+# Directories the package would create: they must be gone again after dpkg -r.
+awk '$1 ~ /^d/ {sub(/^\.\//, "/", $6); sub(/\/$/, "", $6); print $6}' "$WORK/contents" | grep -v '^$' |
+  while read -r d; do [ -d "$d" ] || echo "$d"; done > "$WORK/newdirs"
+
+dpkg_install() {  # dpkg_install DEB: dpkg -i, then apt-get -f install only if dependencies were missing
+  local before
+  before=$(dpkg-query -W -f='${Package}\n' | sort)
+  INSTALLED=1
+  if ! dpkg -i "$1" >"$WORK/dpkg.log" 2>&1; then
+    grep -q 'dependency problems' "$WORK/dpkg.log" || { cat "$WORK/dpkg.log"; return 1; }
+    DEBIAN_FRONTEND=noninteractive apt-get -f install -y -qq >>"$WORK/dpkg.log" 2>&1 || { cat "$WORK/dpkg.log"; return 1; }
+    PULLED="$PULLED $(comm -13 <(echo "$before") <(dpkg-query -W -f='${Package}\n' | sort) | grep -vx keyshare | tr '\n' ' ')"
+  fi
+}
+status() { dpkg-query -W -f='${db:Status-Abbrev} ${Version}' keyshare 2>/dev/null || true; }
+
+# The unprivileged user: a fresh home, a clean environment, no keyshare or p11-kit configuration.
+UH=$WORK/home; mkdir -p "$UH"; chown "$UID_USER:$GID_USER" "$UH"
+export PIN="pkg-$RANDOM$RANDOM" SOPIN="so-$RANDOM$RANDOM"
+asuser() (
+  path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin pin=$PIN sopin=$SOPIN
+  for v in $(compgen -e); do unset "$v" 2>/dev/null; done
+  export PATH=$path HOME=$UH PIN=$pin SOPIN=$sopin GNUTLS_PIN=$pin LANG=C.UTF-8
+  cd "$UH" && exec setpriv --reuid="$UID_USER" --regid="$GID_USER" --clear-groups "$@"
+)
+
+if dpkg_install "$OLD_DEB"; then ok "dpkg -i the $OLD_VERSION package${PULLED:+ (apt-get -f install added:$PULLED)}"
+else bad "dpkg -i the $OLD_VERSION package"; finish; exit 1; fi
+check_out "dpkg: keyshare $OLD_VERSION installed" "^ii +$OLD_VERSION\$" status
+check "the installed CLI (as the user) makes a token in the default store" \
+  asuser /usr/bin/keyshare token create --label pkgtest --pin-source env:PIN --so-pin-source env:SOPIN
+check "... and an EC key pair in it" \
+  asuser /usr/bin/keyshare key generate --type ec --curve P-256 --label pkgkey --tag pkgkey --pin-source env:PIN
+STORE=$UH/.local/share/keyshare
+check "the store is where the user's default says (~/.local/share/keyshare/keychain.db)" test -s "$STORE/keychain.db"
+
+# ---- the upgrade ------------------------------------------------------------------------------
+if dpkg_install "$DEB"; then ok "dpkg -i the $VERSION package over $OLD_VERSION"
+else bad "dpkg -i the $VERSION package over $OLD_VERSION"; finish; exit 1; fi
+check_out "dpkg: keyshare $VERSION installed" "^ii +$VERSION\$" status
+check_out "keyshare --version: $VERSION" "^$VERSION\$" asuser /usr/bin/keyshare --version
+check_out "the upgraded CLI uses the store made before the upgrade" 'pkgtest' asuser /usr/bin/keyshare token list
+# Schema: the old store, opened by the new version, is at the version a store made now has.
+# Read as the user: a root connection could leave root-owned -wal/-shm files in the user's store.
+schema() { asuser python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("PRAGMA user_version").fetchone()[0])' "$1"; }
+mkdir -p "$WORK/fresh"; chown "$UID_USER:$GID_USER" "$WORK/fresh"
+asuser env KEYSHARE_HOME="$WORK/fresh" /usr/bin/keyshare token list >/dev/null 2>&1
+check_out "the store's schema is the new version's (user_version $(schema "$WORK/fresh/keychain.db" 2>/dev/null))" \
+  "^$(schema "$WORK/fresh/keychain.db" 2>/dev/null)\$" schema "$STORE/keychain.db"
+
+# ---- no configuration: p11-kit, GnuTLS, OpenSC -------------------------------------------------
+# p11-kit 0.24 prints "keyshare: libkeyshare-pkcs11.so" (the module file's name), then the module's
+# C_GetInfo (library-version: major.minor) and its tokens, indented, until the next module.
+asuser p11-kit list-modules 2>/dev/null | awk '/^[^ ]/ {on = /^keyshare: /} on' > "$WORK/p11kit"
+check_out "p11-kit list-modules (the user, no configuration) shows the keyshare module and its token" \
+  '^ +token: pkgtest$' cat "$WORK/p11kit"
+check_out "p11-kit: the module's library-version is $VERSION's major.minor (C_GetInfo)" \
+  "^ +library-version: ${VERSION%.*}\$" cat "$WORK/p11kit"
+check_out "p11tool --list-tokens sees the token" 'Label: pkgtest' asuser p11tool --list-tokens
+check_out "pkcs11-tool --module $SYSMOD -L sees the token" 'token label +: pkgtest' \
+  asuser pkcs11-tool --module "$SYSMOD" -L
+printf 'signed after the upgrade\n' > "$WORK/data"; chmod 644 "$WORK/data"
+check_out "pkcs11-tool signs with the key made before the upgrade (ECDSA P-256)" '^64$' asuser bash -c \
+  "pkcs11-tool --module '$SYSMOD' --token-label pkgtest --login --pin env:PIN --sign --mechanism ECDSA \
+     --label pkgkey -i '$WORK/data' -o '$UH/sig' >/dev/null 2>&1 && stat -c %s '$UH/sig'"
+
+# ---- man pages, completion, units --------------------------------------------------------------
+excl=$(grep -hs '^path-exclude.*/usr/share/man' /etc/dpkg/dpkg.cfg.d/* || true)
+if [ -z "$excl" ]; then
+  check_out "man -w keyshare" '^/usr/share/man/man1/keyshare\.1\.gz$' asuser man -w keyshare
+  check_out "man -w keyshare-token-create" 'man1/keyshare-token-create\.1\.gz$' asuser man -w keyshare-token-create
+  check_out "man -w 7 keyshare-pkcs11" 'man7/keyshare-pkcs11\.7\.gz$' asuser man -w 7 keyshare-pkcs11
+else
+  # This system does not install /usr/share/man (dpkg path-exclude): look in the package itself.
+  check_out "man -w keyshare (dpkg excludes /usr/share/man here: MANPATH = the extracted package)" \
+    'man1/keyshare\.1\.gz$' env MANPATH="$WORK/x/usr/share/man" man -w keyshare
+  check_out "man -w 7 keyshare-pkcs11 (MANPATH = the extracted package)" 'keyshare-pkcs11\.7\.gz$' \
+    env MANPATH="$WORK/x/usr/share/man" man -w 7 keyshare-pkcs11
+fi
+check_out "bash completion (bash-completion loads it on demand) completes 'keyshare tok' to 'token'" '^\[token\]$' \
+  asuser bash -c 'source /usr/share/bash-completion/bash_completion
+    _completion_loader keyshare; complete -p keyshare | grep -q -- "-F _keyshare " || exit 1
+    COMP_WORDS=(keyshare tok); COMP_CWORD=1; COMP_LINE="keyshare tok"; COMP_POINT=${#COMP_LINE}
+    _keyshare keyshare tok keyshare; printf "[%s]\n" "${COMPREPLY[@]}"'
+if command -v zsh >/dev/null; then check "zsh parses _keyshare" zsh -n /usr/share/zsh/vendor-completions/_keyshare; fi
+if command -v fish >/dev/null; then check "fish parses keyshare.fish" fish -n /usr/share/fish/vendor_completions.d/keyshare.fish; fi
+if command -v systemd-analyze >/dev/null; then
+  mkdir -p "$WORK/run"; chmod 700 "$WORK/run"
+  for u in "$WORK"/x/usr/lib/systemd/user/*; do
+    check "systemd-analyze --user verify $(basename "$u")" \
+      env XDG_RUNTIME_DIR="$WORK/run" systemd-analyze --user verify "/usr/lib/systemd/user/$(basename "$u")"
+  done
+fi
+
+# ---- dpkg -r ----------------------------------------------------------------------------------
+snapshot() { (cd "$STORE" && find . -printf '%P %M %s\n' | sort && find . -type f -exec sha256sum {} + | sort); }
+snapshot > "$WORK/store.before"
+if dpkg -r keyshare >"$WORK/dpkg-r.log" 2>&1; then ok "dpkg -r keyshare"; else bad "dpkg -r keyshare" "$(cat "$WORK/dpkg-r.log")"; fi
+check_out "dpkg: keyshare no longer installed" '^$|^[ru][nc]' status
+left=""
+while read -r p; do { [ -e "$p" ] || [ -L "$p" ]; } && left="$left $p"; done < "$WORK/paths"
+[ -z "$left" ] && ok "every file the package installed is gone ($(wc -l < "$WORK/paths"))" || bad "every file the package installed is gone" "$left"
+dirs=""
+while read -r d; do [ -d "$d" ] && dirs="$dirs $d"; done < "$WORK/newdirs"
+[ -z "$dirs" ] && ok "every directory the package created is gone ($(wc -l < "$WORK/newdirs"))" || bad "every directory the package created is gone" "$dirs"
+snapshot > "$WORK/store.after"
+if [ -s "$WORK/store.before" ] && cmp -s "$WORK/store.before" "$WORK/store.after"; then
+  ok "the user's store is untouched by dpkg -r ($(grep -c ' ' "$WORK/store.before") entries: names, modes, sizes, SHA-256)"
+else bad "the user's store is untouched by dpkg -r" "$(diff "$WORK/store.before" "$WORK/store.after")"; fi
+out=$(asuser p11-kit list-modules 2>/dev/null)
+if [ -n "$out" ] && ! grep -q '^keyshare: ' <<<"$out"; then ok "p11-kit list-modules no longer shows keyshare"
+else bad "p11-kit list-modules no longer shows keyshare" "$out"; fi
+dpkg --purge keyshare >/dev/null 2>&1
+check_out "dpkg --purge leaves no record of keyshare" '^$|^un' status
+INSTALLED=""
+[ -z "$PULLED" ] || { dpkg --purge $PULLED >/dev/null 2>&1; PULLED=""; }
+finish

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# dist/debian/build-deb.sh SRCDIR VERSION DEB_VERSION COMPRESS OUT
+#
+# Run by `make deb` in .build/deb, after `make install-files` filled
+# debian/keyshare with PREFIX=/usr: the same files `make install` installs.
+# With dpkg-dev's own tools and no network: strip the ELF files (as dh_strip
+# does), add the Debian changelog and the lintian overrides, let
+# dpkg-shlibdeps find Depends from the libraries the binaries really link,
+# let dpkg-gencontrol write DEBIAN/control (version, Installed-Size), write
+# md5sums and build the .deb with root-owned files (no fakeroot needed).
+set -euo pipefail
+SRC=${1:?source directory}
+VERSION=${2:?version}
+DEB_VERSION=${3:?package version}
+COMPRESS=${4:?compression}
+OUT=${5:?output .deb}
+ROOT=debian/keyshare
+umask 022
+[ -d "$ROOT/usr/bin" ] || { echo "build-deb.sh: run from the build directory after install-files" >&2; exit 1; }
+
+mkdir -p debian
+cp "$SRC/dist/debian/control" debian/control
+maintainer=$(sed -n 's/^Maintainer: //p' debian/control)
+date=$(date -u -R -d "@${SOURCE_DATE_EPOCH:-$(date +%s)}")
+python3 "$SRC/dist/debian/changelog.py" "$SRC/CHANGELOG.md" "$VERSION" "$DEB_VERSION" "$maintainer" "$date" \
+  > debian/changelog
+gzip -9n -c debian/changelog > "$ROOT/usr/share/doc/keyshare/changelog.gz"
+
+if [ -s "$SRC/dist/debian/lintian-overrides" ]; then
+  install -d "$ROOT/usr/share/lintian/overrides"
+  install -m 0644 "$SRC/dist/debian/lintian-overrides" "$ROOT/usr/share/lintian/overrides/keyshare"
+fi
+
+# Strip what dh_strip would: symbols, .comment and .note (the build ID note stays).
+elves=()
+while IFS= read -r -d '' f; do
+  [ "$(head -c 4 "$f" | od -An -tx1 | tr -d ' ')" = 7f454c46 ] || continue
+  case $f in
+    *.so|*.so.*) strip --strip-unneeded --remove-section=.comment --remove-section=.note "$f" ;;
+    *)           strip --remove-section=.comment --remove-section=.note "$f" ;;
+  esac
+  elves+=("$f")
+done < <(find "$ROOT" -type f -print0 | sort -z)
+[ "${#elves[@]}" -ge 2 ] || { echo "build-deb.sh: expected the command and the module, found: ${elves[*]}" >&2; exit 1; }
+
+# Depends: what the binaries link, as dpkg-shlibdeps maps it to packages (it finds the
+# package's root by its DEBIAN directory).
+mkdir -p "$ROOT/DEBIAN"
+rm -f debian/keyshare.substvars
+dpkg-shlibdeps -Tdebian/keyshare.substvars "${elves[@]}"
+grep -q '^shlibs:Depends=.*libssl3' debian/keyshare.substvars ||
+  { echo "build-deb.sh: dpkg-shlibdeps gave no libssl3: $(cat debian/keyshare.substvars)" >&2; exit 1; }
+
+dpkg-gencontrol -pkeyshare -P"$ROOT" -v"$DEB_VERSION" -Tdebian/keyshare.substvars -fdebian/files
+(cd "$ROOT" && find . -type f ! -path './DEBIAN/*' -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum) \
+  > "$ROOT/DEBIAN/md5sums"
+chmod 0644 "$ROOT/DEBIAN/control" "$ROOT/DEBIAN/md5sums"
+
+mkdir -p "$(dirname "$OUT")"
+dpkg-deb --root-owner-group -Z"$COMPRESS" --build "$ROOT" "$OUT" >/dev/null
+echo "built $OUT ($(du -h "$OUT" | cut -f1); $(grep -c . "$ROOT/DEBIAN/md5sums") files)"
+echo "Depends: $(sed -n 's/^Depends: //p' "$ROOT/DEBIAN/control")"
