@@ -104,9 +104,11 @@ static void sweep_one(int i, const char *state) {
             int may_be_null = k == 'P' && (!strcmp(table[i].name, "C_OpenSession") || v + 1 < n);
             /* PKCS #11 3.0 §5.8-§5.15: C_EncryptInit, C_DecryptInit, C_DigestInit, C_SignInit,
                C_SignRecoverInit, C_VerifyInit and C_VerifyRecoverInit "can be called with pMechanism
-               set to NULL_PTR to terminate an active ... operation": CKR_OK is the answer. */
+               set to NULL_PTR to terminate an active ... operation": CKR_OK is the answer. keyshare
+               (as Kryoptic) gives C_MessageEncryptInit and C_MessageDecryptInit the same NULL cancel. */
             static const char *terminating[] = {"C_EncryptInit", "C_DecryptInit", "C_DigestInit", "C_SignInit",
-                                                "C_SignRecoverInit", "C_VerifyInit", "C_VerifyRecoverInit"};
+                                                "C_SignRecoverInit", "C_VerifyInit", "C_VerifyRecoverInit",
+                                                "C_MessageEncryptInit", "C_MessageDecryptInit"};
             if (k == 'M') for (size_t t = 0; t < sizeof terminating / sizeof *terminating; t++)
                 if (!strcmp(table[i].name, terminating[t])) may_be_null = 1;
             if (null_ptr && rv == CKR_OK && !may_be_null) { bad++; printf("  %s [%s]: CKR_OK with argument %d NULL\n", table[i].name, state, v); }
