@@ -96,7 +96,11 @@ import KeyshareCrypto
     /// Content changes within a present card are brought in line under the
     /// same references (a new keyshare version, a relabelled object).
     @Test func changedContentIsReplacedUnderTheSameReferences() throws {
-        let store = try TempHome().store()
+        // The home must outlive the store: its deinit deletes the directory,
+        // and a store whose WAL vanished refuses to write (issue 12 item 11).
+        let home = TempHome()
+        defer { withExtendedLifetime(home) {} }
+        let store = try home.store()
         var snap = try Self.snapshot(present: true)
         try ExternalDriver.mirror(snap, driver: "w", store: store)
         let refs = try store.references(token: Self.cardID)
