@@ -13,46 +13,57 @@ public protocol CipherOperation: Operation {
     func oneShot(_ data: [UInt8]) throws -> [UInt8]
     func update(_ part: [UInt8]) throws -> [UInt8]
     func finish() throws -> [UInt8]
-}
-
-/// A cipher that can run a single-part call straight between the caller's
-/// buffers: no copy of the input, no intermediate output array, no copy
-/// out. For a 16 KiB AES-CTR message the three copies cost more than the
-/// cipher itself (docs/benchmarks.md). Only where nothing unverified can
-/// reach the caller's buffer: decryption of an AEAD stays on the copying
-/// path, which releases plaintext after the tag check.
-protocol DirectCipherOperation: CipherOperation {
-    /// Writes the single-part output of `input` into `output` (which holds
-    /// `outputLength(input:)` bytes) and returns its length, or nil when this
-    /// call must take the copying path.
+    /// The copy-free single-part call: writes the output of `input` into
+    /// `output` (which holds `outputLength(input:)` bytes) and returns its
+    /// length, or nil when this operation (or this call) must take the
+    /// copying path. See `DirectCipherOperation`.
     func directOneShot(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int?
+    /// The copy-free update of a stream cipher (its output is exactly the
+    /// input's size), or nil for the copying path.
+    func directUpdate(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int?
 }
 
-/// A stream cipher's C_EncryptUpdate / C_DecryptUpdate without copies
-/// (AES-CTR): the output of an update is exactly its input's size.
-protocol DirectUpdateOperation: CipherOperation {
-    func directUpdate(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int
+/// The copying path everywhere unless a cipher says otherwise. Requirements
+/// with defaults rather than a second protocol to cast to: a Swift protocol
+/// cast looks the conformance up in a hash table on every call, which cost
+/// more than the copies a 16 KiB AES-CTR update saves.
+extension CipherOperation {
+    func directOneShot(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int? { nil }
+    func directUpdate(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int? { nil }
 }
 
-/// What a direct single-part call produced (the C layer sets *pulLen).
+/// A cipher that runs calls straight between the caller's buffers: no copy
+/// of the input, no intermediate output array, no copy out. For a 16 KiB
+/// AES-CTR message the three copies cost more than the cipher itself
+/// (docs/benchmarks.md). Only where nothing unverified can reach the
+/// caller's buffer: decryption of an AEAD stays on the copying path, which
+/// releases plaintext after the tag check. Conformers implement
+/// `directOneShot`, and a stream cipher `directUpdate`.
+protocol DirectCipherOperation: CipherOperation {}
+
+/// What a direct call produced (the C layer sets *pulLen).
 public enum DirectOutput: Sendable, Equatable {
     case length(Int)
     case tooSmall(Int)
     case written(Int)
 }
 
+/// Whether two buffers overlap other than by starting at the same byte
+/// (in place is fine for OpenSSL; a partial overlap is not).
+private func partlyOverlapping(_ input: UnsafeRawBufferPointer, _ output: UnsafeMutableRawPointer, _ n: Int) -> Bool {
+    guard let i = input.baseAddress, input.count > 0, n > 0 else { return false }
+    let o = UnsafeRawPointer(output)
+    return i != o && i < o + n && o < i + input.count
+}
+
 extension Runtime {
-    /// C_Encrypt / C_Decrypt without copies, for a `DirectCipherOperation`;
-    /// nil when the active operation is not one (or the buffers overlap
-    /// other than exactly): the caller then takes `encrypt` / `decrypt`,
-    /// with the operation untouched. The rules are `cipherOneShot`'s.
-    public func cipherDirect(_ kind: OperationKind, session h: CK_SESSION_HANDLE, input: UnsafeRawBufferPointer?,
+    /// C_Encrypt / C_Decrypt without copies when the operation can
+    /// (`directOneShot`); nil otherwise or for partly overlapping buffers,
+    /// with the operation untouched: the caller then takes `encrypt` /
+    /// `decrypt`. The rules (and the length answers) are `cipherOneShot`'s.
+    public func cipherDirect(_ kind: OperationKind, session s: Session, input: UnsafeRawBufferPointer?,
                              output: UnsafeMutableRawPointer?, capacity: Int?) throws -> DirectOutput? {
-        try session(h).step(kind, as: CipherOperation.self, phase: .single) { op, keep -> DirectOutput? in
-            guard let direct = op as? DirectCipherOperation else {
-                keep = true
-                return nil
-            }
+        try s.step(kind, as: CipherOperation.self, phase: .single) { op, keep -> DirectOutput? in
             guard let input else { throw PKCS11Error.argumentsBad }
             let needed = op.outputLength(input: input.count)
             switch OutputResult.decide(needed: needed, capacity: capacity) {
@@ -66,13 +77,8 @@ extension Runtime {
                 break
             }
             guard let output else { throw PKCS11Error.argumentsBad }
-            let out = UnsafeMutableRawBufferPointer(start: output, count: needed)
-            if let i = input.baseAddress, input.count > 0, i != UnsafeRawPointer(output),
-               i < UnsafeRawPointer(output) + needed, UnsafeRawPointer(output) < i + input.count {
-                keep = true  // partly overlapping buffers: the copying path
-                return nil
-            }
-            guard let n = try direct.directOneShot(input, into: out) else {
+            guard !partlyOverlapping(input, output, needed),
+                  let n = try op.directOneShot(input, into: UnsafeMutableRawBufferPointer(start: output, count: needed)) else {
                 keep = true
                 return nil
             }
@@ -80,14 +86,13 @@ extension Runtime {
         }
     }
 
-    /// C_EncryptUpdate / C_DecryptUpdate without copies for a
-    /// `DirectUpdateOperation`; nil (operation untouched) otherwise or for
+    /// C_EncryptUpdate / C_DecryptUpdate without copies when the operation
+    /// can (`directUpdate`); nil (operation untouched) otherwise or for
     /// partly overlapping buffers. The rules are `cipherUpdate`'s.
-    public func cipherUpdateDirect(_ kind: OperationKind, session h: CK_SESSION_HANDLE, input: UnsafeRawBufferPointer?,
+    public func cipherUpdateDirect(_ kind: OperationKind, session s: Session, input: UnsafeRawBufferPointer?,
                                    output: UnsafeMutableRawPointer?, capacity: Int?) throws -> DirectOutput? {
-        try session(h).step(kind, as: CipherOperation.self, phase: .update) { op, keep -> DirectOutput? in
+        try s.step(kind, as: CipherOperation.self, phase: .update) { op, keep -> DirectOutput? in
             keep = true
-            guard let direct = op as? DirectUpdateOperation else { return nil }
             guard let input else { throw PKCS11Error.argumentsBad }
             let needed = op.updateOutputLength(input: input.count)
             switch OutputResult.decide(needed: needed, capacity: capacity) {
@@ -96,11 +101,8 @@ extension Runtime {
             default: break
             }
             guard let output else { throw PKCS11Error.argumentsBad }
-            if let i = input.baseAddress, input.count > 0, i != UnsafeRawPointer(output),
-               i < UnsafeRawPointer(output) + needed, UnsafeRawPointer(output) < i + input.count {
-                return nil
-            }
-            return .written(try direct.directUpdate(input, into: UnsafeMutableRawBufferPointer(start: output, count: needed)))
+            guard !partlyOverlapping(input, output, needed) else { return nil }
+            return try op.directUpdate(input, into: UnsafeMutableRawBufferPointer(start: output, count: needed)).map { .written($0) }
         }
     }
 

@@ -66,7 +66,7 @@ final class BlockCipherOperation: CipherOperation {
 /// bytes as it gets and the final call none. Input that would make the
 /// counter field (the low ulCounterBits bits of the counter block) wrap is
 /// CKR_DATA_LEN_RANGE (AESCounter says why).
-final class AESCTROperation: DirectCipherOperation, DirectUpdateOperation {
+final class AESCTROperation: DirectCipherOperation {
     let context: CipherContext
     let encrypting: Bool
     /// Bytes left before the counter field wraps; nil: no Int-sized input reaches it.
@@ -98,7 +98,7 @@ final class AESCTROperation: DirectCipherOperation, DirectUpdateOperation {
         try directUpdate(input, into: output)
     }
 
-    func directUpdate(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int {
+    func directUpdate(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int? {
         if let r = remaining {
             guard input.count <= r else { throw PKCS11Error(encrypting ? CKR_DATA_LEN_RANGE : CKR_ENCRYPTED_DATA_LEN_RANGE) }
             remaining = r - input.count

@@ -21,10 +21,10 @@ public func ks_C_Decrypt(_ hSession: CK_SESSION_HANDLE, _ pEncryptedData: Unsafe
                          _ ulEncryptedDataLen: CK_ULONG, _ pData: UnsafeMutablePointer<CK_BYTE>?,
                          _ pulDataLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
     entry("C_Decrypt", "hSession=\(hSession) len=\(ulEncryptedDataLen)") {
-        try operationCall(hSession, [.decrypt]) { rt in
+        try operationCall(hSession, [.decrypt]) { rt, s in
             // Straight between the caller's buffers when the mechanism can (Encrypt.swift, DirectCipherOperation).
             let cap = try capacity(pData, pulDataLen)
-            if let r = try rt.cipherDirect(.decrypt, session: hSession, input: try rawInput(pEncryptedData, ulEncryptedDataLen),
+            if let r = try rt.cipherDirect(.decrypt, session: s, input: try rawInput(pEncryptedData, ulEncryptedDataLen),
                                            output: pData, capacity: cap) {
                 return deliverDirect(r, pulDataLen)
             }
@@ -39,9 +39,9 @@ public func ks_C_DecryptUpdate(_ hSession: CK_SESSION_HANDLE, _ pEncryptedPart: 
                                _ ulEncryptedPartLen: CK_ULONG, _ pPart: UnsafeMutablePointer<CK_BYTE>?,
                                _ pulPartLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
     entry("C_DecryptUpdate", "hSession=\(hSession) len=\(ulEncryptedPartLen)") {
-        try operationCall(hSession, [.decrypt]) { rt in
+        try operationCall(hSession, [.decrypt]) { rt, s in
             let cap = try capacity(pPart, pulPartLen)
-            if let r = try rt.cipherUpdateDirect(.decrypt, session: hSession, input: try rawInput(pEncryptedPart, ulEncryptedPartLen),
+            if let r = try rt.cipherUpdateDirect(.decrypt, session: s, input: try rawInput(pEncryptedPart, ulEncryptedPartLen),
                                                  output: pPart, capacity: cap) {
                 return deliverDirect(r, pulPartLen)
             }

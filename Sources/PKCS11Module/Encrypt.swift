@@ -21,10 +21,10 @@ public func ks_C_Encrypt(_ hSession: CK_SESSION_HANDLE, _ pData: UnsafeMutablePo
                          _ pEncryptedData: UnsafeMutablePointer<CK_BYTE>?,
                          _ pulEncryptedDataLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
     entry("C_Encrypt", "hSession=\(hSession) len=\(ulDataLen)") {
-        try operationCall(hSession, [.encrypt]) { rt in
+        try operationCall(hSession, [.encrypt]) { rt, s in
             // Straight between the caller's buffers when the mechanism can (Encrypt.swift, DirectCipherOperation).
             let cap = try capacity(pEncryptedData, pulEncryptedDataLen)
-            if let r = try rt.cipherDirect(.encrypt, session: hSession, input: try rawInput(pData, ulDataLen),
+            if let r = try rt.cipherDirect(.encrypt, session: s, input: try rawInput(pData, ulDataLen),
                                            output: pEncryptedData, capacity: cap) {
                 return deliverDirect(r, pulEncryptedDataLen)
             }
@@ -39,9 +39,9 @@ public func ks_C_EncryptUpdate(_ hSession: CK_SESSION_HANDLE, _ pPart: UnsafeMut
                                _ pEncryptedPart: UnsafeMutablePointer<CK_BYTE>?,
                                _ pulEncryptedPartLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
     entry("C_EncryptUpdate", "hSession=\(hSession) len=\(ulPartLen)") {
-        try operationCall(hSession, [.encrypt]) { rt in
+        try operationCall(hSession, [.encrypt]) { rt, s in
             let cap = try capacity(pEncryptedPart, pulEncryptedPartLen)
-            if let r = try rt.cipherUpdateDirect(.encrypt, session: hSession, input: try rawInput(pPart, ulPartLen),
+            if let r = try rt.cipherUpdateDirect(.encrypt, session: s, input: try rawInput(pPart, ulPartLen),
                                                  output: pEncryptedPart, capacity: cap) {
                 return deliverDirect(r, pulEncryptedPartLen)
             }

@@ -157,6 +157,23 @@ func operationCall(_ hSession: CK_SESSION_HANDLE, _ kinds: [OperationKind],
     }
 }
 
+/// `operationCall` with the session handed to the body too, for the
+/// per-message cipher calls (Encrypt.swift, Decrypt.swift), which would
+/// otherwise look the session up a second time.
+func operationCall(_ hSession: CK_SESSION_HANDLE, _ kinds: [OperationKind],
+                   _ body: (Runtime, Session) throws -> CK_RV) throws -> CK_RV {
+    let rt = try runtime()
+    let s = try rt.session(hSession)
+    do {
+        let rv = try body(rt, s)
+        if rv != CKR_OK, rv != CKR_BUFFER_TOO_SMALL { s.endOperations(kinds) }
+        return rv
+    } catch {
+        s.endOperations(kinds)
+        throw error
+    }
+}
+
 /// C_EncryptInit, C_DecryptInit, C_DigestInit, C_SignInit and C_VerifyInit.
 /// PKCS #11 3.0 §5.8 (and §5.10, §5.12, §5.13, §5.15): "can be called with
 /// pMechanism set to NULL_PTR to terminate an active ... operation". An

@@ -199,7 +199,7 @@ static void catalog(CK_SLOT_ID slot) {
     };
     int bad = 0;
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-        CK_MECHANISM_INFO mi;
+        CK_MECHANISM_INFO mi = {0};
         CK_RV rv = f->C_GetMechanismInfo(slot, want[i].t, &mi);
         if (rv != CKR_OK || mi.flags != want[i].flags || mi.ulMinKeySize != want[i].min || mi.ulMaxKeySize != want[i].max) {
             bad++;
