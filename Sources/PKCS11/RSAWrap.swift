@@ -136,37 +136,4 @@ extension Runtime {
         defer { for i in material.indices { material[i] = 0 } }
         return try storeUnwrappedKey(material, cls: cls, keyType: keyType, template: t, in: s)
     }
-
-    /// The object an RSA unwrap makes from the opened material: a secret key
-    /// from its value, a private key from its PKCS #8. The same attribute
-    /// rules as Wrap.swift's AES unwrap (an unwrapped key was outside the
-    /// module: never "always sensitive"), kept apart so each wrap family
-    /// changes on its own.
-    private func storeUnwrappedKey(_ material: [UInt8], cls: CK_OBJECT_CLASS, keyType: CK_KEY_TYPE, template t: AttributeMap,
-                                   in s: Session) throws -> CK_OBJECT_HANDLE {
-        switch cls {
-        case CKO_SECRET_KEY:
-            switch keyType {
-            case CKK_AES: guard [16, 24, 32].contains(material.count) else { throw PKCS11Error(CKR_WRAPPED_KEY_INVALID) }
-            case CKK_GENERIC_SECRET: guard !material.isEmpty else { throw PKCS11Error(CKR_WRAPPED_KEY_INVALID) }
-            default: throw PKCS11Error.templateInconsistent
-            }
-            if let len = try t.checkedULong(CKA_VALUE_LEN), len != material.count { throw PKCS11Error.templateInconsistent }
-            let a = try secretKeyAttributes(value: material, keyType: keyType, template: t, mechanism: nil, bornSecret: false)
-            return try store(a, in: s)
-        case CKO_PRIVATE_KEY:
-            let k: PrivateKey
-            do { k = try PrivateKey(der: material) } catch { throw PKCS11Error(CKR_WRAPPED_KEY_INVALID) }
-            guard CK_KEY_TYPE(ObjectTemplates.keyType(k.keyType)) == keyType else { throw PKCS11Error.templateInconsistent }
-            var a = try ObjectTemplates.privateKey(
-                k, label: t.string(CKA_LABEL) ?? "", id: t[CKA_ID] ?? (try k.publicKey.keyIdentifier()),
-                extractable: try t.checkedBool(CKA_EXTRACTABLE) ?? false, local: false,
-                sensitive: try t.checkedBool(CKA_SENSITIVE) ?? true)
-            a.merge(try KeyGenerationRules.callerPart(t, objectClass: CKO_PRIVATE_KEY, keyType: keyType)) { _, new in new }
-            a[CKA_TOKEN] = AttributeCoding.bool(try t.checkedBool(CKA_TOKEN) ?? false)
-            return try store(a, in: s)
-        default:
-            throw PKCS11Error.templateInconsistent
-        }
-    }
 }

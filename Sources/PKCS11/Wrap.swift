@@ -147,6 +147,15 @@ extension Runtime {
         }
         var material = try method.unwrap(kek: kekValue, wrapped)
         defer { for i in material.indices { material[i] = 0 } }
+        return try storeUnwrappedKey(material, cls: cls, keyType: keyType, template: t, in: s)
+    }
+
+    /// The object an unwrap makes from the opened material, whichever family
+    /// opened it (AES key wrap here, RSA in RSAWrap.swift): a secret key from
+    /// its value, a private key from its PKCS #8. An unwrapped key was outside
+    /// the module: never "always sensitive".
+    func storeUnwrappedKey(_ material: [UInt8], cls: CK_OBJECT_CLASS, keyType: CK_KEY_TYPE, template t: AttributeMap,
+                           in s: Session) throws -> CK_OBJECT_HANDLE {
         switch cls {
         case CKO_SECRET_KEY:
             switch keyType {
@@ -157,7 +166,6 @@ extension Runtime {
             default: throw PKCS11Error.templateInconsistent
             }
             if let len = try t.checkedULong(CKA_VALUE_LEN), len != material.count { throw PKCS11Error.templateInconsistent }
-            // An unwrapped key was outside the module: never "always sensitive".
             let a = try secretKeyAttributes(value: material, keyType: keyType, template: t, mechanism: nil, bornSecret: false)
             return try store(a, in: s)
         case CKO_PRIVATE_KEY:
