@@ -174,7 +174,17 @@ public final class KeychainSession: @unchecked Sendable {
         let key = key(for: t)
         return try mapped {
             try store.transaction {
-                let (cls, attrs, dupe) = try template(newItem)
+                let (cls, templateAttrs, dupe) = try template(newItem)
+                var attrs = templateAttrs
+                if case .certificate(let c, let label, _) = newItem {
+                    // Join the key pair already in the token (KeyPairing: by public key,
+                    // never by CKA_ID), as C_CreateObject does: the pair may carry an ID
+                    // another tool chose, and consumers pair by CKA_ID.
+                    if let match = try tokens.keyPair(matching: c.publicKey, in: t, key: key), !match.id.isEmpty {
+                        attrs[CKA.id] = match.id
+                        if label == nil, let l = match.label { attrs[CKA.label] = AttributeCoding.string(l) }
+                    }
+                }
                 var dq = ItemQuery(tokenID: t, itemClass: cls, attributes: dupe, limit: .one)
                 restrict(&dq, to: .only([group]))
                 if try !store.find(dq, key: key).isEmpty { throw KeyShareError.duplicateItem }

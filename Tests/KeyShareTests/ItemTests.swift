@@ -1,5 +1,5 @@
 import Testing
-import KeyShare
+@testable import KeyShare
 
 /// A throwaway keychain with one unlocked soft token; low scrypt cost.
 struct Fixture {
@@ -147,5 +147,36 @@ struct ItemTests {
         // The owner (unbound) sees both, each with its group.
         let groups = try f.keychain.copyMatching(Query(itemClass: .genericPassword)).compactMap { $0.attributes?.accessGroup }
         #expect(Set(groups) == ["group.a", "group.b"])
+    }
+}
+
+/// A certificate added after its key joins that key's pair, whatever CKA_ID
+/// the key was given (pkcs11-tool --keypairgen --id 01, another tool's
+/// import): consumers (NSS, OpenVPN, libp11) pair key and certificate by
+/// CKA_ID, so a certificate under the key-identifier ID would be an orphan.
+@Suite("Certificate joins its key pair")
+struct CertificatePairingTests {
+    @Test func certificateTakesTheExistingPairsID() throws {
+        let f = try Fixture()
+        let k = f.keychain
+        let key = try PrivateKey(pem: String(decoding: try TestData.bytes("identities/device-ds-ke.key.pem"), as: UTF8.self))
+        try k.add(.privateKey(key, label: "enrolled", applicationTag: Array("enrol".utf8)))
+        // Re-key the pair's CKA_ID as another tool would have chosen it.
+        let chosenID: [UInt8] = [0x01]
+        for item in try k.copyMatching(Query(applicationTag: Array("enrol".utf8), returning: .persistentReference)) {
+            try k.store.update(try #require(item.persistentReference), attributes: [CKA.id: chosenID], key: k.key(for: f.token))
+        }
+        let cert = try Certificate(der: TestData.certificateDER())
+        let ref = try k.add(.certificate(cert))
+        let stored = try k.store.item(ref, key: nil)
+        #expect(stored.attributes[CKA.id] == chosenID, "the certificate must take the pair's CKA_ID")
+        #expect(stored.attributes[CKA.label] == Array("enrolled".utf8), "and, given no label, the pair's label")
+    }
+
+    @Test func certificateWithoutKeyKeepsKeyIdentifier() throws {
+        let f = try Fixture()
+        let cert = try Certificate(der: TestData.certificateDER())
+        let ref = try f.keychain.add(.certificate(cert))
+        #expect(try f.keychain.store.item(ref, key: nil).attributes[CKA.id] == (try cert.publicKey.keyIdentifier()))
     }
 }
