@@ -15,13 +15,18 @@ let strict: [SwiftSetting] = [
 // libFuzzer harness target `keyshare-fuzz` (Tests/fuzz/swift) is added. Unset: the normal package.
 let sanitizerBuild = Context.environment["KEYSHARE_SANITIZE"] == "1"
 
+// Full RELRO (what Debian's hardening=+all gives packages): every relocation is resolved at load
+// and the GOT is then read-only, so a memory bug in a host cannot redirect the module's or the
+// CLI's calls through it. The cost is resolving the few hundred external symbols once at dlopen.
+let hardeningFlags = ["-Xlinker", "-z", "-Xlinker", "relro", "-Xlinker", "-z", "-Xlinker", "now"]
+
 let moduleLinkFlags: [LinkerSetting] = [
     // Only C_GetFunctionList, C_GetInterfaceList and C_GetInterface are exported.
     .unsafeFlags([
         "-Xlinker", "--version-script=\(Context.packageDirectory)/pkcs11/keyshare-pkcs11.map",
         // Hosts (pkcs11-tool) dlclose the module; Swift runtime threads must not be unmapped.
         "-Xlinker", "-z", "-Xlinker", "nodelete",
-    ] + (sanitizerBuild ? [] : ["-Xlinker", "-z", "-Xlinker", "defs"])),
+    ] + hardeningFlags + (sanitizerBuild ? [] : ["-Xlinker", "-z", "-Xlinker", "defs"])),
 ]
 
 let package = Package(
@@ -90,7 +95,8 @@ let package = Package(
                 "KeySharing", "KeyShare", "Tokens", "Keychain", "KeyshareCrypto", "CLinux", "KeyshareAgent",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
-            swiftSettings: strict),
+            swiftSettings: strict,
+            linkerSettings: [.unsafeFlags(hardeningFlags)]),
 
         .testTarget(name: "KeyshareCryptoTests", dependencies: ["KeyshareCrypto"], swiftSettings: strict),
         // Shared test helpers (a throwaway store home); only test targets depend on it.

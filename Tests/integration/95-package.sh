@@ -142,6 +142,11 @@ check_out "modes: the CLI 0755, the module 0644" '^-rwxr-xr-x -rw-r--r--$' \
 mkdir -p "$WORK/x"; dpkg-deb -x "$DEB" "$WORK/x"
 if ! readelf -S "$WORK/x/usr/bin/keyshare" "$WORK/x$SYSMOD" | grep -q '\.symtab'; then ok "the binaries are stripped (no .symtab)"
 else bad "the binaries are stripped" "$(readelf -S "$WORK/x/usr/bin/keyshare" "$WORK/x$SYSMOD" | grep symtab)"; fi
+# Full RELRO: BIND_NOW in both (a GNU_RELRO segment alone leaves the GOT writable).
+for b in "$WORK/x/usr/bin/keyshare" "$WORK/x$SYSMOD"; do
+  check_out "$(basename "$b") is full RELRO (GNU_RELRO and BIND_NOW)" 'NOW' \
+    bash -c 'readelf -l "$1" | grep -q GNU_RELRO && readelf -d "$1" | grep -E "\((BIND_NOW|FLAGS(_1)?)\)"' _ "$b"
+done
 left=$(grep -l '@bindir@\|@docdir@' "$WORK"/x/usr/lib/systemd/user/* 2>/dev/null || true)
 check_out "user units: ExecStart=/usr/bin/keyshare, no placeholder left" '^/usr/bin/keyshare serve' bash -c \
   "[ -z '$left' ] && sed -n 's/^ExecStart=//p' '$WORK/x/usr/lib/systemd/user/keyshare-password.service'"
