@@ -108,6 +108,20 @@ enum KDFLimits {
     /// The key sizes C_GenerateKey makes for HMAC key types (bytes), as
     /// CKM_GENERIC_SECRET_KEY_GEN.
     static let generatedSecret: ClosedRange<CK_ULONG> = 1...512
+    /// CKM_PKCS5_PBKD2's work: iterations times the PRF output blocks the
+    /// key needs (PBKDF2 runs `iterations` HMACs per block), at most 2^24 =
+    /// 16,777,216 HMACs: the largest published vector (RFC 6070's
+    /// 16,777,216-iteration case) still runs, and that is 13 times OWASP's
+    /// 2023 figure for PBKDF2-HMAC-SHA1 (1,300,000) and 28 times its SHA-256
+    /// one (600,000). The spec and OpenSSL set no upper bound (OpenSSL's
+    /// PBKDF2 wants at least 1; SoftHSM2 has no PBKDF2); without one, a
+    /// caller's 2^31 - 1 holds the session for over an hour (HMAC-SHA256,
+    /// over two for HMAC-SHA512, on the 2-core build machine) in one call that
+    /// neither C_SessionCancel nor anything else can stop. At the bound:
+    /// about 30 s for HMAC-SHA256, 65 s for HMAC-SHA512 on that machine.
+    /// Above it: CKR_MECHANISM_PARAM_INVALID, before any work
+    /// (docs/pkcs11-conformance.md, "PBKDF2 parameter layouts").
+    static let pbkdf2Work = 1 << 24
 }
 
 extension Mechanism {
@@ -369,7 +383,7 @@ extension Mechanism {
         // The HMAC PRFs take no PRF data ("pPrfData must be NULL and ulPrfDataLen must be zero").
         guard raw.pPrfData == nil, raw.ulPrfDataLen == 0 else { throw PKCS11Error.mechanismParamInvalid }
         let salt = try copy(raw.pSaltSourceData, raw.ulSaltSourceDataLen, max: KDFLimits.dataBytes)
-        guard !salt.isEmpty, raw.iterations >= 1, raw.iterations <= CK_ULONG(Int32.max) else {
+        guard !salt.isEmpty, raw.iterations >= 1, raw.iterations <= CK_ULONG(KDFLimits.pbkdf2Work) else {
             throw PKCS11Error.mechanismParamInvalid
         }
         let password = try copy(raw.pPassword, passwordLength, max: KDFLimits.password)
