@@ -21,6 +21,9 @@ public protocol CipherOperation: Operation {
     /// The copy-free update of a stream cipher (its output is exactly the
     /// input's size), or nil for the copying path.
     func directUpdate(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int?
+    /// Hands an encryption its session's keyed-context cache
+    /// (KeyedCipherCache.swift); the AEAD ciphers use it, the rest ignore it.
+    func attach(_ cache: KeyedCipherCache)
 }
 
 /// The copying path everywhere unless a cipher says otherwise. Requirements
@@ -29,6 +32,7 @@ public protocol CipherOperation: Operation {
 /// more than the copies a 16 KiB AES-CTR update saves.
 extension CipherOperation {
     public var asCipher: (any CipherOperation)? { self }
+    func attach(_ cache: KeyedCipherCache) {}
     func directOneShot(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int? { nil }
     func directUpdate(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int? { nil }
 }
@@ -118,7 +122,9 @@ extension Runtime {
     public func encryptInit(session s: Session, mechanism: Mechanism, key: CK_OBJECT_HANDLE) throws {
         guard !s.isActive(.encrypt) else { throw PKCS11Error.operationActive }
         let view = try resolveKey(s, key)
-        try s.begin(.encrypt, try cipherOperation(mechanism, view, encrypting: true))
+        let op = try cipherOperation(mechanism, view, encrypting: true)
+        op.attach(s.cipherCache)
+        try s.begin(.encrypt, op)
     }
 
     public func encrypt(session h: CK_SESSION_HANDLE, data: [UInt8]?, capacity: Int?) throws -> OutputResult {
