@@ -53,14 +53,23 @@ public final class AEADContext: @unchecked Sendable {
             }
         }
         guard let aadLength = Int32(exactly: aad.count) else { throw CryptoError(.invalidInput, algorithm.name, reason: "AAD too long") }
-        CryptoError.clearQueue()
+        // No ERR_clear_error here: a failure drains the queue into its
+        // CryptoError, and clearing it on every init cost more than the
+        // per-message C_EncryptInit's key schedule (docs/benchmarks.md).
         guard let c = EVP_CIPHER_CTX_new() else { throw CryptoError.openssl(algorithm.name) }
         var len: Int32 = 0
         let mode: Int32 = encrypt ? 1 : 0
-        guard EVP_CipherInit_ex(c, cipher, nil, nil, nil, mode) == 1,
-              EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_AEAD_SET_IVLEN, Int32(iv.count), nil) == 1,
-              EVP_CipherInit_ex(c, nil, nil, key, iv, mode) == 1,
-              aad.isEmpty || EVP_CipherUpdate(c, nil, &len, aad, aadLength) == 1 else {
+        // The 12-byte IV is both ciphers' default: one init with key and IV,
+        // as an EVP user writes it. Another length (GCM) is set before the IV.
+        let keyed: Bool
+        if iv.count == AEADAlgorithm.chachaNonceSize {
+            keyed = EVP_CipherInit_ex(c, cipher, nil, key, iv, mode) == 1
+        } else {
+            keyed = EVP_CipherInit_ex(c, cipher, nil, nil, nil, mode) == 1
+                && EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_AEAD_SET_IVLEN, Int32(iv.count), nil) == 1
+                && EVP_CipherInit_ex(c, nil, nil, key, iv, mode) == 1
+        }
+        guard keyed, aad.isEmpty || EVP_CipherUpdate(c, nil, &len, aad, aadLength) == 1 else {
             EVP_CIPHER_CTX_free(c)
             throw CryptoError.openssl("\(algorithm.name) init")
         }

@@ -30,7 +30,8 @@ public final class CipherContext: @unchecked Sendable {
         } else if ivLength != 0 {
             throw CryptoError(.invalidInput, operation, reason: "an IV of \(ivLength) bytes is needed")
         }
-        CryptoError.clearQueue()
+        // No ERR_clear_error: a failure drains the queue into its CryptoError
+        // (see AEADContext.init).
         guard let c = EVP_CIPHER_CTX_new() else { throw CryptoError.openssl(operation) }
         let ok: Bool = {
             guard EVP_CipherInit_ex2(c, cipher, key, iv, encrypt ? 1 : 0, nil) == 1 else { return false }
@@ -44,7 +45,9 @@ public final class CipherContext: @unchecked Sendable {
                 }
                 guard set == 1 else { return false }
             }
-            return EVP_CIPHER_CTX_set_padding(c, padding ? 1 : 0) == 1
+            // A stream mode (block size 1: CTR) has nothing to pad, and the
+            // call is a parameter lookup by name in OpenSSL 3 (a string search).
+            return EVP_CIPHER_get_block_size(cipher) == 1 && !padding || EVP_CIPHER_CTX_set_padding(c, padding ? 1 : 0) == 1
         }()
         guard ok else {
             EVP_CIPHER_CTX_free(c)

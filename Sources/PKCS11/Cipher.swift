@@ -123,6 +123,8 @@ final class AESGCMOperation: CipherOperation {
     /// Decryption's collected input; encryption's streaming context.
     var buffer: [UInt8] = []
     var stream: AESGCMEncryptContext?
+    /// The session's keyed contexts, for single-part encryption (KeyedCipherCache.swift).
+    var cache: KeyedCipherCache?
 
     init(key: [UInt8], parameters: GCMParameters, encrypting: Bool) throws {
         guard [16, 24, 32].contains(key.count) else { throw PKCS11Error(CKR_KEY_SIZE_RANGE) }

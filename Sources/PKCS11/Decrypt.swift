@@ -3,7 +3,12 @@ import CPKCS11
 extension Runtime {
     /// The mechanisms are in Cipher.swift (`cipherOperation`).
     public func decryptInit(session h: CK_SESSION_HANDLE, mechanism: Mechanism, key: CK_OBJECT_HANDLE) throws {
-        let s = try session(h)
+        try decryptInit(session: try session(h), mechanism: mechanism, key: key)
+    }
+
+    /// For a caller that has the session already (the C entry point): one
+    /// session lookup per C_DecryptInit instead of two.
+    public func decryptInit(session s: Session, mechanism: Mechanism, key: CK_OBJECT_HANDLE) throws {
         guard !s.isActive(.decrypt) else { throw PKCS11Error.operationActive }
         let view = try resolveKey(s, key)
         try s.begin(.decrypt, try cipherOperation(mechanism, view, encrypting: false))

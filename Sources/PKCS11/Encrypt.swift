@@ -21,6 +21,9 @@ public protocol CipherOperation: Operation {
     /// The copy-free update of a stream cipher (its output is exactly the
     /// input's size), or nil for the copying path.
     func directUpdate(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int?
+    /// Hands an encryption its session's keyed-context cache
+    /// (KeyedCipherCache.swift); the AEAD ciphers use it, the rest ignore it.
+    func attach(_ cache: KeyedCipherCache)
 }
 
 /// The copying path everywhere unless a cipher says otherwise. Requirements
@@ -28,6 +31,8 @@ public protocol CipherOperation: Operation {
 /// cast looks the conformance up in a hash table on every call, which cost
 /// more than the copies a 16 KiB AES-CTR update saves.
 extension CipherOperation {
+    public var asCipher: (any CipherOperation)? { self }
+    func attach(_ cache: KeyedCipherCache) {}
     func directOneShot(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int? { nil }
     func directUpdate(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int? { nil }
 }
@@ -63,7 +68,7 @@ extension Runtime {
     /// `decrypt`. The rules (and the length answers) are `cipherOneShot`'s.
     public func cipherDirect(_ kind: OperationKind, session s: Session, input: UnsafeRawBufferPointer?,
                              output: UnsafeMutableRawPointer?, capacity: Int?) throws -> DirectOutput? {
-        try s.step(kind, as: CipherOperation.self, phase: .single) { op, keep -> DirectOutput? in
+        try s.cipherStep(kind, phase: .single) { op, keep -> DirectOutput? in
             guard let input else { throw PKCS11Error.argumentsBad }
             let needed = op.outputLength(input: input.count)
             switch OutputResult.decide(needed: needed, capacity: capacity) {
@@ -91,7 +96,7 @@ extension Runtime {
     /// partly overlapping buffers. The rules are `cipherUpdate`'s.
     public func cipherUpdateDirect(_ kind: OperationKind, session s: Session, input: UnsafeRawBufferPointer?,
                                    output: UnsafeMutableRawPointer?, capacity: Int?) throws -> DirectOutput? {
-        try s.step(kind, as: CipherOperation.self, phase: .update) { op, keep -> DirectOutput? in
+        try s.cipherStep(kind, phase: .update) { op, keep -> DirectOutput? in
             keep = true
             guard let input else { throw PKCS11Error.argumentsBad }
             let needed = op.updateOutputLength(input: input.count)
@@ -108,10 +113,18 @@ extension Runtime {
 
     /// The mechanisms are in Cipher.swift (`cipherOperation`).
     public func encryptInit(session h: CK_SESSION_HANDLE, mechanism: Mechanism, key: CK_OBJECT_HANDLE) throws {
-        let s = try session(h)
+        try encryptInit(session: try session(h), mechanism: mechanism, key: key)
+    }
+
+    /// For a caller that has the session already (the C entry point): one
+    /// session lookup (a lock and the store's change counter) per
+    /// C_EncryptInit instead of two.
+    public func encryptInit(session s: Session, mechanism: Mechanism, key: CK_OBJECT_HANDLE) throws {
         guard !s.isActive(.encrypt) else { throw PKCS11Error.operationActive }
         let view = try resolveKey(s, key)
-        try s.begin(.encrypt, try cipherOperation(mechanism, view, encrypting: true))
+        let op = try cipherOperation(mechanism, view, encrypting: true)
+        op.attach(s.cipherCache)
+        try s.begin(.encrypt, op)
     }
 
     public func encrypt(session h: CK_SESSION_HANDLE, data: [UInt8]?, capacity: Int?) throws -> OutputResult {

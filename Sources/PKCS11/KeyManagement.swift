@@ -33,6 +33,8 @@ enum KeyGenerationRules {
         if let c = try t.checkedULong(CKA_CLASS), c != objectClass { throw PKCS11Error.templateInconsistent }
         if let k = try t.checkedULong(CKA_KEY_TYPE), k != keyType { throw PKCS11Error.templateInconsistent }
         for type in t.keys where ObjectRules.hidden.contains(type) { throw PKCS11Error.attributeTypeInvalid }
+        // Types the new key does not have, malformed dates (AttributeSchema.swift).
+        try AttributeSchema.check(t, objectClass: objectClass, keyType: keyType)
         for type in t.keys where ObjectRules.booleans.contains(type) { _ = try t.checkedBool(type) }
         for type in t.keys where computed.contains(type) && type != CKA_CLASS && type != CKA_KEY_TYPE {
             throw PKCS11Error.attributeReadOnly
@@ -76,6 +78,16 @@ extension Runtime {
         default:
             throw PKCS11Error.mechanismInvalid
         }
+        // Templates before the (for RSA, slow) generation: a type the key
+        // does not have (CKA_VALUE_LEN on an EC key) fails here (AttributeSchema).
+        let pairType: CK_KEY_TYPE
+        switch spec {
+        case .rsa: pairType = CKK_RSA
+        case .ec: pairType = CKK_EC
+        case .ecx(let c): pairType = c.isEdwards ? CKK_EC_EDWARDS : CKK_EC_MONTGOMERY
+        }
+        try AttributeSchema.check(pubT, objectClass: CKO_PUBLIC_KEY, keyType: pairType)
+        try AttributeSchema.check(privT, objectClass: CKO_PRIVATE_KEY, keyType: pairType)
         // Permissions first: no key is generated for a call that cannot store it.
         // The private half is always private (ObjectRules.alwaysPrivate), logged in or not.
         try ObjectRules.checkPrivacy(CKO_PRIVATE_KEY, privT)

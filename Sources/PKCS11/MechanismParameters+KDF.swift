@@ -108,6 +108,22 @@ enum KDFLimits {
     /// The key sizes C_GenerateKey makes for HMAC key types (bytes), as
     /// CKM_GENERIC_SECRET_KEY_GEN.
     static let generatedSecret: ClosedRange<CK_ULONG> = 1...512
+    /// CKM_PKCS5_PBKD2's work: iterations times the PRF output blocks the
+    /// key needs (PBKDF2 runs `iterations` HMACs per block), at most 2^24 =
+    /// 16,777,216 HMACs: the largest published vector (RFC 6070's
+    /// 16,777,216-iteration case) still runs, and that is 13 times OWASP's
+    /// 2023 figure for PBKDF2-HMAC-SHA1 (1,300,000) and 28 times its SHA-256
+    /// one (600,000). The spec and OpenSSL set no upper bound (OpenSSL's
+    /// PBKDF2 wants at least 1; SoftHSM2 has no PBKDF2); without one, a
+    /// caller's 2^31 - 1 holds the session for about 26 minutes in one call
+    /// that neither C_SessionCancel nor anything else can stop (one
+    /// HMAC-SHA256 block at the 1.4 million HMACs a second the old code ran
+    /// in AttributeSchemaTests on the 2-core build machine; 14 hours for a
+    /// 1024-byte key's 32 blocks). At the bound: about 12 s for HMAC-SHA256
+    /// at that rate, 30 s under load.
+    /// Above it: CKR_MECHANISM_PARAM_INVALID, before any work
+    /// (docs/pkcs11-conformance.md, "PBKDF2 parameter layouts").
+    static let pbkdf2Work = 1 << 24
 }
 
 extension Mechanism {
@@ -369,7 +385,7 @@ extension Mechanism {
         // The HMAC PRFs take no PRF data ("pPrfData must be NULL and ulPrfDataLen must be zero").
         guard raw.pPrfData == nil, raw.ulPrfDataLen == 0 else { throw PKCS11Error.mechanismParamInvalid }
         let salt = try copy(raw.pSaltSourceData, raw.ulSaltSourceDataLen, max: KDFLimits.dataBytes)
-        guard !salt.isEmpty, raw.iterations >= 1, raw.iterations <= CK_ULONG(Int32.max) else {
+        guard !salt.isEmpty, raw.iterations >= 1, raw.iterations <= CK_ULONG(KDFLimits.pbkdf2Work) else {
             throw PKCS11Error.mechanismParamInvalid
         }
         let password = try copy(raw.pPassword, passwordLength, max: KDFLimits.password)

@@ -77,6 +77,15 @@ public enum Mechanism: Sendable, Equatable {
     public init(type: CK_MECHANISM_TYPE, parameter: UnsafeRawBufferPointer?) throws {
         let p = parameter.map { Array($0) } ?? []
         func noParameter() throws { guard p.isEmpty else { throw PKCS11Error.mechanismParamInvalid } }
+        // The per-message ciphers first: an application that calls
+        // C_EncryptInit for every message pays for each lookup below
+        // (digestOrKDF's four tables cost more than decoding CK_GCM_PARAMS;
+        // docs/benchmarks.md, "Symmetric encryption rows").
+        switch type {
+        case CKM_AES_GCM: self = .aesGCM(try Self.gcm(p)); return
+        case CKM_AES_CTR, CKM_CHACHA20_POLY1305: self = try Self.symmetric(type, p); return
+        default: break
+        }
         // SHA-3, SHA-512/t, general HMAC, KDFs (MechanismParameters+KDF.swift).
         if let m = try Self.digestOrKDF(type, p) {
             self = m

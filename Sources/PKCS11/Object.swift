@@ -92,6 +92,8 @@ extension Runtime {
             throw PKCS11Error.attributeReadOnly
         }
         var a = attrs
+        // Computed, or checked against the caller's, or left empty as asked (CheckValue.swift).
+        try CheckValue.settle(&a)
         a[CKA_PRIVATE] = AttributeCoding.bool(isPrivate)
         a[CKA_UNIQUE_ID] = nil
         if isToken {

@@ -15,6 +15,8 @@ enum ObjectFactory {
     static func build(_ t: AttributeMap, soLoggedIn: Bool) throws -> AttributeMap {
         guard let cls = try t.checkedULong(CKA_CLASS) else { throw PKCS11Error.templateIncomplete }
         for type in t.keys where ObjectRules.hidden.contains(type) { throw PKCS11Error.attributeTypeInvalid }
+        // Types the object does not have, malformed dates (AttributeSchema.swift).
+        try AttributeSchema.check(t, objectClass: cls, keyType: try t.checkedULong(CKA_KEY_TYPE))
         for type in t.keys where ObjectRules.booleans.contains(type) { _ = try t.checkedBool(type) }
         for type in t.keys where ObjectRules.setByTokenOnly.contains(type) { throw PKCS11Error.attributeReadOnly }
         try ObjectRules.checkTrusted(t, soLoggedIn: soLoggedIn)

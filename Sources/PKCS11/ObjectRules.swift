@@ -91,6 +91,11 @@ enum ObjectRules {
         if hidden.contains(type) { return .typeInvalid }
         if isSensitive(view, type) { return .sensitive }
         if let v = view.attributes[type] { return .value(v) }
+        // Objects stored before the module computed CKA_CHECK_VALUE (CheckValue.swift).
+        if type == CKA_CHECK_VALUE, let value = view.attributes[CKA_VALUE],
+           let kcv = CheckValue.compute(objectClass: view.objectClass, keyType: view.keyType, value: value) {
+            return .value(kcv)
+        }
         if view.objectClass == CKO_PRIVATE_KEY, isSecretPart(type, objectClass: CKO_PRIVATE_KEY) {
             return PrivateParts.component(view, type).map { .value($0) } ?? .typeInvalid
         }
@@ -148,6 +153,16 @@ enum ObjectRules {
     /// Checks one C_SetAttributeValue entry against the object as it is now.
     static func checkSet(_ view: ObjectView, _ a: Attribute, soLoggedIn: Bool) throws {
         if hidden.contains(a.type) { throw PKCS11Error.attributeTypeInvalid }
+        // A type the object does not have; a date that is no CK_DATE (AttributeSchema.swift).
+        if let allowed = AttributeSchema.types(view.objectClass, keyType: view.keyType), !allowed.contains(a.type) {
+            throw PKCS11Error.attributeTypeInvalid
+        }
+        try AttributeSchema.checkDates([a.type: a.value])
+        // Empty destroys it, the computed value is accepted (CheckValue.swift).
+        if a.type == CKA_CHECK_VALUE {
+            try CheckValue.checkSet(view, a.value)
+            return
+        }
         if a.type == CKA_PRIVATE, alwaysPrivate(view.objectClass), AttributeCoding.decodeBool(a.value) == false {
             throw PKCS11Error.templateInconsistent
         }

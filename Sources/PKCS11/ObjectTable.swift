@@ -30,7 +30,17 @@ final class SessionObject {
     let objectClass: CK_OBJECT_CLASS
     let isPrivate: Bool
     let uniqueID: String
-    var attributes: AttributeMap
+    /// Guarded by the runtime's lock, as `shown`.
+    var attributes: AttributeMap { didSet { shown = nil } }
+    /// The attributes as `Runtime.resolve` shows them, made once per change of
+    /// `attributes` instead of per call: building it copies the attribute
+    /// dictionary and adds four entries, which was the largest single cost
+    /// of a C_EncryptInit on a session key (docs/benchmarks.md, "Symmetric
+    /// encryption rows"). Cleared by every change of `attributes`
+    /// (C_SetAttributeValue); the object itself goes with C_DestroyObject,
+    /// its session and, for a private one, C_Logout. (Attributes only: a
+    /// whole ObjectView would hold this object and never let it go.)
+    var shown: AttributeMap?
 
     init(tokenID: TokenID, owner: CK_SESSION_HANDLE, objectClass: CK_OBJECT_CLASS, isPrivate: Bool,
          uniqueID: String, attributes: AttributeMap) {
@@ -214,11 +224,16 @@ extension Runtime {
             }
             return view
         case .session(let o):
-            var a = lock.withLock { o.attributes }
-            a[CKA_CLASS] = AttributeCoding.ulong(o.objectClass)
-            a[CKA_TOKEN] = AttributeCoding.bool(false)
-            a[CKA_PRIVATE] = AttributeCoding.bool(o.isPrivate)
-            a[CKA_UNIQUE_ID] = AttributeCoding.string(o.uniqueID)
+            let a = lock.withLock { () -> AttributeMap in
+                if let a = o.shown { return a }
+                var a = o.attributes
+                a[CKA_CLASS] = AttributeCoding.ulong(o.objectClass)
+                a[CKA_TOKEN] = AttributeCoding.bool(false)
+                a[CKA_PRIVATE] = AttributeCoding.bool(o.isPrivate)
+                a[CKA_UNIQUE_ID] = AttributeCoding.string(o.uniqueID)
+                o.shown = a
+                return a
+            }
             return ObjectView(handle: h, entry: entry, objectClass: o.objectClass, attributes: a)
         }
     }

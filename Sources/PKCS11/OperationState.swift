@@ -176,8 +176,8 @@ extension Session {
     func replaceOperations(_ saved: [OperationKind: SavedOperation]) {
         lock.withLock {
             operations = saved.mapValues { $0.operation }
-            multipart = Set(saved.filter { $0.value.multipart }.keys)
-            singlePart = Set(saved.filter { $0.value.singlePart }.keys)
+            multipart = OperationKindSet(saved.filter { $0.value.multipart }.keys)
+            singlePart = OperationKindSet(saved.filter { $0.value.singlePart }.keys)
         }
     }
 }

@@ -7,10 +7,46 @@ public enum OperationKind: Sendable, Hashable, CaseIterable {
     case messageEncrypt, messageDecrypt
 }
 
+/// A set of operation kinds as one bit each: the session's phase sets
+/// (`Session.multipart`, `singlePart`) are touched by every step, and a
+/// `Set` hashes the kind each time (SipHash: more than the bit test).
+struct OperationKindSet: Equatable {
+    private var bits: UInt16 = 0
+    init() {}
+    init<S: Sequence>(_ kinds: S) where S.Element == OperationKind { for k in kinds { insert(k) } }
+    private static func bit(_ k: OperationKind) -> UInt16 {
+        switch k {
+        case .find: 1 << 0
+        case .encrypt: 1 << 1
+        case .decrypt: 1 << 2
+        case .digest: 1 << 3
+        case .sign: 1 << 4
+        case .verify: 1 << 5
+        case .signRecover: 1 << 6
+        case .verifyRecover: 1 << 7
+        case .messageEncrypt: 1 << 8
+        case .messageDecrypt: 1 << 9
+        }
+    }
+    func contains(_ k: OperationKind) -> Bool { bits & Self.bit(k) != 0 }
+    mutating func insert(_ k: OperationKind) { bits |= Self.bit(k) }
+    mutating func remove(_ k: OperationKind) { bits &= ~Self.bit(k) }
+    mutating func removeAll() { bits = 0 }
+}
+
 /// Marker for the state of an active operation. The mechanism chapters
 /// (sign, verify, encrypt, decrypt, digest) add protocols refining it; a
 /// session stores one per `OperationKind`.
-public protocol Operation: AnyObject {}
+public protocol Operation: AnyObject {
+    /// This operation as a cipher, or nil: what `as? any CipherOperation`
+    /// answers, without the runtime's conformance lookup (a hash table
+    /// search on every C_Encrypt). CipherOperation's extension supplies it.
+    var asCipher: (any CipherOperation)? { get }
+}
+
+extension Operation {
+    public var asCipher: (any CipherOperation)? { nil }
+}
 
 /// What a call with an output buffer produced: the C layer turns this into
 /// the buffer convention (NULL buffer: length only; short buffer:
@@ -87,6 +123,17 @@ extension Session {
     /// ends the operation.
     func step<O, R>(_ kind: OperationKind, as type: O.Type, phase: StepPhase = .any,
                     _ body: (O, inout Bool) throws -> R) throws -> R {
+        try step(kind, phase: phase, cast: { $0 as? O }, body)
+    }
+
+    /// `step` for the cipher calls: the cast is `Operation.asCipher`.
+    func cipherStep<R>(_ kind: OperationKind, phase: StepPhase = .any,
+                       _ body: (any CipherOperation, inout Bool) throws -> R) throws -> R {
+        try step(kind, phase: phase, cast: { $0.asCipher }, body)
+    }
+
+    private func step<O, R>(_ kind: OperationKind, phase: StepPhase, cast: (any Operation) -> O?,
+                            _ body: (O, inout Bool) throws -> R) throws -> R {
         try lock.withLock {
             guard let any = operations[kind] else { throw PKCS11Error.operationNotInitialized }
             func finish() {
@@ -94,7 +141,7 @@ extension Session {
                 multipart.remove(kind)
                 singlePart.remove(kind)
             }
-            guard let op = any as? O else {
+            guard let op = cast(any) else {
                 finish()
                 throw PKCS11Error.operationNotInitialized
             }

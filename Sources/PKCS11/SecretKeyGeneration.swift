@@ -46,6 +46,11 @@ extension Runtime {
         guard t[CKA_KEY_TYPE] != nil else { throw PKCS11Error.templateIncomplete }
         let r = try DerivedKeyRequest(t)
         let length = try r.resolvedLength(natural: nil)
+        // The work bound counts every output block (KDFLimits.pbkdf2Work).
+        let blocks = (length + p.prf.outputSize - 1) / p.prf.outputSize
+        guard p.iterations * blocks <= KDFLimits.pbkdf2Work else {  // both small: iterations <= the bound, blocks <= 1024
+            throw PKCS11Error.mechanismParamInvalid
+        }
         var value: [UInt8]
         do {
             value = try KDF.pbkdf2(p.prf, password: p.password, salt: p.salt, iterations: p.iterations, length: length)

@@ -14,10 +14,12 @@ public final class Session: @unchecked Sendable {
     // Guarded by `lock`.
     var operations: [OperationKind: any Operation] = [:]
     /// Kinds whose operation has had a C_*Update call.
-    var multipart: Set<OperationKind> = []
+    var multipart = OperationKindSet()
     /// Kinds whose operation a single-part call (a length query or
     /// CKR_BUFFER_TOO_SMALL) left active: only that call may finish it.
-    var singlePart: Set<OperationKind> = []
+    var singlePart = OperationKindSet()
+    /// The last keyed AEAD context of a single-part encryption (KeyedCipherCache.swift).
+    let cipherCache = KeyedCipherCache()
 
     init(handle: CK_SESSION_HANDLE, slotID: CK_SLOT_ID, tokenID: TokenID, readWrite: Bool) {
         self.handle = handle
@@ -32,6 +34,7 @@ public final class Session: @unchecked Sendable {
             multipart.removeAll()
             singlePart.removeAll()
         }
+        cipherCache.clear()
     }
 }
 

@@ -182,6 +182,8 @@ final class ChaChaPolyOperation: DirectCipherOperation {
     let encrypting: Bool
     var buffer: [UInt8] = []
     var stream: AEADContext?
+    /// The session's keyed contexts, for single-part encryption (KeyedCipherCache.swift).
+    var cache: KeyedCipherCache?
 
     init(key: [UInt8], parameters: ChaChaPolyParameters, encrypting: Bool) {
         self.key = key
@@ -228,18 +230,30 @@ final class ChaChaPolyOperation: DirectCipherOperation {
     /// Encryption only (see DirectCipherOperation): ciphertext, then the tag.
     func directOneShot(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int? {
         guard encrypting, stream == nil else { return nil }
+        if let cache {
+            return try cache.seal(.chacha20Poly1305, key: key, iv: parameters.nonce, aad: parameters.aad,
+                                  tagLength: Self.tagBytes, input, into: output)
+        }
         return try AEADContext(.chacha20Poly1305, key: key, iv: parameters.nonce, aad: parameters.aad, encrypt: true)
             .sealDirect(input, into: output, tagLength: Self.tagBytes)
     }
+
+    func attach(_ cache: KeyedCipherCache) { self.cache = cache }
 }
 
 /// AES-GCM's single-part encryption without copies (see DirectCipherOperation).
 extension AESGCMOperation: DirectCipherOperation {
     func directOneShot(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int? {
         guard encrypting, stream == nil else { return nil }
+        if let cache {
+            return try cache.seal(.aesGCM, key: key, iv: parameters.iv, aad: parameters.aad, tagLength: parameters.tagBytes,
+                                  input, into: output)
+        }
         return try AEADContext(.aesGCM, key: key, iv: parameters.iv, aad: parameters.aad, encrypt: true)
             .sealDirect(input, into: output, tagLength: parameters.tagBytes)
     }
+
+    func attach(_ cache: KeyedCipherCache) { self.cache = cache }
 }
 
 extension Runtime {

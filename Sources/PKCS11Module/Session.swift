@@ -181,12 +181,19 @@ func operationCall(_ hSession: CK_SESSION_HANDLE, _ kinds: [OperationKind],
 /// CKR_OPERATION_ACTIVE).
 func operationInit(_ hSession: CK_SESSION_HANDLE, _ kind: OperationKind, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
                    _ body: (Runtime, Mechanism) throws -> Void) throws -> CK_RV {
+    try operationInit(hSession, kind, pMechanism) { rt, _, m in try body(rt, m) }
+}
+
+/// `operationInit` with the session handed to the body too (C_EncryptInit,
+/// C_DecryptInit: an application may call them for every message).
+func operationInit(_ hSession: CK_SESSION_HANDLE, _ kind: OperationKind, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
+                   _ body: (Runtime, Session, Mechanism) throws -> Void) throws -> CK_RV {
     let rt = try runtime()
     let s = try rt.session(hSession)
     guard pMechanism != nil else {
         s.endOperations([kind])
         return CKR_OK
     }
-    try body(rt, try mechanism(pMechanism))
+    try body(rt, s, try mechanism(pMechanism))
     return CKR_OK
 }

@@ -75,4 +75,33 @@ struct CacheTests {
         let after = try? f.rt.getAttributeValue(session: s, object: h, types: [CKA_VALUE])
         #expect(after != [.value(secret)])
     }
+
+    /// Session objects keep the attribute map `resolve` shows (SessionObject.shown,
+    /// made once per change): C_SetAttributeValue must drop it, and a
+    /// C_EncryptInit after the change must see the change.
+    @Test func aSessionObjectsShownAttributesFollowEveryChange() throws {
+        let f = try Fixture()
+        let slot = try f.makeToken()
+        let s = try f.rw(slot)
+        try f.rt.login(session: s, userType: CKU_USER, pin: userPIN)
+        let key = try f.rt.createObject(session: s, template: [
+            .ulong(CKA_CLASS, CKO_SECRET_KEY), .ulong(CKA_KEY_TYPE, CKK_AES), Attribute(CKA_VALUE, [UInt8](repeating: 7, count: 16)),
+            .bool(CKA_ENCRYPT, true), Attribute(CKA_LABEL, Array("one".utf8))])
+        let iv = [UInt8](repeating: 0, count: 16)
+        for label in ["two", "three"] {
+            try f.rt.encryptInit(session: s, mechanism: .aesCBC(iv: iv, pad: true), key: key)
+            _ = try f.rt.encrypt(session: s, data: [1, 2, 3], capacity: 64)
+            try f.rt.setAttributeValue(session: s, object: key, template: [Attribute(CKA_LABEL, Array(label.utf8))])
+            #expect(try f.rt.getAttributeValue(session: s, object: key, types: [CKA_LABEL, CKA_TOKEN, CKA_CLASS])
+                    == [.value(Array(label.utf8)), .value(bool(false)), .value(ulong(CKO_SECRET_KEY))])
+        }
+        // CKA_ENCRYPT can only be lowered to what it is (fixed secret-key usage); a
+        // readable session key's CKA_SENSITIVE goes false -> true and is seen at once.
+        let readable = try f.rt.createObject(session: s, template: [
+            .ulong(CKA_CLASS, CKO_SECRET_KEY), .ulong(CKA_KEY_TYPE, CKK_AES), Attribute(CKA_VALUE, [UInt8](repeating: 8, count: 16)),
+            .bool(CKA_SENSITIVE, false), .bool(CKA_EXTRACTABLE, true)])
+        #expect(try f.rt.getAttributeValue(session: s, object: readable, types: [CKA_VALUE]) == [.value([UInt8](repeating: 8, count: 16))])
+        try f.rt.setAttributeValue(session: s, object: readable, template: [.bool(CKA_SENSITIVE, true)])
+        #expect(try f.rt.getAttributeValue(session: s, object: readable, types: [CKA_VALUE]) == [.sensitive])
+    }
 }

@@ -1,0 +1,64 @@
+import KeyshareCrypto
+
+/// One session's last keyed AEAD context (AES-GCM or ChaCha20-Poly1305
+/// encryption), kept after a single-part C_Encrypt so that the next
+/// C_EncryptInit + C_Encrypt under the same key restarts it with the new IV
+/// instead of building a context and running the key schedule (and GCM's
+/// hash key) again: an application that calls C_EncryptInit per message
+/// pays that per message otherwise (docs/benchmarks.md, "Symmetric
+/// encryption rows"). The message API keeps its context for the same reason
+/// (MessageCrypto.swift).
+///
+/// What makes reuse safe:
+/// - it is keyed by the key's value, compared byte for byte: a context is
+///   reused only for exactly the key it holds, whatever happened to the
+///   object meanwhile (destroyed, changed, another handle). The key's usage
+///   flags are checked at C_EncryptInit as before; the cache only saves
+///   OpenSSL work, it never decides anything;
+/// - it is taken out while in use and put back after the call, so two
+///   operations of one session (an encryption and a decryption may both be
+///   active) never share a context, and its own lock keeps a misbehaving
+///   application's concurrent calls on one session from racing on it;
+/// - a context whose call failed is dropped, not put back;
+/// - the session drops it at C_CloseSession, C_Logout and token removal
+///   (`Session.endAll`), so no key schedule outlives the login; after
+///   C_DestroyObject it lives on in its session until then, or until a call
+///   under another key replaces it (the same key value may be in use by
+///   other objects anyway). EVP_CIPHER_CTX_free cleanses it.
+public final class KeyedCipherCache: @unchecked Sendable {
+    private let lock = Lock()
+    private var entry: (algorithm: AEADAlgorithm, key: [UInt8], context: AEADContext)?
+
+    /// A context for `algorithm` under `key`, started with `iv` and `aad`:
+    /// the cached one restarted, or a new one. Give it back with `put`.
+    func take(_ algorithm: AEADAlgorithm, key: [UInt8], iv: [UInt8], aad: [UInt8]) throws -> AEADContext {
+        let cached = lock.withLock { () -> AEADContext? in
+            guard let e = entry, e.algorithm == algorithm, e.key == key else { return nil }
+            entry = nil
+            return e.context
+        }
+        if let c = cached {
+            try iv.withUnsafeBytes { i in try aad.withUnsafeBytes { a in try c.restart(iv: i, aad: a) } }
+            return c
+        }
+        return try AEADContext(algorithm, key: key, iv: iv, aad: aad, encrypt: true)
+    }
+
+    /// Keeps `context` (after a successful call) for the next message.
+    func put(_ algorithm: AEADAlgorithm, key: [UInt8], _ context: AEADContext) {
+        lock.withLock { entry = (algorithm, key, context) }
+    }
+
+    func clear() {
+        lock.withLock { entry = nil }
+    }
+
+    /// Runs one single-part encryption on a context from the cache.
+    func seal(_ algorithm: AEADAlgorithm, key: [UInt8], iv: [UInt8], aad: [UInt8], tagLength: Int,
+              _ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int {
+        let c = try take(algorithm, key: key, iv: iv, aad: aad)
+        let n = try c.sealDirect(input, into: output, tagLength: tagLength)
+        put(algorithm, key: key, c)
+        return n
+    }
+}
