@@ -123,7 +123,7 @@ private func rebuilt(_ fn: ksa_function, _ mech: UnsafeMutablePointer<CK_MECHANI
 
         // Cofactor ECDH: CK_ECDH1_DERIVE_PARAMS, as CKM_ECDH1_DERIVE.
         let pub: [UInt8] = [4, 1, 2, 3]
-        let dp = mem.value(CK_ECDH1_DERIVE_PARAMS(kdf: CK_EC_KDF_TYPE(CKD_NULL), ulSharedDataLen: 0, pSharedData: nil,
+        let dp = mem.value(CK_ECDH1_DERIVE_PARAMS(kdf: ck_ec_kdf_t(CKD_NULL), ulSharedDataLen: 0, pSharedData: nil,
                                                   ulPublicDataLen: 4, pPublicData: mem.bytes(pub)))
         let dm = mem.value(CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(CKM_ECDH1_COFACTOR_DERIVE), pParameter: UnsafeMutableRawPointer(dp),
                                         ulParameterLen: CK_ULONG(MemoryLayout<CK_ECDH1_DERIVE_PARAMS>.size)))
@@ -175,7 +175,13 @@ private func rebuilt(_ fn: ksa_function, _ mech: UnsafeMutablePointer<CK_MECHANI
         var arena = ksa_arena()
         var (server, rc) = decodeRequest(KSA_FN_EncryptMessage, bytes, &arena)
         #expect(rc == 0 && server[4].ptr == nil)
-        let sp = server[1].ptr!.assumingMemoryBound(to: CK_GCM_MESSAGE_PARAMS.self)
+        // (Guards, not force-unwraps: on a codec that drops the parameter the test fails, not the process.)
+        guard rc == 0, let sp0 = server[1].ptr, server[4].plen != nil else {
+            Issue.record("the message parameter or the output length did not cross")
+            ksa_arena_free(&arena)
+            return
+        }
+        let sp = sp0.assumingMemoryBound(to: CK_GCM_MESSAGE_PARAMS.self)
         #expect(server[1].len == CK_ULONG(MemoryLayout<CK_GCM_MESSAGE_PARAMS>.size))
         #expect(read(sp.pointee.pIv, 12) == [UInt8](repeating: 0x11, count: 12) && sp.pointee.pIv != iv)
         #expect(sp.pointee.ulIvFixedBits == 32 && sp.pointee.ivGenerator == CK_GENERATOR_FUNCTION(CKG_GENERATE_RANDOM))
@@ -204,11 +210,16 @@ private func rebuilt(_ fn: ksa_function, _ mech: UnsafeMutablePointer<CK_MECHANI
         (rv, bytes) = encodeRequest(KSA_FN_EncryptMessage, &a)
         (server, rc) = decodeRequest(KSA_FN_EncryptMessage, bytes, &arena)
         #expect(rc == 0)
-        let s = server[1].ptr!.assumingMemoryBound(to: CK_GCM_MESSAGE_PARAMS.self).pointee
+        guard rc == 0, let s0 = server[1].ptr, let outp = server[4].ptr else {
+            Issue.record("the message call did not cross")
+            ksa_arena_free(&arena)
+            return
+        }
+        let s = s0.assumingMemoryBound(to: CK_GCM_MESSAGE_PARAMS.self).pointee
         let newIV: [UInt8] = [0x11, 0x11, 0x11, 0x11] + Array(UInt8(0xA0)..<UInt8(0xA8))
         for (i, x) in newIV.enumerated() { s.pIv[i] = x }
         for i in 0..<16 { s.pTag[i] = 0x5A }
-        for i in 0..<5 { server[4].ptr!.storeBytes(of: UInt8(0xC0 + i), toByteOffset: i, as: UInt8.self) }
+        for i in 0..<5 { outp.storeBytes(of: UInt8(0xC0 + i), toByteOffset: i, as: UInt8.self) }
         server[4].plen!.pointee = 5
         #expect(applyReply(KSA_FN_EncryptMessage, &a, encodeReply(KSA_FN_EncryptMessage, &server, CKR_OK)) == CKR_OK)
         #expect(read(iv, 12) == newIV)
@@ -258,7 +269,11 @@ private func rebuilt(_ fn: ksa_function, _ mech: UnsafeMutablePointer<CK_MECHANI
         defer { ksa_arena_free(&arena) }
         var (server, rc) = decodeRequest(KSA_FN_DecryptMessageBegin, bytes, &arena)
         #expect(rc == 0 && server[1].len == 24)
-        let s = server[1].ptr!.assumingMemoryBound(to: CK_SALSA20_CHACHA20_POLY1305_MSG_PARAMS.self).pointee
+        guard rc == 0, let s0 = server[1].ptr, server[1].len == 24 else {
+            Issue.record("the message parameter did not cross")
+            return
+        }
+        let s = s0.assumingMemoryBound(to: CK_SALSA20_CHACHA20_POLY1305_MSG_PARAMS.self).pointee
         #expect(read(s.pNonce, 12) == Array(UInt8(1)...UInt8(12)) && read(s.pTag, 16) == [UInt8](repeating: 0x77, count: 16))
         // The module wrote nothing: the caller's (perhaps read-only) buffers are left alone.
         #expect(applyReply(KSA_FN_DecryptMessageBegin, &a, encodeReply(KSA_FN_DecryptMessageBegin, &server, CKR_OK)) == CKR_OK)
