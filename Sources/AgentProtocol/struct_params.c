@@ -175,7 +175,10 @@ CK_RV ksa_put_message_param(ksa_buf *b, ksa_arg *a, char sig) {
     ksa_put_u8(b, kind);
     switch (kind) {
     case PARAM_NONE:
-        ksa_put_u8(b, a->ptr != NULL);
+        /* NULL, or no bytes, or more than any struct: a pointer crosses only
+         * with no bytes behind it; a longer one crosses as NULL with its
+         * length, which the module refuses as it refuses the size. */
+        ksa_put_u8(b, a->ptr != NULL && a->len == 0);
         ksa_put_u64(b, a->len);
         break;
     case PARAM_SIZED:

@@ -320,6 +320,23 @@ private func rebuilt(_ fn: ksa_function, _ mech: UnsafeMutablePointer<CK_MECHANI
                 == CKR_FUNCTION_NOT_SUPPORTED)
     }
 
+    /// A per-message parameter longer than any struct (a caller's wrong
+    /// length) still reaches the module, as NULL with its length, so the
+    /// module answers it (and ends the message in progress) as in-process;
+    /// the client reads none of it.
+    @Test func overlongMessageParameterCrossesAsNullWithItsLength() {
+        let mem = Memory()
+        let junk = mem.bytes([UInt8](repeating: 0xFF, count: 16))
+        var a = args()
+        a[1].ptr = UnsafeMutableRawPointer(junk); a[1].len = 1 << 20
+        let (rv, bytes) = encodeRequest(KSA_FN_EncryptMessageNext, &a)
+        #expect(rv == CKR_OK && bytes.count < 128)
+        var arena = ksa_arena()
+        defer { ksa_arena_free(&arena) }
+        let (server, rc) = decodeRequest(KSA_FN_EncryptMessageNext, bytes, &arena)
+        #expect(rc == 0 && server[1].ptr == nil && server[1].len == 1 << 20)
+    }
+
     /// Every mechanism C_GetMechanismList offers whose parameter the module
     /// reads has a way across: the module's decoder says which mechanisms
     /// take a parameter (it refuses an empty one, or accepts some
