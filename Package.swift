@@ -105,7 +105,8 @@ let package = Package(
         .testTarget(name: "TokensTests", dependencies: ["Tokens", "Keychain", "KeyshareCrypto", "KeychainTestSupport"], swiftSettings: strict),
         .testTarget(name: "KeySharingTests", dependencies: ["KeySharing", "Tokens", "KeyshareCrypto"], swiftSettings: strict),
         .testTarget(name: "KeyShareTests", dependencies: ["KeyShare"], swiftSettings: strict),
-        .testTarget(name: "AgentProtocolTests", dependencies: ["AgentProtocol", "CPKCS11"], swiftSettings: strict),
+        // PKCS11: the module's mechanism list and parameter decoder, which the codec must cover.
+        .testTarget(name: "AgentProtocolTests", dependencies: ["AgentProtocol", "CPKCS11", "PKCS11"], swiftSettings: strict),
         .testTarget(name: "PKCS11Tests", dependencies: ["PKCS11", "Tokens", "CPKCS11"], swiftSettings: strict),
     ]
 )

@@ -148,16 +148,20 @@ static const char *const signatures[KSA_FN_COUNT] = {
     [KSA_FN_GenerateRandom] = "uR", [KSA_FN_GetFunctionStatus] = "u", [KSA_FN_CancelFunction] = "u",
     [KSA_FN_WaitForSlotEvent] = "uLP",
     [KSA_FN_LoginUser] = "uuII", [KSA_FN_SessionCancel] = "uu",
-    /* The message-based functions are unsupported by the module, which only
-     * checks the session: only the session handle crosses. Whoever implements
-     * them must give them real signatures (their parameters carry pointers). */
-    [KSA_FN_MessageEncryptInit] = "u", [KSA_FN_EncryptMessage] = "u", [KSA_FN_EncryptMessageBegin] = "u",
-    [KSA_FN_EncryptMessageNext] = "u", [KSA_FN_MessageEncryptFinal] = "u", [KSA_FN_MessageDecryptInit] = "u",
-    [KSA_FN_DecryptMessage] = "u", [KSA_FN_DecryptMessageBegin] = "u", [KSA_FN_DecryptMessageNext] = "u",
-    [KSA_FN_MessageDecryptFinal] = "u", [KSA_FN_MessageSignInit] = "u", [KSA_FN_SignMessage] = "u",
-    [KSA_FN_SignMessageBegin] = "u", [KSA_FN_SignMessageNext] = "u", [KSA_FN_MessageSignFinal] = "u",
-    [KSA_FN_MessageVerifyInit] = "u", [KSA_FN_VerifyMessage] = "u", [KSA_FN_VerifyMessageBegin] = "u",
-    [KSA_FN_VerifyMessageNext] = "u", [KSA_FN_MessageVerifyFinal] = "u",
+    /* Message-based encryption (3.0 §5.13-5.14): N is the C_Message*Init
+     * mechanism (its GCM / ChaCha20-Poly1305 parameter is the message struct),
+     * X / Y the per-message parameter, in-out (struct_params.c). */
+    [KSA_FN_MessageEncryptInit] = "uNu", [KSA_FN_EncryptMessage] = "uXIIO", [KSA_FN_EncryptMessageBegin] = "uXI",
+    [KSA_FN_EncryptMessageNext] = "uXIOu", [KSA_FN_MessageEncryptFinal] = "u",
+    [KSA_FN_MessageDecryptInit] = "uNu", [KSA_FN_DecryptMessage] = "uYIIO", [KSA_FN_DecryptMessageBegin] = "uYI",
+    [KSA_FN_DecryptMessageNext] = "uYIOu", [KSA_FN_MessageDecryptFinal] = "u",
+    /* Message-based signing (§5.15-5.16): the module offers no mechanism for
+     * it; the per-message parameter is opaque (Z: its size crosses, as zeros).
+     * Whoever adds such a mechanism gives its struct a codec as for X. */
+    [KSA_FN_MessageSignInit] = "uNu", [KSA_FN_SignMessage] = "uZIO", [KSA_FN_SignMessageBegin] = "uZ",
+    [KSA_FN_SignMessageNext] = "uZIO", [KSA_FN_MessageSignFinal] = "u",
+    [KSA_FN_MessageVerifyInit] = "uNu", [KSA_FN_VerifyMessage] = "uZII", [KSA_FN_VerifyMessageBegin] = "uZ",
+    [KSA_FN_VerifyMessageNext] = "uZII", [KSA_FN_MessageVerifyFinal] = "u",
 };
 
 const char *ksa_signature(uint32_t fn) {
@@ -184,10 +188,17 @@ static size_t struct_size(char k) {
  * the client's addresses, so anything not known to be pointer-free is refused. */
 int ksa_mechanism_param_is_raw(CK_MECHANISM_TYPE t) {
     switch (t) {
+    /* CK_RSA_PKCS_PSS_PARAMS */
     case CKM_RSA_PKCS_PSS: case CKM_SHA1_RSA_PKCS_PSS: case CKM_SHA224_RSA_PKCS_PSS:
     case CKM_SHA256_RSA_PKCS_PSS: case CKM_SHA384_RSA_PKCS_PSS: case CKM_SHA512_RSA_PKCS_PSS:
-    case CKM_AES_CBC: case CKM_AES_CBC_PAD: case CKM_AES_CTR: case CKM_AES_KEY_WRAP: case CKM_AES_KEY_WRAP_PAD:
-    case CKM_AES_ECB_ENCRYPT_DATA: case CKM_AES_CBC_ENCRYPT_DATA:
+    case CKM_SHA3_224_RSA_PKCS_PSS: case CKM_SHA3_256_RSA_PKCS_PSS: case CKM_SHA3_384_RSA_PKCS_PSS:
+    case CKM_SHA3_512_RSA_PKCS_PSS:
+    /* IVs (the parameter is the IV itself) and CK_AES_CTR_PARAMS */
+    case CKM_AES_CBC: case CKM_AES_CBC_PAD: case CKM_AES_CTR: case CKM_AES_CTS:
+    case CKM_AES_KEY_WRAP: case CKM_AES_KEY_WRAP_PAD:
+    case CKM_DES_CBC: case CKM_DES_CBC_PAD: case CKM_DES3_CBC: case CKM_DES3_CBC_PAD:
+    /* CK_MAC_GENERAL_PARAMS (a CK_ULONG) */
+    case CKM_AES_CMAC_GENERAL:
     case CKM_SHA_1_HMAC_GENERAL: case CKM_SHA256_HMAC_GENERAL: case CKM_SHA384_HMAC_GENERAL:
     case CKM_SHA512_HMAC_GENERAL: case CKM_SHA224_HMAC_GENERAL:
     case CKM_SHA512_224_HMAC_GENERAL: case CKM_SHA512_256_HMAC_GENERAL:
@@ -195,7 +206,9 @@ int ksa_mechanism_param_is_raw(CK_MECHANISM_TYPE t) {
     case CKM_SHA3_512_HMAC_GENERAL:
     case CKM_EXTRACT_KEY_FROM_KEY:       /* CK_EXTRACT_PARAMS: a CK_ULONG */
     case CKM_CONCATENATE_BASE_AND_KEY:   /* a CK_OBJECT_HANDLE */
-        return t != CKM_AES_ECB_ENCRYPT_DATA; /* CK_KEY_DERIVATION_STRING_DATA has a pointer */
+        return 1;
+    /* Not CKM_AES_ECB_ENCRYPT_DATA / CKM_AES_CBC_ENCRYPT_DATA: their structs
+     * carry a data pointer. */
     default:
         return 0;
     }
@@ -232,7 +245,13 @@ int ksa_get_bytes(ksa_rd *r, void **p, CK_ULONG *n) {
     return 0;
 }
 
-static CK_RV put_mechanism(ksa_buf *b, const CK_MECHANISM *m) {
+/* A mechanism ('M'; 'N' with `message` 1: a C_Message*Init, where GCM's and
+ * ChaCha20-Poly1305's parameter is the message struct). How each
+ * mechanism's parameter crosses: the cases below, then struct_params.c and
+ * kdf_params.c, then the pointer-free list above. A mechanism with a
+ * parameter none of them names is refused here (CKR_MECHANISM_PARAM_INVALID):
+ * sent as raw bytes, a struct's pointers would be read in the agent. */
+static CK_RV put_mechanism(ksa_buf *b, const CK_MECHANISM *m, int message) {
     ksa_put_u8(b, m != NULL);
     if (!m) return CKR_OK;
     ksa_put_u64(b, m->mechanism);
@@ -242,6 +261,8 @@ static CK_RV put_mechanism(ksa_buf *b, const CK_MECHANISM *m) {
         ksa_put_u64(b, m->ulParameterLen);
         return CKR_OK;
     }
+    CK_RV rv;
+    if (ksa_put_struct_param(b, m, message, &rv)) return rv;
     switch (m->mechanism) {
     case CKM_RSA_PKCS_OAEP: {
         if (m->ulParameterLen != sizeof(CK_RSA_PKCS_OAEP_PARAMS)) return CKR_MECHANISM_PARAM_INVALID;
@@ -263,7 +284,7 @@ static CK_RV put_mechanism(ksa_buf *b, const CK_MECHANISM *m) {
         ksa_put_u64(b, p->ulTagBits);
         return rv;
     }
-    case CKM_ECDH1_DERIVE: {
+    case CKM_ECDH1_DERIVE: case CKM_ECDH1_COFACTOR_DERIVE: {
         if (m->ulParameterLen != sizeof(CK_ECDH1_DERIVE_PARAMS)) return CKR_MECHANISM_PARAM_INVALID;
         const CK_ECDH1_DERIVE_PARAMS *p = m->pParameter;
         ksa_put_u8(b, PARAM_ECDH1);
@@ -273,7 +294,6 @@ static CK_RV put_mechanism(ksa_buf *b, const CK_MECHANISM *m) {
         return ksa_put_bytes(b, p->pPublicData, p->ulPublicDataLen);
     }
     default: {
-        CK_RV rv;
         if (ksa_put_kdf_param(b, m, &rv)) return rv;
         if (!ksa_mechanism_param_is_raw(m->mechanism)) return CKR_MECHANISM_PARAM_INVALID;
         ksa_put_u8(b, PARAM_RAW);
@@ -282,7 +302,7 @@ static CK_RV put_mechanism(ksa_buf *b, const CK_MECHANISM *m) {
     }
 }
 
-static int get_mechanism(ksa_rd *r, ksa_arena *a, CK_MECHANISM **out) {
+static int get_mechanism(ksa_rd *r, ksa_arena *a, CK_MECHANISM **out, int message) {
     *out = NULL;
     uint8_t present = ksa_get_u8(r);
     if (r->failed || present > 1) return -1;
@@ -305,11 +325,16 @@ static int get_mechanism(ksa_rd *r, ksa_arena *a, CK_MECHANISM **out) {
         if (nonnull && len) return -1;
         break;
     }
-    case PARAM_RAW:
+    case PARAM_RAW: {
         if (ksa_get_bytes(r, &d, &n) || !d || !ksa_mechanism_param_is_raw(m->mechanism)) return -1;
-        m->pParameter = d;
+        /* A copy in the arena: aligned for the struct, and the module's own. */
+        void *copy = ksa_arena_alloc(a, n);
+        if (!copy) return -1;
+        if (n) memcpy(copy, d, n);
+        m->pParameter = copy;
         m->ulParameterLen = n;
         break;
+    }
     case PARAM_OAEP: {
         if (m->mechanism != CKM_RSA_PKCS_OAEP) return -1;
         CK_RSA_PKCS_OAEP_PARAMS *p = ksa_arena_alloc(a, sizeof *p);
@@ -339,7 +364,7 @@ static int get_mechanism(ksa_rd *r, ksa_arena *a, CK_MECHANISM **out) {
         break;
     }
     case PARAM_ECDH1: {
-        if (m->mechanism != CKM_ECDH1_DERIVE) return -1;
+        if (m->mechanism != CKM_ECDH1_DERIVE && m->mechanism != CKM_ECDH1_COFACTOR_DERIVE) return -1;
         CK_ECDH1_DERIVE_PARAMS *p = ksa_arena_alloc(a, sizeof *p);
         if (!p) return -1;
         p->kdf = ksa_get_u64(r);
@@ -353,6 +378,17 @@ static int get_mechanism(ksa_rd *r, ksa_arena *a, CK_MECHANISM **out) {
         m->ulParameterLen = sizeof *p;
         break;
     }
+    case PARAM_CHACHA: case PARAM_EDDSA: case PARAM_RSA_AES: case PARAM_GCM_MSG: case PARAM_CHACHA_MSG:
+        if (ksa_get_struct_param(r, a, m, enc, message) != 0) return -1;
+        break;
+    case PARAM_SIZED:
+        /* A wrong-sized message struct (struct_params.c) or KDF struct (kdf_params.c). */
+        if (m->mechanism == CKM_AES_GCM || m->mechanism == CKM_CHACHA20_POLY1305) {
+            if (ksa_get_struct_param(r, a, m, enc, message) != 0) return -1;
+        } else if (ksa_get_kdf_param(r, a, m, enc) != 0) {
+            return -1;
+        }
+        break;
     default:
         if (ksa_get_kdf_param(r, a, m, enc) != 0) return -1;
         break;
@@ -458,7 +494,8 @@ CK_RV ksa_encode_request(uint32_t fn, ksa_arg *args, ksa_buf *b) {
                 a->plen[k] = ((CK_ATTRIBUTE *)a->ptr)[k].pValue ? ((CK_ATTRIBUTE *)a->ptr)[k].ulValueLen : 0;
             rv = ksa_put_template(b, a->ptr, a->len, 0);
             break;
-        case 'M': rv = put_mechanism(b, a->ptr); break;
+        case 'M': case 'N': rv = put_mechanism(b, a->ptr, sig[i] == 'N'); break;
+        case 'X': case 'Y': case 'Z': rv = ksa_put_message_param(b, a, sig[i]); break;
         case 'i': case 's': case 't': case 'e': case 'm':
             ksa_put_u8(b, a->ptr != NULL);
             break;
@@ -526,12 +563,15 @@ int ksa_decode_request(uint32_t fn, ksa_rd *r, ksa_arg *args, ksa_arena *ar) {
             a->ptr = t;
             break;
         }
-        case 'M': {
+        case 'M': case 'N': {
             CK_MECHANISM *m;
-            if (get_mechanism(r, ar, &m)) return -1;
+            if (get_mechanism(r, ar, &m, sig[i] == 'N')) return -1;
             a->ptr = m;
             break;
         }
+        case 'X': case 'Y': case 'Z':
+            if (ksa_get_message_param(r, ar, a, sig[i])) return -1;
+            break;
         case 'i': case 's': case 't': case 'e': case 'm':
             f = ksa_get_u8(r);
             if (r->failed || f > 1) return -1;
@@ -599,9 +639,13 @@ void ksa_encode_reply(uint32_t fn, ksa_arg *args, CK_RV rv, ksa_buf *b) {
             }
             break;
         }
-        case 'M':
+        case 'M': case 'N':
             /* The handles a mechanism parameter returns (SP 800-108's additional keys). */
             ksa_put_mechanism_outputs(b, a->ptr);
+            break;
+        case 'X': case 'Y': case 'Z':
+            /* The IV a generator made and the tag, when the module wrote them. */
+            ksa_put_message_outputs(b, a);
             break;
         case 'i': case 's': case 't': case 'e': case 'm': {
             int data = a->ptr && rv == CKR_OK;
@@ -691,8 +735,11 @@ CK_RV ksa_apply_reply(uint32_t fn, ksa_arg *args, ksa_rd *r) {
                 }
                 break;
             }
-            case 'M':
+            case 'M': case 'N':
                 if (ksa_apply_mechanism_outputs(rd, a->ptr, write) != 0) return CKR_DEVICE_ERROR;
+                break;
+            case 'X': case 'Y': case 'Z':
+                if (ksa_apply_message_outputs(rd, a, write) != 0) return CKR_DEVICE_ERROR;
                 break;
             case 'i': case 's': case 't': case 'e': case 'm': {
                 uint8_t data = ksa_get_u8(rd);

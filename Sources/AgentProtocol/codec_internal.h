@@ -11,6 +11,12 @@ enum {
     PARAM_SP800 = 7,   /* CK_SP800_108_KDF_PARAMS / CK_SP800_108_FEEDBACK_KDF_PARAMS */
     PARAM_PBKD2 = 8,   /* CK_PKCS5_PBKD2_PARAMS2 (a 2.20 PARAMS is normalised to it) */
     PARAM_SIZED = 9,   /* a wrong-sized struct: zeros of its length, for the module to refuse */
+    /* struct_params.c */
+    PARAM_CHACHA = 10,     /* CK_SALSA20_CHACHA20_POLY1305_PARAMS */
+    PARAM_EDDSA = 11,      /* CK_EDDSA_PARAMS */
+    PARAM_RSA_AES = 12,    /* CK_RSA_AES_KEY_WRAP_PARAMS with its CK_RSA_PKCS_OAEP_PARAMS */
+    PARAM_GCM_MSG = 13,    /* CK_GCM_MESSAGE_PARAMS (C_MessageEncryptInit's mechanism, per-message) */
+    PARAM_CHACHA_MSG = 14, /* CK_SALSA20_CHACHA20_POLY1305_MSG_PARAMS (likewise) */
 };
 
 /* Input bytes: u8 present, u64 len, bytes when present (NULL, or too long to
@@ -28,5 +34,20 @@ int ksa_get_kdf_param(ksa_rd *r, ksa_arena *a, CK_MECHANISM *m, uint8_t enc);
  * applying it to the caller's parameter (validated in pass 0, written in pass 1). */
 void ksa_put_mechanism_outputs(ksa_buf *b, const CK_MECHANISM *m);
 int ksa_apply_mechanism_outputs(ksa_rd *r, const CK_MECHANISM *m, int write);
+
+/* The other pointer-carrying mechanism parameters (struct_params.c):
+ * ChaCha20-Poly1305, EdDSA, RSA-AES key wrap, and in a C_Message*Init
+ * (`message` 1) the message structs. put: 1 when it encoded (*rv set), 0 when
+ * the mechanism is not one of them. get: 0, or -1 malformed (an encoding the
+ * mechanism or the context does not allow included). */
+int ksa_put_struct_param(ksa_buf *b, const CK_MECHANISM *m, int message, CK_RV *rv);
+int ksa_get_struct_param(ksa_rd *r, ksa_arena *a, CK_MECHANISM *m, uint8_t enc, int message);
+/* The per-message parameter (signature chars X: encrypt, Y: decrypt, whose
+ * tag is an input, Z: opaque, only its size crosses) and its outputs (the IV
+ * a generator made, the tag), applied only into the caller's buffers. */
+CK_RV ksa_put_message_param(ksa_buf *b, ksa_arg *a, char sig);
+int ksa_get_message_param(ksa_rd *r, ksa_arena *ar, ksa_arg *a, char sig);
+void ksa_put_message_outputs(ksa_buf *b, const ksa_arg *a);
+int ksa_apply_message_outputs(ksa_rd *r, const ksa_arg *a, int write);
 
 #endif

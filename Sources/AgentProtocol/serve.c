@@ -89,25 +89,30 @@ static CK_RV call(const CK_FUNCTION_LIST_3_0 *f, uint32_t fn, ksa_arg *a) {
     case KSA_FN_WaitForSlotEvent: return f->C_WaitForSlotEvent(U(0), PL(1), a[2].ptr);
     case KSA_FN_LoginUser: return f->C_LoginUser(U(0), U(1), B(2), N(2), B(3), N(3));
     case KSA_FN_SessionCancel: return f->C_SessionCancel(U(0), U(1));
-    case KSA_FN_MessageEncryptInit: return f->C_MessageEncryptInit(U(0), NULL, 0);
-    case KSA_FN_EncryptMessage: return f->C_EncryptMessage(U(0), NULL, 0, NULL, 0, NULL, 0, NULL, NULL);
-    case KSA_FN_EncryptMessageBegin: return f->C_EncryptMessageBegin(U(0), NULL, 0, NULL, 0);
-    case KSA_FN_EncryptMessageNext: return f->C_EncryptMessageNext(U(0), NULL, 0, NULL, 0, NULL, NULL, 0);
+    /* Message-based: a[1] is the per-message parameter as the codec rebuilt it (ptr, len). */
+    case KSA_FN_MessageEncryptInit: return f->C_MessageEncryptInit(U(0), M(1), U(2));
+    case KSA_FN_EncryptMessage:
+        return f->C_EncryptMessage(U(0), a[1].ptr, N(1), B(2), N(2), B(3), N(3), B(4), PL(4));
+    case KSA_FN_EncryptMessageBegin: return f->C_EncryptMessageBegin(U(0), a[1].ptr, N(1), B(2), N(2));
+    case KSA_FN_EncryptMessageNext:
+        return f->C_EncryptMessageNext(U(0), a[1].ptr, N(1), B(2), N(2), B(3), PL(3), U(4));
     case KSA_FN_MessageEncryptFinal: return f->C_MessageEncryptFinal(U(0));
-    case KSA_FN_MessageDecryptInit: return f->C_MessageDecryptInit(U(0), NULL, 0);
-    case KSA_FN_DecryptMessage: return f->C_DecryptMessage(U(0), NULL, 0, NULL, 0, NULL, 0, NULL, NULL);
-    case KSA_FN_DecryptMessageBegin: return f->C_DecryptMessageBegin(U(0), NULL, 0, NULL, 0);
-    case KSA_FN_DecryptMessageNext: return f->C_DecryptMessageNext(U(0), NULL, 0, NULL, 0, NULL, NULL, 0);
+    case KSA_FN_MessageDecryptInit: return f->C_MessageDecryptInit(U(0), M(1), U(2));
+    case KSA_FN_DecryptMessage:
+        return f->C_DecryptMessage(U(0), a[1].ptr, N(1), B(2), N(2), B(3), N(3), B(4), PL(4));
+    case KSA_FN_DecryptMessageBegin: return f->C_DecryptMessageBegin(U(0), a[1].ptr, N(1), B(2), N(2));
+    case KSA_FN_DecryptMessageNext:
+        return f->C_DecryptMessageNext(U(0), a[1].ptr, N(1), B(2), N(2), B(3), PL(3), U(4));
     case KSA_FN_MessageDecryptFinal: return f->C_MessageDecryptFinal(U(0));
-    case KSA_FN_MessageSignInit: return f->C_MessageSignInit(U(0), NULL, 0);
-    case KSA_FN_SignMessage: return f->C_SignMessage(U(0), NULL, 0, NULL, 0, NULL, NULL);
-    case KSA_FN_SignMessageBegin: return f->C_SignMessageBegin(U(0), NULL, 0);
-    case KSA_FN_SignMessageNext: return f->C_SignMessageNext(U(0), NULL, 0, NULL, 0, NULL, NULL);
+    case KSA_FN_MessageSignInit: return f->C_MessageSignInit(U(0), M(1), U(2));
+    case KSA_FN_SignMessage: return f->C_SignMessage(U(0), a[1].ptr, N(1), B(2), N(2), B(3), PL(3));
+    case KSA_FN_SignMessageBegin: return f->C_SignMessageBegin(U(0), a[1].ptr, N(1));
+    case KSA_FN_SignMessageNext: return f->C_SignMessageNext(U(0), a[1].ptr, N(1), B(2), N(2), B(3), PL(3));
     case KSA_FN_MessageSignFinal: return f->C_MessageSignFinal(U(0));
-    case KSA_FN_MessageVerifyInit: return f->C_MessageVerifyInit(U(0), NULL, 0);
-    case KSA_FN_VerifyMessage: return f->C_VerifyMessage(U(0), NULL, 0, NULL, 0, NULL, 0);
-    case KSA_FN_VerifyMessageBegin: return f->C_VerifyMessageBegin(U(0), NULL, 0);
-    case KSA_FN_VerifyMessageNext: return f->C_VerifyMessageNext(U(0), NULL, 0, NULL, 0, NULL, 0);
+    case KSA_FN_MessageVerifyInit: return f->C_MessageVerifyInit(U(0), M(1), U(2));
+    case KSA_FN_VerifyMessage: return f->C_VerifyMessage(U(0), a[1].ptr, N(1), B(2), N(2), B(3), N(3));
+    case KSA_FN_VerifyMessageBegin: return f->C_VerifyMessageBegin(U(0), a[1].ptr, N(1));
+    case KSA_FN_VerifyMessageNext: return f->C_VerifyMessageNext(U(0), a[1].ptr, N(1), B(2), N(2), B(3), N(3));
     case KSA_FN_MessageVerifyFinal: return f->C_MessageVerifyFinal(U(0));
     default: return CKR_FUNCTION_NOT_SUPPORTED;
     }

@@ -29,7 +29,10 @@ run() {
   else bad "$name (exit $rc)" "$(grep -A15 -E 'ERROR: |^FAIL' "$WORK/out" | head -30)"; fi
 }
 check "compile sweep with ASan" "$CLANG" -g -O1 -fsanitize=address -I "$ROOT/pkcs11/types" -o "$WORK/sweep" "$ROOT/Tests/fuzz/abi_sweep.c" -ldl
-run "full sweep (6 states x every function x every argument)" "$WORK/sweep" "$MODULE"
+# In-process (the module's own code under ASan), then in the default agent
+# mode (the client and the protocol codec under ASan; the agent is $KS).
+KEYSHARE_IN_PROCESS=1 run "full sweep in-process (6 states x every function x every argument)" "$WORK/sweep" "$MODULE"
+KEYSHARE_AGENT_PROGRAM=$(realpath "$KS") run "full sweep through the agent (the client under ASan)" "$WORK/sweep" "$MODULE"
 
 # The 51 sweep's C program, as that script writes it, compiled with ASan.
 sed -n "/^cat > \"\$WORK\/abi.c\" <<'EOF'$/,/^EOF$/p" "$ROOT/Tests/integration/51-pkcs11-abi.sh" | sed '1d;$d' >"$WORK/abi.c"
@@ -42,6 +45,6 @@ export KEYSHARE_HOME; KEYSHARE_HOME=$(mktemp -d /tmp/keyshare-abi51.XXXXXX)
 openssl pkey -in "$FIXTURES/identities/auth-upn-new.key.pem" -outform DER -out "$WORK/ec.der"
 "${P[@]}" --token-label abi --login --pin env:PIN --write-object "$WORK/ec.der" --type privkey --id 02 --label ec >/dev/null 2>&1
 check "compile the 51 sweep with ASan" "$CLANG" -g -O1 -fsanitize=address -Wno-unused-result -I "$ROOT/pkcs11/types" -o "$WORK/abi" "$WORK/abi.c" -ldl -lpthread
-run "51 sweep (getters, zero sweep, threads, fork)" "$WORK/abi" "$MODULE"
+KEYSHARE_IN_PROCESS=1 run "51 sweep (getters, zero sweep, threads, fork)" "$WORK/abi" "$MODULE"
 rm -rf "$KEYSHARE_HOME"
 finish

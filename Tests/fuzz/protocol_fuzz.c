@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../../Sources/AgentProtocol/include/agent_protocol.h"
+#include "../../Sources/AgentProtocol/codec_internal.h"
 
 static CK_RV fake_rv;
 
@@ -32,6 +33,42 @@ static void fill_table(void) {
     void **p = (void **)&table.C_Initialize;
     void **end = (void **)((char *)&table + sizeof table);
     for (; p < end; p++) *p = (void *)fake_any;
+}
+
+/* A caller's per-message parameter (X Y Z), as the client sent it: by the
+ * capacity seed a GCM or ChaCha20-Poly1305 struct whose IV and tag buffers
+ * are exactly as long as the struct says (heap: ASan sees their ends), or an
+ * opaque one. a->cap is the kind the request carried. */
+static CK_GCM_MESSAGE_PARAMS fuzz_gcm;
+static CK_SALSA20_CHACHA20_POLY1305_MSG_PARAMS fuzz_chacha;
+static uint8_t fuzz_opaque[16];
+static int message_arg(ksa_arg *a, char k, CK_ULONG cap, void **allocs) {
+    int n = 0;
+    switch (k == 'Z' ? 2 : cap % 3) {
+    case 0:
+        fuzz_gcm.ulIvLen = cap % 32 + 1;
+        fuzz_gcm.pIv = allocs[n++] = malloc(fuzz_gcm.ulIvLen);
+        fuzz_gcm.ulTagBits = 32 + 8 * (cap % 13);
+        fuzz_gcm.pTag = allocs[n++] = malloc(fuzz_gcm.ulTagBits / 8);
+        a->ptr = &fuzz_gcm;
+        a->len = sizeof fuzz_gcm;
+        a->cap = PARAM_GCM_MSG;
+        break;
+    case 1:
+        fuzz_chacha.ulNonceLen = 12;
+        fuzz_chacha.pNonce = allocs[n++] = malloc(12);
+        fuzz_chacha.pTag = allocs[n++] = malloc(16);
+        a->ptr = &fuzz_chacha;
+        a->len = sizeof fuzz_chacha;
+        a->cap = PARAM_CHACHA_MSG;
+        break;
+    default:
+        a->ptr = fuzz_opaque;
+        a->len = sizeof fuzz_opaque;
+        a->cap = PARAM_SIZED;
+        break;
+    }
+    return n;
 }
 
 /* Client-side arguments for `sig`, every buffer exactly `cap` long (heap, so
@@ -69,6 +106,7 @@ static int client_args(const char *sig, ksa_arg *a, CK_ULONG cap, void **allocs,
         case 't': a[i].ptr = allocs[n++] = malloc(sizeof(CK_TOKEN_INFO)); break;
         case 'e': a[i].ptr = allocs[n++] = malloc(sizeof(CK_SESSION_INFO)); break;
         case 'm': a[i].ptr = allocs[n++] = malloc(sizeof(CK_MECHANISM_INFO)); break;
+        case 'X': case 'Y': case 'Z': n += message_arg(&a[i], sig[i], cap, allocs + n); break;
         default: break;
         }
     }
@@ -162,6 +200,19 @@ int main(int argc, char **argv) {
     CK_MECHANISM kdfMech = {CKM_SP800_108_COUNTER_KDF, &kdf, sizeof kdf};
     CK_HKDF_PARAMS hk = {CK_TRUE, CK_TRUE, CKM_SHA256, CKF_HKDF_SALT_DATA, data, 4, 0, data, 6};
     CK_MECHANISM hkMech = {CKM_HKDF_DERIVE, &hk, sizeof hk};
+    /* Protocol 3: ChaCha20-Poly1305, EdDSA, RSA-AES wrap, the message functions. */
+    uint8_t tag[16] = {6}, out[64];
+    CK_ULONG outlen = sizeof out;
+    CK_SALSA20_CHACHA20_POLY1305_PARAMS cc = {iv, sizeof iv, aad, sizeof aad};
+    CK_MECHANISM ccMech = {CKM_CHACHA20_POLY1305, &cc, sizeof cc};
+    CK_EDDSA_PARAMS ed = {CK_TRUE, 5, aad};
+    CK_MECHANISM edMech = {CKM_EDDSA, &ed, sizeof ed};
+    CK_RSA_PKCS_OAEP_PARAMS oaep = {CKM_SHA256, CKG_MGF1_SHA256, CKZ_DATA_SPECIFIED, aad, sizeof aad};
+    CK_RSA_AES_KEY_WRAP_PARAMS ra = {256, &oaep};
+    CK_MECHANISM raMech = {CKM_RSA_AES_KEY_WRAP, &ra, sizeof ra};
+    CK_GCM_MESSAGE_PARAMS gm = {iv, sizeof iv, 32, CKG_GENERATE_RANDOM, tag, 128};
+    CK_MECHANISM gmMech = {CKM_AES_GCM, &gm, sizeof gm};
+    CK_SALSA20_CHACHA20_POLY1305_MSG_PARAMS cm = {iv, sizeof iv, tag};
     struct { uint32_t fn; ksa_arg a[KSA_MAX_ARGS]; } calls[] = {
         {KSA_FN_DeriveKey, {{.ul = 7}, {.ptr = &kdfMech}, {.ul = 9}, {.ptr = tmpl, .len = 2}, {.plen = &handle}}},
         {KSA_FN_DeriveKey, {{.ul = 7}, {.ptr = &hkMech}, {.ul = 9}, {.ptr = tmpl, .len = 2}, {.plen = &handle}}},
@@ -171,6 +222,16 @@ int main(int argc, char **argv) {
         {KSA_FN_GetAttributeValue, {{.ul = 7}, {.ul = 9}, {.ptr = tmpl, .len = 2, .plen = caps}}},
         {KSA_FN_GetSlotList, {{.ul = 1}, {.ptr = sig, .plen = &siglen}}},
         {KSA_FN_GetTokenInfo, {{.ul = 1}, {.ptr = sig}}},
+        {KSA_FN_EncryptInit, {{.ul = 7}, {.ptr = &ccMech}, {.ul = 9}}},
+        {KSA_FN_SignInit, {{.ul = 7}, {.ptr = &edMech}, {.ul = 9}}},
+        {KSA_FN_WrapKey, {{.ul = 7}, {.ptr = &raMech}, {.ul = 9}, {.ul = 10}, {.ptr = out, .plen = &outlen}}},
+        {KSA_FN_MessageEncryptInit, {{.ul = 7}, {.ptr = &gmMech}, {.ul = 9}}},
+        {KSA_FN_EncryptMessage, {{.ul = 7}, {.ptr = &gm, .len = sizeof gm}, {.ptr = aad, .len = sizeof aad},
+                                 {.ptr = data, .len = 32}, {.ptr = out, .plen = &outlen}}},
+        {KSA_FN_EncryptMessageBegin, {{.ul = 7}, {.ptr = &gm, .len = sizeof gm}, {.ptr = aad, .len = sizeof aad}}},
+        {KSA_FN_DecryptMessageNext, {{.ul = 7}, {.ptr = &cm, .len = sizeof cm}, {.ptr = data, .len = 32},
+                                     {.ptr = out, .plen = &outlen}, {.ul = CKF_END_OF_MESSAGE}}},
+        {KSA_FN_SignMessage, {{.ul = 7}, {.ptr = data, .len = 16}, {.ptr = data, .len = 32}, {.ptr = out, .plen = &outlen}}},
     };
     for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
         ksa_buf b;

@@ -37,9 +37,9 @@ check "compile module fuzzer" "$CLANG" -g -O1 -fsanitize=fuzzer,address -I "$ROO
   -o "$WORK/module_fuzz" "$FZ/module_fuzz.c" -ldl
 AP="$ROOT/Sources/AgentProtocol"
 check "compile protocol fuzzer" "$CLANG" -g -O1 -fsanitize=fuzzer,address -I "$ROOT/pkcs11/types" -I "$AP/include" \
-  -o "$WORK/protocol_fuzz" "$FZ/protocol_fuzz.c" "$AP/codec.c" "$AP/kdf_params.c" "$AP/frame.c" "$AP/serve.c"
+  -o "$WORK/protocol_fuzz" "$FZ/protocol_fuzz.c" "$AP/codec.c" "$AP/kdf_params.c" "$AP/struct_params.c" "$AP/frame.c" "$AP/serve.c"
 check "compile protocol seeds" "$CLANG" -g -O1 -DFUZZ_MAKE_SEEDS -I "$ROOT/pkcs11/types" -I "$AP/include" \
-  -o "$WORK/protocol_seeds" "$FZ/protocol_fuzz.c" "$AP/codec.c" "$AP/kdf_params.c" "$AP/frame.c" "$AP/serve.c"
+  -o "$WORK/protocol_seeds" "$FZ/protocol_fuzz.c" "$AP/codec.c" "$AP/kdf_params.c" "$AP/struct_params.c" "$AP/frame.c" "$AP/serve.c"
 
 # Seeds: fixtures for the parsers, a few request lines for the password service.
 for t in pkcs12 x509 password module protocol; do mkdir -p "$WORK/corpus-$t" "$FZ/corpus/$t"; cp "$FZ/corpus/$t"/* "$WORK/corpus-$t/" 2>/dev/null; done
@@ -53,7 +53,7 @@ printf '{"v":1,"state":"granted","password":"p"}' >"$WORK/corpus-password/reply"
 # fuzz TARGET: one libFuzzer run; prints the exec count line.
 fuzz() {
   local t=$1 bin env=()
-  if [ "$t" = module ]; then bin="$WORK/module_fuzz"; env=(KEYSHARE_FUZZ_MODULE="$BUILD/libkeyshare-pkcs11.so")
+  if [ "$t" = module ]; then bin="$WORK/module_fuzz"; env=(KEYSHARE_IN_PROCESS=1 KEYSHARE_FUZZ_MODULE="$BUILD/libkeyshare-pkcs11.so")
   elif [ "$t" = protocol ]; then bin="$WORK/protocol_fuzz"; env=(KEYSHARE_FUZZ_TARGET=protocol)
   else bin="$BUILD/keyshare-fuzz"; env=(KEYSHARE_FUZZ_TARGET="$t"); fi
   local len=8192; [ "$t" = module ] && len=2048
@@ -80,7 +80,7 @@ for t in "${TARGETS[@]}"; do
   # Keep a small corpus: only inputs that add coverage, the 200 smallest of them.
   case $t in module) bin="$WORK/module_fuzz" ;; protocol) bin="$WORK/protocol_fuzz" ;; *) bin="$BUILD/keyshare-fuzz" ;; esac
   mkdir -p "$WORK/min-$t"
-  KEYSHARE_FUZZ_TARGET=$t KEYSHARE_FUZZ_MODULE="$BUILD/libkeyshare-pkcs11.so" nice -n 19 "$bin" -merge=1 \
+  KEYSHARE_IN_PROCESS=1 KEYSHARE_FUZZ_TARGET=$t KEYSHARE_FUZZ_MODULE="$BUILD/libkeyshare-pkcs11.so" nice -n 19 "$bin" -merge=1 \
     "$WORK/min-$t" "$WORK/corpus-$t" >/dev/null 2>&1 && { rm -f "$FZ/corpus/$t"/*
     ls -S -r "$WORK/min-$t" | head -200 | while read -r c; do cp "$WORK/min-$t/$c" "$FZ/corpus/$t/"; done; }
 done

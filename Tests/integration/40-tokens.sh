@@ -17,6 +17,10 @@ export SOFTHSM2_CONF=$WORK/softhsm2.conf
 mkdir -p "$WORK/hsm"
 printf 'directories.tokendir = %s/hsm\nobjectstore.backend = file\nlog.level = ERROR\n' "$WORK" >"$SOFTHSM2_CONF"
 export FAKEMOD_CONTROL=$WORK/fake-control KEYSHARE_DRIVER_TIMEOUT=2
+# The agent (the default mode) loads the external modules: fakemod reads its
+# control file's name from the agent's environment, which keeps only what it
+# is told to (docs/agent.md, "Start"); SOFTHSM2_CONF is kept by name.
+export KEYSHARE_AGENT_ENV=FAKEMOD_CONTROL
 echo ok >"$FAKEMOD_CONTROL"
 WATCH_PID=
 cleanup() { [ -n "$WATCH_PID" ] && kill "$WATCH_PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK" "$KEYSHARE_HOME"; }

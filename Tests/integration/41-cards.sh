@@ -314,6 +314,11 @@ if need "tpm2-pkcs11 over swtpm" swtpm tpm2_ptool tpm2_flushcontext "$TPMMOD"; t
   mkdir -p "$TPMDIR/state" "$TPMDIR/store"
   export TPM2TOOLS_TCTI="swtpm:host=127.0.0.1,port=2321" TPM2_PKCS11_TCTI="swtpm:host=127.0.0.1,port=2321" \
     TPM2_PKCS11_STORE=$TPMDIR/store TPM2_PKCS11_LOG_LEVEL=0
+  # Agent mode (the default): the agent loads tpm2-pkcs11 with its own environment,
+  # its starter's as filtered (TPM2_PKCS11_* kept; docs/agent.md). The running agent
+  # started before these variables existed: stop it, the next module call starts one
+  # that has them (in-process mode: no agent, nothing to stop).
+  stop_agent
   swtpm socket --tpmstate dir="$TPMDIR/state" --tpm2 --server type=tcp,port=2321,bindaddr=127.0.0.1 \
     --ctrl type=tcp,port=2322,bindaddr=127.0.0.1 --flags not-need-init,startup-clear --daemon --pid file="$TPMDIR/pid"
   for _ in $(seq 50); do [ -s "$TPMDIR/pid" ] && listening 2321 && break; sleep 0.05; done

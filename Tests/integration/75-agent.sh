@@ -5,7 +5,9 @@
 # key's bytes (and the in-process mode's does: the control); the agent is
 # non-dumpable for another process of the same non-root uid; another uid is
 # refused; kill -9 of the agent: the call in flight gets CKR_DEVICE_REMOVED,
-# old sessions CKR_SESSION_HANDLE_INVALID, a new session works.
+# old sessions CKR_SESSION_HANDLE_INVALID, a new session works. The agent is
+# the default mode (no variable set); the auto-started agent's environment is
+# a minimal one, not its starter's (a secret there does not live on in it).
 set -u
 KS=${1:?keyshare binary}
 MODULE=${2:?module path}
@@ -16,10 +18,12 @@ WORK=$(mktemp -d /tmp/keyshare-agent.XXXXXX)
 chmod 0711 "$WORK"
 export XDG_RUNTIME_DIR=$WORK/run
 mkdir -m 0700 "$XDG_RUNTIME_DIR"
-export KEYSHARE_AGENT=1 KEYSHARE_AGENT_IDLE_TIMEOUT=60 KEYSHARE_AGENT_PROGRAM=$KS
+export KEYSHARE_AGENT_IDLE_TIMEOUT=60 KEYSHARE_AGENT_PROGRAM=$KS
 # This script tests the agent itself, also in `make integration-test-in-process`
-# (KEYSHARE_IN_PROCESS=1 wins over KEYSHARE_AGENT=1); its control sets it per command.
-unset KEYSHARE_IN_PROCESS
+# (KEYSHARE_IN_PROCESS=1 is the only way to the in-process mode); its control sets it per command.
+unset KEYSHARE_IN_PROCESS KEYSHARE_AGENT
+# A secret in the first starter's environment (as a PIN in a shell variable is).
+export KS_IT_STARTER_SECRET=starter-secret-4711
 export PIN=1234-user SOPIN=9876-so P12PASS=keyshare-test KEYSHARE_TEST_PIN=1234-user
 pids=()
 agent_pid() { cat "$XDG_RUNTIME_DIR/keyshare/agent.pid" 2>/dev/null; }
@@ -47,6 +51,13 @@ running=$(pgrep -c -f -- "^$KS agent" || true)
 [ "$n" = 1 ] && [ "$running" = 1 ] && ok "exactly one agent started (log: $n listening, $running running)" \
   || bad "exactly one agent started" "listening lines: $n, processes: $running"
 AGENT=$(agent_pid)
+# The agent's environment (root reads /proc/PID/environ of the non-dumpable agent).
+env_of_agent=$(tr '\0' '\n' <"/proc/$AGENT/environ" 2>&1)
+if grep -q '^XDG_RUNTIME_DIR=' <<<"$env_of_agent" && ! grep -Eq '^(KS_IT_STARTER_SECRET|PIN|SOPIN|P12PASS|KEYSHARE_TEST_PIN|KEYSHARE_KDF_LOG2N)=' <<<"$env_of_agent"; then
+  ok "the auto-started agent's environment is minimal: no secret of its starter ($(grep -c = <<<"$env_of_agent") variables)"
+else
+  bad "the auto-started agent's environment is minimal" "$(grep -Eo '^[A-Z0-9_]+=' <<<"$env_of_agent" | tr '\n' ' ')"
+fi
 [ -S "$XDG_RUNTIME_DIR/keyshare/agent.sock" ] && [ "$(stat -c %a "$XDG_RUNTIME_DIR/keyshare")" = 700 ] \
   && ok "socket in \$XDG_RUNTIME_DIR/keyshare (0700)" || bad "socket directory"
 
@@ -73,8 +84,8 @@ windows = [p[16:40], p[::-1][16:40]]
 sys.exit(0 if any(w in core for w in windows) else 1)
 PY
 }
-core_has_key agent KEYSHARE_AGENT=1; rc=$?
-[ "$rc" = 1 ] && ok "gcore of a logged-in signing host (agent mode) holds none of the key's bytes" \
+core_has_key agent KS_IT_MODE=default; rc=$?
+[ "$rc" = 1 ] && ok "gcore of a logged-in signing host (the default: agent mode) holds none of the key's bytes" \
   || bad "signing host core (agent mode)" "search status $rc (0: key found)"
 core_has_key inproc KEYSHARE_IN_PROCESS=1; rc=$?
 [ "$rc" = 0 ] && ok "control: the in-process mode's core does hold the key (the search can fail)" \

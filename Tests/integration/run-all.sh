@@ -12,9 +12,15 @@ for script in "$HERE"/[0-9]*.sh; do
   name=$(basename "$script" .sh)
   # Scripts with a make target of their own (41-cards: make test-cards) are named in KEYSHARE_IT_SKIP.
   case " ${KEYSHARE_IT_SKIP:-} " in *" $name "*) echo "=== $name: run by its own make target"; continue ;; esac
+  # KEYSHARE_IT_ONLY: a subset, by number or name (the in-process run of `make test`).
+  if [ -n "${KEYSHARE_IT_ONLY:-}" ]; then
+    case " $KEYSHARE_IT_ONLY " in *" ${name%%-*} "*|*" $name "*) ;; *) continue ;; esac
+  fi
   echo "=== $name"
   log=$(mktemp)
+  start=$SECONDS
   bash "$script" "$KEYSHARE" "$MODULE" 2>&1 | tee "$log"
+  echo "--- $name: $((SECONDS - start)) s"
   line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
   if [ -z "$line" ]; then
     total_fail=$((total_fail + 1)); failed+=("$name (no result line)")

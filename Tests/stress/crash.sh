@@ -57,6 +57,26 @@ verify() {
   done
 }
 
+# Agent mode (the default): a client killed mid-call does not stop the call it
+# had sent; the agent finishes it (as a network HSM would), then logs the
+# client "gone". Verifying before that would see the old state and the next
+# run the new one (a PIN change landing after its verify). So wait until the
+# agent has let go of the killed client: its "gone" line, or, when it never
+# got as far as an "allowed" (killed before its hello), a short grace.
+AGENT_LOG=${XDG_RUNTIME_DIR:-/nonexistent}/keyshare/agent.log
+agent_done_with() {
+  local pid=$1 t
+  [ -f "$AGENT_LOG" ] || return 0
+  for t in $(seq 100); do
+    grep -q "client pid $pid (.*) gone" "$AGENT_LOG" && return 0
+    if ! grep -q "client pid $pid exe " "$AGENT_LOG"; then
+      [ "$t" -ge 3 ] && return 0
+    fi
+    sleep 0.1
+  done
+  note "the agent still serves killed client $pid after 10 s"
+}
+
 start=$(date +%s)
 for ((i = 1; i <= KILLS; i++)); do
   ops=(import create destroy set pin init)
@@ -79,7 +99,7 @@ for ((i = 1; i <= KILLS; i++)); do
   KEYSHARE_TEST_PIN=$PIN "${cmd[@]}" >"$WORK/op.out" 2>&1 &
   pid=$!
   sleep "$(printf '0.%03d' $((RANDOM % (${DUR[$op]:-150} + 1))))"
-  if kill -KILL "$pid" 2>/dev/null; then wait "$pid" 2>/dev/null; rc=137; else wait "$pid"; rc=$?; fi
+  if kill -KILL "$pid" 2>/dev/null; then wait "$pid" 2>/dev/null; rc=137; agent_done_with "$pid"; else wait "$pid"; rc=$?; fi
   [ "$rc" -ne 137 ] && DUR[$op]=$(( ($(date +%s%N) - t0) / 1000000 > 999 ? 999 : ($(date +%s%N) - t0) / 1000000 ))
   # A process can finish between the sleep and the kill: only its exit status says which.
   if [ "$rc" -eq 137 ]; then outcome=killed; killed=$((killed + 1)); KILLED_BY[$op]=$(( ${KILLED_BY[$op]:-0} + 1 )); else outcome="exit $rc"; completed=$((completed + 1)); fi

@@ -25,7 +25,7 @@ check "compile TSan host" /opt/swift/usr/bin/clang -g -O1 -fsanitize=thread -rdy
 "$KS" import "$FIXTURES/identities/device-ds-ke.modern.p12" "$FIXTURES/identities/signature-ds-email.modern.p12" \
   --pin-source env:PIN --password-source env:P12PASS >/dev/null
 start=$(date +%s)
-STRESS_IN_PROCESS=1 TSAN_OPTIONS="halt_on_error=0 suppressions=$ROOT/Tests/stress/tsan.supp" \
+KEYSHARE_IN_PROCESS=1 STRESS_IN_PROCESS=1 TSAN_OPTIONS="halt_on_error=0 suppressions=$ROOT/Tests/stress/tsan.supp" \
   nice -n 19 "$WORK/stress" run "$MODULE" stress 1 "$NTHREADS" "$OPS" "$WORK" >"$WORK/tsan.log" 2>&1
 reports=$(grep -c "WARNING: ThreadSanitizer" "$WORK/tsan.log")
 calls=$(grep -c . "$WORK"/ops-*.log | awk -F: '{s += $2} END {print s}')

@@ -74,22 +74,19 @@ static void conn_free_locked(struct kc_conn *c) {
 
 /* ---- mode ----------------------------------------------------------------- */
 
-/* The agent is opt-in for now (KEYSHARE_AGENT=1; docs/agent.md): the
- * default flips once the message-based functions (C_MessageEncrypt* and
- * C_MessageDecrypt*, implemented by the module) cross the protocol with their
- * parameters; today they send only the session handle. In agent mode the
- * keys stay out of the application's address space; in the in-process mode
- * the store, the logins and the unlocked keys live in the application,
- * readable by anything that can read its memory (a core, ptrace,
- * /proc/PID/mem). KEYSHARE_IN_PROCESS=1 wins over KEYSHARE_AGENT=1. The agent
- * sets KEYSHARE_IN_PROCESS=1 for itself, so a copy of this module it loads
- * (or a helper it starts) never connects back to it. */
+/* The agent is the default (docs/agent.md): the keys stay out of the
+ * application's address space. KEYSHARE_IN_PROCESS=1 chooses the weaker
+ * in-process mode, for hosts that cannot reach an agent: the store, the
+ * logins and the unlocked keys then live in the application, readable by
+ * anything that can read its memory (a core, ptrace, /proc/PID/mem). It is
+ * the only way to it (KEYSHARE_AGENT is no longer read: the agent needs no
+ * opt-in). The agent sets KEYSHARE_IN_PROCESS=1 for itself, so a copy of
+ * this module it loads (or a helper it starts) never connects back to it. */
 int ks_agent_mode(void) {
     static int mode = -1;
     if (mode < 0) {
         const char *inproc = getenv("KEYSHARE_IN_PROCESS");
-        const char *agent = getenv("KEYSHARE_AGENT");
-        mode = (agent && strcmp(agent, "1") == 0) && !(inproc && strcmp(inproc, "1") == 0);
+        mode = !(inproc && strcmp(inproc, "1") == 0);
     }
     return mode;
 }
@@ -134,6 +131,54 @@ static int agent_program(char *out, size_t n) {
     return -1;
 }
 
+/* The agent's environment: the few variables it needs, never the starter's
+ * whole environment. The agent lives on after its first starter and serves
+ * every process of the user, so a secret the starter happened to hold (a
+ * PIN in a shell variable, a token) must not live on in it, nor a setting
+ * that would change how it serves others. Kept: where it runs and finds
+ * things (PATH, HOME, LANG, LC_ALL, XDG_RUNTIME_DIR, XDG_DATA_HOME,
+ * KEYSHARE_HOME), its own settings (KEYSHARE_AGENT_*, the card driver's
+ * KEYSHARE_DRIVER_*), and the configuration the external token modules it
+ * loads read (SoftHSM2, OpenSC, PC/SC, tpm2-pkcs11). A starter may name more
+ * in KEYSHARE_AGENT_ENV (space or comma separated): an explicit choice, as
+ * `systemctl --user import-environment` is. KEYSHARE_KDF_LOG2N is not kept:
+ * the agent wraps PINs at the default cost. */
+static int agent_env_kept(const char *entry) {
+    static const char *const names[] = {
+        "PATH", "HOME", "LANG", "LC_ALL", "XDG_RUNTIME_DIR", "XDG_DATA_HOME", "KEYSHARE_HOME",
+        "SOFTHSM2_CONF", "OPENSC_CONF", "PCSCLITE_CSOCK_NAME",
+        "TPM2_PKCS11_STORE", "TPM2_PKCS11_TCTI", "TPM2_PKCS11_LOG_LEVEL",
+    };
+    static const char *const prefixes[] = {"KEYSHARE_AGENT_", "KEYSHARE_DRIVER_"};
+    const char *eq = strchr(entry, '=');
+    if (!eq || eq == entry) return 0;
+    size_t n = (size_t)(eq - entry);
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strlen(names[i]) == n && memcmp(entry, names[i], n) == 0) return 1;
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
+        if (strncmp(entry, prefixes[i], strlen(prefixes[i])) == 0) return 1;
+    const char *extra = getenv("KEYSHARE_AGENT_ENV");
+    for (const char *p = extra; p && *p;) {
+        size_t len = strcspn(p, " ,");
+        if (len == n && memcmp(p, entry, n) == 0) return 1;
+        p += len;
+        p += strspn(p, " ,");
+    }
+    return 0;
+}
+
+/* The kept entries of environ (pointers into it), NULL-terminated; free() it. */
+static char **agent_env(void) {
+    size_t count = 0;
+    for (char **e = environ; e && *e; e++) count++;
+    char **out = calloc(count + 1, sizeof *out);
+    if (!out) return NULL;
+    size_t k = 0;
+    for (char **e = environ; e && *e; e++)
+        if (agent_env_kept(*e)) out[k++] = *e;
+    return out;
+}
+
 static void sleep_ms(long ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
@@ -164,11 +209,13 @@ static int connect_or_start(void) {
             posix_spawnattr_init(&attr);
             posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
             pid_t pid;
-            if (posix_spawn(&pid, prog, NULL, &attr, argv, environ) == 0) {
+            char **env = agent_env();
+            if (env && posix_spawn(&pid, prog, NULL, &attr, argv, env) == 0) {
                 /* The first process exits once the agent listens (or lost the race). */
                 int status;
                 while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
             }
+            free(env);
             posix_spawnattr_destroy(&attr);
             for (int i = 0; i < 500 && fd < 0; i++) {
                 fd = connect_socket(path);
@@ -553,23 +600,24 @@ static CK_RV kc_C_CancelFunction(CK_SESSION_HANDLE h) { ARGS(UL(h)); CALL(Cancel
 static CK_RV kc_C_LoginUser(CK_SESSION_HANDLE h, CK_USER_TYPE u, CK_UTF8CHAR_PTR pin, CK_ULONG pn, CK_UTF8CHAR_PTR user, CK_ULONG un) { ARGS(UL(h), UL(u), IN(pin, pn), IN(user, un)); CALL(LoginUser); }
 static CK_RV kc_C_SessionCancel(CK_SESSION_HANDLE h, CK_FLAGS f) { ARGS(UL(h), UL(f)); CALL(SessionCancel); }
 
-/* Message-based functions: unsupported by the module, which checks only the session. */
-#define MSG_INIT(name) static CK_RV kc_C_##name(CK_SESSION_HANDLE h, CK_MECHANISM_PTR m, CK_OBJECT_HANDLE k) { (void)m; (void)k; ARGS(UL(h)); CALL(name); }
+/* Message-based functions. The per-message parameter crosses in and out
+ * (Sources/AgentProtocol/struct_params.c): the IV a generator made and the
+ * tag come back into the caller's struct when the module wrote them. */
+#define MSG_INIT(name) static CK_RV kc_C_##name(CK_SESSION_HANDLE h, CK_MECHANISM_PTR m, CK_OBJECT_HANDLE k) { ARGS(UL(h), PTR(m), UL(k)); CALL(name); }
 #define MSG_FINAL(name) static CK_RV kc_C_##name(CK_SESSION_HANDLE h) { ARGS(UL(h)); CALL(name); }
 MSG_INIT(MessageEncryptInit) MSG_FINAL(MessageEncryptFinal) MSG_INIT(MessageDecryptInit) MSG_FINAL(MessageDecryptFinal)
 MSG_INIT(MessageSignInit) MSG_FINAL(MessageSignFinal) MSG_INIT(MessageVerifyInit) MSG_FINAL(MessageVerifyFinal)
-static CK_RV kc_C_EncryptMessage(CK_SESSION_HANDLE h, CK_VOID_PTR p, CK_ULONG pn, CK_BYTE_PTR ad, CK_ULONG adn, CK_BYTE_PTR i, CK_ULONG in, CK_BYTE_PTR o, CK_ULONG_PTR on) { (void)p; (void)pn; (void)ad; (void)adn; (void)i; (void)in; (void)o; (void)on; ARGS(UL(h)); CALL(EncryptMessage); }
-static CK_RV kc_C_DecryptMessage(CK_SESSION_HANDLE h, CK_VOID_PTR p, CK_ULONG pn, CK_BYTE_PTR ad, CK_ULONG adn, CK_BYTE_PTR i, CK_ULONG in, CK_BYTE_PTR o, CK_ULONG_PTR on) { (void)p; (void)pn; (void)ad; (void)adn; (void)i; (void)in; (void)o; (void)on; ARGS(UL(h)); CALL(DecryptMessage); }
-static CK_RV kc_C_EncryptMessageBegin(CK_SESSION_HANDLE h, CK_VOID_PTR p, CK_ULONG pn, CK_BYTE_PTR ad, CK_ULONG adn) { (void)p; (void)pn; (void)ad; (void)adn; ARGS(UL(h)); CALL(EncryptMessageBegin); }
-static CK_RV kc_C_DecryptMessageBegin(CK_SESSION_HANDLE h, CK_VOID_PTR p, CK_ULONG pn, CK_BYTE_PTR ad, CK_ULONG adn) { (void)p; (void)pn; (void)ad; (void)adn; ARGS(UL(h)); CALL(DecryptMessageBegin); }
-static CK_RV kc_C_EncryptMessageNext(CK_SESSION_HANDLE h, CK_VOID_PTR p, CK_ULONG pn, CK_BYTE_PTR i, CK_ULONG in, CK_BYTE_PTR o, CK_ULONG_PTR on, CK_FLAGS f) { (void)p; (void)pn; (void)i; (void)in; (void)o; (void)on; (void)f; ARGS(UL(h)); CALL(EncryptMessageNext); }
-static CK_RV kc_C_DecryptMessageNext(CK_SESSION_HANDLE h, CK_VOID_PTR p, CK_ULONG pn, CK_BYTE_PTR i, CK_ULONG in, CK_BYTE_PTR o, CK_ULONG_PTR on, CK_FLAGS f) { (void)p; (void)pn; (void)i; (void)in; (void)o; (void)on; (void)f; ARGS(UL(h)); CALL(DecryptMessageNext); }
-static CK_RV kc_C_SignMessage(CK_SESSION_HANDLE h, CK_VOID_PTR p, CK_ULONG pn, CK_BYTE_PTR d, CK_ULONG dn, CK_BYTE_PTR s, CK_ULONG_PTR sn) { (void)p; (void)pn; (void)d; (void)dn; (void)s; (void)sn; ARGS(UL(h)); CALL(SignMessage); }
-static CK_RV kc_C_SignMessageBegin(CK_SESSION_HANDLE h, CK_VOID_PTR p, CK_ULONG pn) { (void)p; (void)pn; ARGS(UL(h)); CALL(SignMessageBegin); }
-static CK_RV kc_C_SignMessageNext(CK_SESSION_HANDLE h, CK_VOID_PTR p, CK_ULONG pn, CK_BYTE_PTR d, CK_ULONG dn, CK_BYTE_PTR s, CK_ULONG_PTR sn) { (void)p; (void)pn; (void)d; (void)dn; (void)s; (void)sn; ARGS(UL(h)); CALL(SignMessageNext); }
-static CK_RV kc_C_VerifyMessage(CK_SESSION_HANDLE h, CK_VOID_PTR p, CK_ULONG pn, CK_BYTE_PTR d, CK_ULONG dn, CK_BYTE_PTR s, CK_ULONG sn) { (void)p; (void)pn; (void)d; (void)dn; (void)s; (void)sn; ARGS(UL(h)); CALL(VerifyMessage); }
-static CK_RV kc_C_VerifyMessageBegin(CK_SESSION_HANDLE h, CK_VOID_PTR p, CK_ULONG pn) { (void)p; (void)pn; ARGS(UL(h)); CALL(VerifyMessageBegin); }
-static CK_RV kc_C_VerifyMessageNext(CK_SESSION_HANDLE h, CK_VOID_PTR p, CK_ULONG pn, CK_BYTE_PTR d, CK_ULONG dn, CK_BYTE_PTR s, CK_ULONG sn) { (void)p; (void)pn; (void)d; (void)dn; (void)s; (void)sn; ARGS(UL(h)); CALL(VerifyMessageNext); }
+#define MSG_ONESHOT(name) static CK_RV kc_C_##name(CK_SESSION_HANDLE h, CK_VOID_PTR p, CK_ULONG pn, CK_BYTE_PTR ad, CK_ULONG adn, CK_BYTE_PTR i, CK_ULONG in, CK_BYTE_PTR o, CK_ULONG_PTR on) { ARGS(UL(h), IN(p, pn), IN(ad, adn), IN(i, in), OUT(o, on)); CALL(name); }
+#define MSG_BEGIN(name) static CK_RV kc_C_##name(CK_SESSION_HANDLE h, CK_VOID_PTR p, CK_ULONG pn, CK_BYTE_PTR ad, CK_ULONG adn) { ARGS(UL(h), IN(p, pn), IN(ad, adn)); CALL(name); }
+#define MSG_NEXT(name) static CK_RV kc_C_##name(CK_SESSION_HANDLE h, CK_VOID_PTR p, CK_ULONG pn, CK_BYTE_PTR i, CK_ULONG in, CK_BYTE_PTR o, CK_ULONG_PTR on, CK_FLAGS f) { ARGS(UL(h), IN(p, pn), IN(i, in), OUT(o, on), UL(f)); CALL(name); }
+MSG_ONESHOT(EncryptMessage) MSG_BEGIN(EncryptMessageBegin) MSG_NEXT(EncryptMessageNext)
+MSG_ONESHOT(DecryptMessage) MSG_BEGIN(DecryptMessageBegin) MSG_NEXT(DecryptMessageNext)
+static CK_RV kc_C_SignMessage(CK_SESSION_HANDLE h, CK_VOID_PTR p, CK_ULONG pn, CK_BYTE_PTR d, CK_ULONG dn, CK_BYTE_PTR s, CK_ULONG_PTR sn) { ARGS(UL(h), IN(p, pn), IN(d, dn), OUT(s, sn)); CALL(SignMessage); }
+static CK_RV kc_C_SignMessageBegin(CK_SESSION_HANDLE h, CK_VOID_PTR p, CK_ULONG pn) { ARGS(UL(h), IN(p, pn)); CALL(SignMessageBegin); }
+static CK_RV kc_C_SignMessageNext(CK_SESSION_HANDLE h, CK_VOID_PTR p, CK_ULONG pn, CK_BYTE_PTR d, CK_ULONG dn, CK_BYTE_PTR s, CK_ULONG_PTR sn) { ARGS(UL(h), IN(p, pn), IN(d, dn), OUT(s, sn)); CALL(SignMessageNext); }
+static CK_RV kc_C_VerifyMessage(CK_SESSION_HANDLE h, CK_VOID_PTR p, CK_ULONG pn, CK_BYTE_PTR d, CK_ULONG dn, CK_BYTE_PTR s, CK_ULONG sn) { ARGS(UL(h), IN(p, pn), IN(d, dn), IN(s, sn)); CALL(VerifyMessage); }
+static CK_RV kc_C_VerifyMessageBegin(CK_SESSION_HANDLE h, CK_VOID_PTR p, CK_ULONG pn) { ARGS(UL(h), IN(p, pn)); CALL(VerifyMessageBegin); }
+static CK_RV kc_C_VerifyMessageNext(CK_SESSION_HANDLE h, CK_VOID_PTR p, CK_ULONG pn, CK_BYTE_PTR d, CK_ULONG dn, CK_BYTE_PTR s, CK_ULONG sn) { ARGS(UL(h), IN(p, pn), IN(d, dn), IN(s, sn)); CALL(VerifyMessageNext); }
 
 /* The client tables, selected by function_table.c in agent mode. */
 #include "function_lists.h"

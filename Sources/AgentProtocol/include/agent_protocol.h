@@ -19,6 +19,9 @@
  *   G GetAttributeValue template (ptr,count)               M CK_MECHANISM pointer
  *   P opaque pointer: only NULL-ness crosses               i s t e m: CK_INFO, CK_SLOT_INFO,
  *   CK_TOKEN_INFO, CK_SESSION_INFO, CK_MECHANISM_INFO out pointers.
+ *   N CK_MECHANISM pointer of a C_Message*Init (AEAD parameters are the message structs)
+ *   X Y per-message parameter (ptr,len), in-out: X encryption, Y decryption (the tag is an input)
+ *   Z per-message parameter of message signing: opaque, only its size crosses
  */
 #ifndef KEYSHARE_AGENT_PROTOCOL_H
 #define KEYSHARE_AGENT_PROTOCOL_H
@@ -28,7 +31,10 @@
 #include "../../../pkcs11/types/pkcs11_shim.h"
 
 #define KSA_MAGIC 0x3141534bu /* "KSA1" little-endian */
-#define KSA_VERSION 2 /* 2: KDF mechanism parameters, mechanism outputs in replies */
+/* 2: KDF mechanism parameters, mechanism outputs in replies.
+ * 3: the symmetric, EdDSA and RSA-AES parameters, message-based functions
+ *    with their parameters (N X Y Z), raw parameters copied by the agent. */
+#define KSA_VERSION 3
 #define KSA_MAX_FRAME (16u << 20)
 /* The largest single buffer the agent allocates for an output (a bigger
  * capacity is served with this much: the frame could not carry more). */
@@ -67,11 +73,11 @@ const char *ksa_signature(uint32_t fn);
 
 /* One C argument. Which fields mean what depends on the signature char. */
 typedef struct {
-    CK_ULONG ul;      /* u: the value; F: the maximum count; R: the length */
+    CK_ULONG ul;      /* u: the value; F: the maximum count; R: the length; X Y Z (agent): the struct kind */
     void *ptr;        /* I O R A F T G M P and the structs: the pointer */
     CK_ULONG len;     /* I: the length; T G: the attribute count */
     CK_ULONG *plen;   /* O: *len; A F: *count; L: the out value */
-    CK_ULONG cap;     /* client side: the capacity when the request was made */
+    CK_ULONG cap;     /* client side: the capacity when the request was made; X Y Z: the kind sent */
 } ksa_arg;
 
 /* A growing output buffer; `failed` latches an allocation or bound failure. */
