@@ -73,7 +73,10 @@ LOG=$WORK/watch.log
 WATCH_PID=$!
 LINES=0
 LATENCIES=()
-# expect NAME REGEX: the next watcher line matches REGEX within 2 s of now.
+# expect NAME REGEX: the next watcher line matches REGEX. The event must come (within 20 s, a
+# hang bound, not a speed bound: the watcher polls every 0.1-0.3 s, but a loaded 2-core CI
+# machine delayed a card event past the old 2 s window in agent mode); how fast it came is a
+# figure printed at the end ("watcher event latency"), not a pass/fail (speed is for make bench).
 expect() {
   local start end line
   start=$(ms)
@@ -81,7 +84,7 @@ expect() {
     line=$(sed -n "$((LINES + 1))p" "$LOG")
     if [ -n "$line" ]; then break; fi
     end=$(ms)
-    if [ $((end - start)) -gt 2000 ]; then bad "$1" "no line within 2 s (log: $(tail -3 "$LOG"))"; return; fi
+    if [ $((end - start)) -gt 20000 ]; then bad "$1" "no line within 20 s (log: $(tail -3 "$LOG"))"; return; fi
     sleep 0.02
   done
   end=$(ms)
