@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Keychain
 import KeyShare
+import KeyshareAgent
 import Tokens
 
 /// `keyshare key`: SecKeyGeneratePair, encryption and signatures from the
@@ -59,6 +60,18 @@ struct KeyCommand: ParsableCommand {
             let what = cls == .privateKey ? "private key" : "public key"
             throw CLIError("no \(what) with tag \(c.tag)" + (cls == .privateKey ? " (or the token is locked: give --pin-source)" : ""))
         }
+    }
+
+    /// A private-key request for the agent: the store, the token (resolved by
+    /// the agent), the access groups, the tag and the user PIN.
+    static func agentRequest(_ c: Common, _ pin: PINOptions) throws -> ControlProtocol.Message {
+        let token = try AgentControl.resolve(c.selection)
+        var m = ControlProtocol.Message()
+        m.set("token", token.id)
+        m.set("tag", c.tag)
+        m.set("groups", c.groups.groups?.joined(separator: ","))
+        m["pin"] = try pin.userPIN(token: token.label)
+        return m
     }
 
     struct Generate: ParsableCommand {
@@ -153,12 +166,13 @@ struct KeyCommand: ParsableCommand {
         @Argument(help: "The output file (0600), or - for standard output.") var output: String
         @OptionGroup var force: ForceOption
 
+        /// In the agent (docs/agent.md, "The CLI through the agent"): this process never holds the key.
         func run() throws {
             try FileIO.checkOutput(output, force: force.force)
-            let session = try SessionFactory.open(common.groups)
-            try SessionFactory.unlock(session, common.selection, pin)
-            let k = try KeyCommand.key(session, common, .privateKey)
-            try FileIO.write(try k.decrypt(FileIO.read(input), padding: padding.rsa), output, force: force.force)
+            var m = try KeyCommand.agentRequest(common, pin)
+            m.set("padding", padding.rawValue)
+            m["data"] = try FileIO.read(input)
+            try FileIO.write(try AgentControl.call(.decrypt, m)["result"] ?? [], output, force: force.force)
         }
     }
 
@@ -173,15 +187,14 @@ struct KeyCommand: ParsableCommand {
         @Argument(help: "The signature file (0600), or - for standard output.") var output: String
         @OptionGroup var force: ForceOption
 
+        /// In the agent (docs/agent.md, "The CLI through the agent"): this process
+        /// opens no store and never holds the key; ECDSA comes back DER-encoded.
         func run() throws {
             try FileIO.checkOutput(output, force: force.force)
-            let session = try SessionFactory.open(common.groups)
-            try SessionFactory.unlock(session, common.selection, pin)
-            let k = try KeyCommand.key(session, common, .privateKey)
-            let alg = algorithm ?? .default(for: k.keyType)
-            var sig = try k.createSignature(FileIO.read(input), algorithm: alg.signature)
-            if k.keyType == .ec { sig = try ECDSASignatureEncoding.der(fromRaw: sig) }
-            try FileIO.write(sig, output, force: force.force)
+            var m = try KeyCommand.agentRequest(common, pin)
+            m.set("algorithm", algorithm?.rawValue ?? "")
+            m["data"] = try FileIO.read(input)
+            try FileIO.write(try AgentControl.call(.sign, m)["result"] ?? [], output, force: force.force)
         }
     }
 

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The CLI's private-key operations run in the agent (issue 16 item 6,
+# docs/agent.md "The CLI through the agent"): `keyshare key sign` and
+# `key decrypt` open no keychain.db (strace: the CLI never reads the store,
+# so it cannot decrypt a key), and a core of `keyshare export` taken as it
+# exits holds none of the exported RSA key's prime (the PKCS #12 is built in
+# the agent), while the store's own copy of the same search (the control:
+# the prime read from the fixture) proves the search can hit.
+set -u
+KS=${1:?keyshare binary}
+MODULE=${2:?module path}
+source "$(dirname "$0")/lib.sh"
+new_home
+WORK=$(mktemp -d /tmp/keyshare-cliagent.XXXXXX)
+export KEYSHARE_AGENT_IDLE_TIMEOUT=60 KEYSHARE_AGENT_PROGRAM=$KS
+export PIN=1234-user SOPIN=9876-so P12PASS=keyshare-test
+cleanup() { rm -rf "$WORK" "$KEYSHARE_HOME"; }
+trap cleanup EXIT
+ks() { "$KS" "$@"; }
+ID="$FIXTURES/identities"
+
+check "token create" ks token create --label cli --pin-source env:PIN --so-pin-source env:SOPIN
+check "import an RSA identity" ks import "$ID/device-ds-ke.modern.p12" --pin-source env:PIN --password-source env:P12PASS
+check "EC key" ks key generate --type ec --label e1 --tag e1 --pin-source env:PIN
+check "RSA key" ks key generate --type rsa --label r1 --tag r1 --pin-source env:PIN
+ks key public --tag e1 >"$WORK/e1.pub"; ks key public --tag r1 >"$WORK/r1.pub"
+printf 'signed by the agent\n' >"$WORK/doc"
+check "start the agent (unlock --status)" ks unlock --status
+
+# --- sign and decrypt open no store ------------------------------------------------------
+traced() {  # NAME CMD...: runs CMD under strace -f; passes when no keychain.db is opened
+  local name=$1; shift
+  rm -f "$WORK/trace"
+  if strace -f -qq -e trace=open,openat,openat2 -o "$WORK/trace" "$@" >/dev/null 2>"$WORK/err"; then
+    if grep -q "keychain.db" "$WORK/trace"; then bad "$name" "$(grep keychain.db "$WORK/trace" | head -3)"; else ok "$name"; fi
+  else
+    bad "$name" "$(cat "$WORK/err")"
+  fi
+}
+traced "key sign (EC) opens no keychain.db in the CLI" "$KS" key sign --tag e1 "$WORK/doc" "$WORK/e1.sig" --pin-source env:PIN
+openssl dgst -sha256 -verify "$WORK/e1.pub" -signature "$WORK/e1.sig" "$WORK/doc" >/dev/null 2>&1 \
+  && ok "the agent's ECDSA signature verifies (DER)" || bad "agent ECDSA signature verifies"
+traced "key sign (RSA PSS) opens no keychain.db in the CLI" "$KS" key sign --tag r1 --algorithm pss-sha256 "$WORK/doc" "$WORK/r1.sig" --pin-source env:PIN
+openssl pkeyutl -verify -pubin -inkey "$WORK/r1.pub" -rawin -digest sha256 -pkeyopt rsa_padding_mode:pss \
+  -pkeyopt rsa_pss_saltlen:32 -in "$WORK/doc" -sigfile "$WORK/r1.sig" >/dev/null 2>&1 \
+  && ok "the agent's RSA-PSS signature verifies" || bad "agent RSA-PSS signature verifies"
+openssl pkeyutl -encrypt -pubin -inkey "$WORK/r1.pub" -pkeyopt rsa_padding_mode:oaep -pkeyopt rsa_oaep_md:sha256 \
+  -pkeyopt rsa_mgf1_md:sha256 -in "$WORK/doc" -out "$WORK/ct"
+traced "key decrypt opens no keychain.db in the CLI" "$KS" key decrypt --tag r1 "$WORK/ct" "$WORK/pt" --pin-source env:PIN
+cmp -s "$WORK/doc" "$WORK/pt" && ok "the agent decrypts (OAEP)" || bad "the agent decrypts"
+export WRONG=nope-wrong
+check_fail "sign with a wrong PIN: one line, counted" "incorrect user PIN for token cli \([0-9]+ attempts? left" ks key sign --tag e1 "$WORK/doc" "$WORK/x.sig" --pin-source env:WRONG
+[ ! -e "$WORK/x.sig" ] && ok "a refused sign writes nothing" || bad "a refused sign writes nothing"
+grep -q "signed with tag e1" "$XDG_RUNTIME_DIR/keyshare/agent.log" && ok "the agent logs the CLI's signature" || bad "sign logged"
+
+# --- export: a core of the CLI holds none of the key ---------------------------------------------
+NEEDLE=$(openssl pkcs12 -in "$ID/device-ds-ke.modern.p12" -nocerts -nodes -passin env:P12PASS 2>/dev/null |
+  openssl rsa -noout -text 2>/dev/null | awk '/^prime1:/{f=1;next} /^prime2:/{f=0} f' | tr -d ' :\n' | sed 's/^00//')
+[ ${#NEEDLE} -ge 128 ] && ok "the key's prime read for the search" || bad "the key's prime read"
+LABEL=$(openssl dgst -sha256 -r "$ID/device-ds-ke.cert.der" | awk '{print toupper($1)}')
+gdb -q -batch -ex 'set pagination off' -ex 'catch syscall exit_group' -ex run -ex "gcore $WORK/cli.core" \
+  --args "$KS" export "$LABEL" --out "$WORK/id.p12" --pin-source env:PIN >"$WORK/gdb.out" 2>&1
+[ -s "$WORK/id.p12" ] && [ -s "$WORK/cli.core" ] && ok "export under gdb wrote the PKCS #12 and a core of the CLI at exit" \
+  || bad "export under gdb" "$(tail -5 "$WORK/gdb.out")"
+search() { python3 - "$1" "$NEEDLE" <<'PY'
+import sys
+core = open(sys.argv[1], 'rb').read()
+p = bytes.fromhex(sys.argv[2])
+sys.exit(0 if any(w in core for w in (p[16:40], p[::-1][16:40])) else 1)
+PY
+}
+search "$WORK/cli.core"; rc=$?
+[ "$rc" = 1 ] && ok "the core of keyshare export holds none of the key's prime (built in the agent)" \
+  || bad "export core holds no key bytes" "search status $rc (0: found)"
+PW=$(ks password --stdout --pin-source env:PIN); export PW
+openssl pkcs12 -in "$WORK/id.p12" -nocerts -nodes -passin env:PW 2>/dev/null |
+  openssl rsa -noout -text 2>/dev/null | awk '/^prime1:/{f=1;next} /^prime2:/{f=0} f' | tr -d ' :\n' | sed 's/^00//' >"$WORK/p1"
+[ "$(cat "$WORK/p1")" = "$NEEDLE" ] && ok "control: the exported PKCS #12 holds that prime (the search looks for the right bytes)" \
+  || bad "control: the export holds the prime"
+rm -f "$WORK"/*.core
+finish
