@@ -2,10 +2,11 @@
 # The CLI's private-key operations run in the agent (issue 16 item 6,
 # docs/agent.md "The CLI through the agent"): `keyshare key sign` and
 # `key decrypt` open no keychain.db (strace: the CLI never reads the store,
-# so it cannot decrypt a key), and a core of `keyshare export` taken as it
-# exits holds none of the exported RSA key's prime (the PKCS #12 is built in
-# the agent), while the store's own copy of the same search (the control:
-# the prime read from the fixture) proves the search can hit.
+# so it cannot decrypt a key); under gdb neither `key sign` nor `export`
+# ever enters libcrypto's signing or PKCS12_add_key in the CLI, and a core of
+# `keyshare export` taken at its first such call (the old CLI: inside
+# PKCS12_add_key), else at exit, holds none of the RSA key's prime, while the
+# exported file does (the control: the search looks for the right bytes).
 set -u
 KS=${1:?keyshare binary}
 MODULE=${2:?module path}
@@ -58,10 +59,28 @@ NEEDLE=$(openssl pkcs12 -in "$ID/device-ds-ke.modern.p12" -nocerts -nodes -passi
   openssl rsa -noout -text 2>/dev/null | awk '/^prime1:/{f=1;next} /^prime2:/{f=0} f' | tr -d ' :\n' | sed 's/^00//')
 [ ${#NEEDLE} -ge 128 ] && ok "the key's prime read for the search" || bad "the key's prime read"
 LABEL=$(openssl dgst -sha256 -r "$ID/device-ds-ke.cert.der" | awk '{print toupper($1)}')
-gdb -q -batch -ex 'set pagination off' -ex 'catch syscall exit_group' -ex run -ex "gcore $WORK/cli.core" \
-  --args "$KS" export "$LABEL" --out "$WORK/id.p12" --pin-source env:PIN >"$WORK/gdb.out" 2>&1
-[ -s "$WORK/id.p12" ] && [ -s "$WORK/cli.core" ] && ok "export under gdb wrote the PKCS #12 and a core of the CLI at exit" \
+# under_gdb CORE "FUNCS" CMD...: runs CMD under gdb, stopping at the first call of
+# one of FUNCS (libcrypto's private-key functions) or else at exit_group, takes
+# a core of the CLI there, then lets it finish. The old CLI stops inside
+# PKCS12_add_key with the key in its memory; this one never calls it.
+under_gdb() {
+  local core=$1 funcs=$2 f; shift 2
+  local args=(-q -batch -ex 'set pagination off' -ex 'set breakpoint pending on')
+  for f in $funcs; do args+=(-ex "break $f"); done
+  args+=(-ex 'catch syscall exit_group' -ex run -ex "gcore $core" -ex delete -ex continue)
+  gdb "${args[@]}" --args "$@" >"$WORK/gdb.out" 2>&1
+}
+entered() { grep -E "^(Thread .* hit )?Breakpoint [0-9]+, " "$WORK/gdb.out" | head -1; }
+under_gdb "$WORK/sign.core" "EVP_DigestSignInit EVP_DigestSign EVP_PKEY_sign_init EVP_PKEY_sign" \
+  "$KS" key sign --tag r1 "$WORK/doc" "$WORK/r1b.sig" --pin-source env:PIN
+[ -s "$WORK/r1b.sig" ] && [ -s "$WORK/sign.core" ] && [ -z "$(entered)" ] \
+  && ok "key sign: the CLI never enters libcrypto's signing functions (gdb)" || bad "key sign never signs in the CLI" "$(entered) $(tail -3 "$WORK/gdb.out")"
+under_gdb "$WORK/cli.core" "PKCS12_add_key EVP_PKEY_sign_init EVP_PKEY_decrypt_init" \
+  "$KS" export "$LABEL" --out "$WORK/id.p12" --pin-source env:PIN
+[ -s "$WORK/id.p12" ] && [ -s "$WORK/cli.core" ] && ok "export under gdb wrote the PKCS #12, with a core of the CLI" \
   || bad "export under gdb" "$(tail -5 "$WORK/gdb.out")"
+[ -z "$(entered)" ] && ok "export: the CLI never enters PKCS12_add_key (the PKCS #12 is built in the agent)" \
+  || bad "export builds no PKCS #12 in the CLI" "$(entered)"
 search() { python3 - "$1" "$NEEDLE" <<'PY'
 import sys
 core = open(sys.argv[1], 'rb').read()
@@ -70,7 +89,7 @@ sys.exit(0 if any(w in core for w in (p[16:40], p[::-1][16:40])) else 1)
 PY
 }
 search "$WORK/cli.core"; rc=$?
-[ "$rc" = 1 ] && ok "the core of keyshare export holds none of the key's prime (built in the agent)" \
+[ "$rc" = 1 ] && ok "the core of keyshare export (at its first private-key call, else at exit) holds none of the key's prime" \
   || bad "export core holds no key bytes" "search status $rc (0: found)"
 PW=$(ks password --stdout --pin-source env:PIN); export PW
 openssl pkcs12 -in "$WORK/id.p12" -nocerts -nodes -passin env:PW 2>/dev/null |
