@@ -84,8 +84,11 @@ public enum ControlProtocol {
     /// The CLI's side: connects to the agent (starting it as the module does:
     /// `program agent --daemonize` under DIR/start.lock), sends one request,
     /// returns the reply's fields or throws its error line.
-    public static func call(_ op: Op, _ request: Message, program: String) throws -> Message {
-        let fd = try connect(program: program)
+    /// `hiddenFromAgent`: environment variables an agent this call starts must
+    /// not inherit (the CLI's `env:VAR` secret sources: the agent outlives the
+    /// command, and its environment is readable by root).
+    public static func call(_ op: Op, _ request: Message, program: String, hiddenFromAgent: Set<String> = []) throws -> Message {
+        let fd = try connect(program: program, hiddenFromAgent: hiddenFromAgent)
         defer { close(fd) }
         var b = ksa_buf()
         ksa_buf_init(&b)
@@ -102,7 +105,7 @@ public enum ControlProtocol {
         return reply
     }
 
-    static func connect(program: String) throws -> Int32 {
+    static func connect(program: String, hiddenFromAgent: Set<String>) throws -> Int32 {
         var dirBuf = [CChar](repeating: 0, count: 512)
         var pathBuf = [CChar](repeating: 0, count: 128)
         guard ksa_agent_dir(&dirBuf, dirBuf.count) == 0, ksa_socket_path(&pathBuf, pathBuf.count) == 0 else {
@@ -110,6 +113,9 @@ public enum ControlProtocol {
         }
         let dir = Agent.string(dirBuf), path = Agent.string(pathBuf)
         if let fd = tryConnect(path) { return fd }
+        if let v = getenv("KEYSHARE_AGENT_NO_START"), String(cString: v) == "1" {
+            throw Failure("the keyshare agent is not running and KEYSHARE_AGENT_NO_START=1 forbids starting it")
+        }
         guard ksa_prepare_dir(dir, 1) == 0 else {
             throw Failure("refusing \(dir): it must be a directory owned by uid \(getuid()) with mode 0700")
         }
@@ -122,7 +128,17 @@ public enum ControlProtocol {
         var pid: pid_t = 0
         var argv: [UnsafeMutablePointer<CChar>?] = [strdup(program), strdup("agent"), strdup("--daemonize"), nil]
         defer { for p in argv { free(p) } }
-        guard posix_spawn(&pid, program, nil, nil, &argv, environ) == 0 else {
+        var env: [UnsafeMutablePointer<CChar>?] = []
+        var p = environ
+        while let entry = p.pointee {
+            let s = String(cString: entry)
+            let name = s.split(separator: "=", maxSplits: 1).first.map(String.init) ?? s
+            if !hiddenFromAgent.contains(name) { env.append(strdup(entry)) }
+            p += 1
+        }
+        env.append(nil)
+        defer { for e in env { free(e) } }
+        guard posix_spawn(&pid, program, nil, nil, &argv, &env) == 0 else {
             throw Failure("cannot start the keyshare agent (\(program))")
         }
         var status: Int32 = 0

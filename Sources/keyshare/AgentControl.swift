@@ -19,11 +19,22 @@ enum AgentControl {
     /// The store this run names (KEYSHARE_HOME, XDG_DATA_HOME, HOME), sent so the agent opens the same one.
     static var home: String { KeychainStore.defaultHome() }
 
+    /// The variables this command reads secrets from (`env:VAR` arguments):
+    /// an agent it starts does not inherit them.
+    static var secretVariables: Set<String> {
+        Set(CommandLine.arguments.compactMap { arg -> String? in
+            guard let r = arg.range(of: "env:") else { return nil }
+            let before = arg[..<r.lowerBound]
+            guard before.isEmpty || before.hasSuffix("=") else { return nil }
+            return String(arg[r.upperBound...])
+        })
+    }
+
     static func call(_ op: ControlProtocol.Op, _ fields: ControlProtocol.Message) throws -> ControlProtocol.Message {
         var m = fields
         if m["home"] == nil { m.set("home", home) }
         do {
-            return try ControlProtocol.call(op, m, program: program)
+            return try ControlProtocol.call(op, m, program: program, hiddenFromAgent: secretVariables)
         } catch let e as ControlProtocol.Failure {
             throw CLIError(e.description)
         }

@@ -26,7 +26,10 @@ check "EC key" ks key generate --type ec --label e1 --tag e1 --pin-source env:PI
 check "RSA key" ks key generate --type rsa --label r1 --tag r1 --pin-source env:PIN
 ks key public --tag e1 >"$WORK/e1.pub"; ks key public --tag r1 >"$WORK/r1.pub"
 printf 'signed by the agent\n' >"$WORK/doc"
-check "start the agent (unlock --status)" ks unlock --status
+check "the CLI starts the agent (unlock --for 1s)" ks unlock --for 1s --pin-source env:PIN
+APID=$(cat "$XDG_RUNTIME_DIR/keyshare/agent.pid" 2>/dev/null)
+[ -n "$APID" ] && tr '\0' '\n' <"/proc/$APID/environ" | grep -q '^KEYSHARE_HOME=' && ! tr '\0' '\n' <"/proc/$APID/environ" | grep -q '^PIN=' \
+  && ok "the agent started by the CLI does not inherit the PIN's variable (env:PIN)" || bad "agent environment without the PIN variable"
 
 # --- sign and decrypt open no store ------------------------------------------------------
 traced() {  # NAME CMD...: runs CMD under strace -f; passes when no keychain.db is opened
