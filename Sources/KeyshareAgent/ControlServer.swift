@@ -111,6 +111,8 @@ struct ControlServer {
                 AgentLog.line("pid \(pid): decrypted with tag \(tag) of token \(token.label) for the CLI")
             }
             return m
+        case .csr:
+            return try csr(r, home: home, pin: pin)
         case .export:
             let store = try KeychainStore(home: home)
             let tokens = TokenManager(store: store)
@@ -142,6 +144,66 @@ struct ControlServer {
             m.set("certificate", identity.certificateReference.base64url)
             m["id"] = identity.id
             return m
+        }
+    }
+
+    /// `keyshare csr`: the PKCS #10 request is signed here; the reply carries
+    /// the request (DER) and the signing key's public attributes for the CLI's report.
+    private func csr(_ r: ControlProtocol.Message, home: String, pin: [UInt8]) throws -> ControlProtocol.Message {
+        let groups = r.string("groups").map { $0.split(separator: ",").map(String.init) }
+        let session = try KeychainSession(home: home, accessGroups: groups)
+        guard let id = TokenID(r.string("token") ?? ""), let token = try session.store.token(id) else { throw KeychainError.tokenNotFound }
+        _ = try Self.naming(token) { try session.unlock(token: token.tokenID.description, pin: pin) }
+        let signer = try Self.csrKey(session, token: token, tag: r.string("tag"), key: r.string("key"), id: r["id"],
+                                     idText: r.string("idText"))
+        let a = signer.attributes
+        guard a.usage.contains(.sign) else {
+            throw ControlProtocol.Failure("the key \(a.label ?? "") may not sign (CKA_SIGN is false)")
+        }
+        let names = try CertificateRequest.parseSubject(r.string("subject") ?? "")
+        let sans = try (r.string("sans") ?? "").split(separator: "\n").map { try CertificateRequest.AltName(argument: String($0)) }
+        // KeyRef signs in the PKCS #11 form (ECDSA as r||s), which CertificateRequest converts.
+        let request = try CertificateRequest.build(subject: names, altNames: sans, publicKey: signer.publicKey) { tbs, algorithm in
+            try signer.createSignature(tbs, algorithm: algorithm)
+        }
+        AgentLog.line("pid \(pid): signed a certificate request with key \(a.persistentReference.base64url) of token \(token.label) for the CLI")
+        var m = ControlProtocol.Message()
+        m["result"] = request
+        m.set("label", a.label)
+        m["tag"] = a.applicationTag
+        m.set("keyType", a.keyType.map { "\($0)" } ?? "")
+        m.set("bits", String(a.keySizeInBits ?? 0))
+        m.set("accessGroup", a.accessGroup)
+        m.set("reference", a.persistentReference.base64url)
+        m["id"] = a.pkcs11[CKA.id]
+        let names2: [(UsageFlags, String)] = [(.sign, "sign"), (.verify, "verify"), (.encrypt, "encrypt"), (.decrypt, "decrypt"),
+                                               (.derive, "derive"), (.wrap, "wrap"), (.unwrap, "unwrap")]
+        m.set("usage", names2.filter { a.usage.contains($0.0) }.map(\.1).joined(separator: ","))
+        return m
+    }
+
+    /// The CSR's key: by tag, by persistent reference or label, or by CKA_ID (as the CLI named it).
+    static func csrKey(_ session: KeychainSession, token: TokenRecord, tag: String?, key: String?, id: [UInt8]?,
+                       idText: String?) throws -> KeyRef {
+        let t = token.tokenID
+        do {
+            if let tag {
+                return try session.key(tag: Array(tag.utf8), itemClass: .privateKey, token: t)
+            }
+            if let key, let ref = PersistentReference(base64url: key), let k = try? session.keyRef(ref), k.isPrivate {
+                return k
+            }
+            let all = try session.copyMatching(Query(itemClass: .privateKey, tokenID: t, returning: [.reference, .attributes]))
+            let hit = all.first { r in
+                guard let a = r.attributes else { return false }
+                if let id { return a.pkcs11[CKA.id] == id }
+                return a.label == key
+            }
+            guard case .key(let k)? = hit?.reference else { throw KeyShareError.itemNotFound }
+            return k
+        } catch KeyShareError.itemNotFound {
+            let name = tag.map { "tag \($0)" } ?? key.map { "reference or label \($0)" } ?? "CKA_ID \(idText ?? "")"
+            throw ControlProtocol.Failure("no private key with \(name) in token \(token.label)")
         }
     }
 

@@ -2,7 +2,7 @@
 # The CLI's private-key operations run in the agent (issue 16 item 6,
 # docs/agent.md "The CLI through the agent"): `keyshare key sign` and
 # `key decrypt` open no keychain.db (strace: the CLI never reads the store,
-# so it cannot decrypt a key); under gdb neither `key sign` nor `export`
+# so it cannot decrypt a key); under gdb neither `key sign`, `csr` nor `export`
 # ever enters libcrypto's signing or PKCS12_add_key in the CLI, and a core of
 # `keyshare export` taken at its first such call (the old CLI: inside
 # PKCS12_add_key), else at exit, holds none of the RSA key's prime, while the
@@ -78,6 +78,14 @@ under_gdb "$WORK/sign.core" "EVP_DigestSignInit EVP_DigestSign EVP_PKEY_sign_ini
   "$KS" key sign --tag r1 "$WORK/doc" "$WORK/r1b.sig" --pin-source env:PIN
 [ -s "$WORK/r1b.sig" ] && [ -s "$WORK/sign.core" ] && [ -z "$(entered)" ] \
   && ok "key sign: the CLI never enters libcrypto's signing functions (gdb)" || bad "key sign never signs in the CLI" "$(entered) $(tail -3 "$WORK/gdb.out")"
+under_gdb "$WORK/csr.core" "EVP_DigestSignInit EVP_DigestSign EVP_PKEY_sign_init EVP_PKEY_sign" \
+  "$KS" csr --tag e1 --subject "/CN=Agent Signed/O=Example" --san dns:agent.example --out "$WORK/req.pem" --pin-source env:PIN
+[ -s "$WORK/req.pem" ] && [ -z "$(entered)" ] && ok "csr: the CLI never enters libcrypto's signing functions (gdb)" \
+  || bad "csr signs in the agent" "$(entered) $(tail -3 "$WORK/gdb.out")"
+check_out "the agent-signed request verifies (openssl req -verify)" "verify OK|Certificate request self-signature verify OK" \
+  openssl req -in "$WORK/req.pem" -noout -verify
+check_out "csr --json reports the signing key" '"tag" : "e1"|"tag":"e1"' ks csr --tag e1 --subject /CN=J --out "$WORK/req2.pem" --json --pin-source env:PIN
+check_fail "csr with an unknown tag: one line" "no private key with tag nope in token cli" ks csr --tag nope --subject /CN=J --out "$WORK/req3.pem" --pin-source env:PIN
 under_gdb "$WORK/cli.core" "PKCS12_add_key EVP_PKEY_sign_init EVP_PKEY_decrypt_init" \
   "$KS" export "$LABEL" --out "$WORK/id.p12" --pin-source env:PIN
 [ -s "$WORK/id.p12" ] && [ -s "$WORK/cli.core" ] && ok "export under gdb wrote the PKCS #12, with a core of the CLI" \
