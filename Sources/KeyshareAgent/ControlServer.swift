@@ -113,6 +113,8 @@ struct ControlServer {
             return m
         case .csr:
             return try csr(r, home: home, pin: pin)
+        case .generate:
+            return try generate(r, home: home, pin: pin)
         case .export:
             let store = try KeychainStore(home: home)
             let tokens = TokenManager(store: store)
@@ -169,6 +171,51 @@ struct ControlServer {
         AgentLog.line("pid \(pid): signed a certificate request with key \(a.persistentReference.base64url) of token \(token.label) for the CLI")
         var m = ControlProtocol.Message()
         m["result"] = request
+        Self.describe(a, into: &m)
+        return m
+    }
+
+    /// `keyshare key generate`: the pair is generated here, so the private key
+    /// never exists in the CLI; the reply describes both keys (public attributes).
+    private func generate(_ r: ControlProtocol.Message, home: String, pin: [UInt8]) throws -> ControlProtocol.Message {
+        let groups = r.string("groups").map { $0.split(separator: ",").map(String.init) }
+        let session = try KeychainSession(home: home, accessGroups: groups)
+        guard let id = TokenID(r.string("token") ?? ""), let token = try session.store.token(id) else { throw KeychainError.tokenNotFound }
+        let words = (r.string("spec") ?? "").split(separator: ":").map(String.init)
+        let spec: KeySpec
+        if words.count == 2, words[0] == "rsa", let bits = Int(words[1]), [2048, 3072, 4096].contains(bits) {
+            spec = .rsa(bits: bits)
+        } else if words.count == 2, words[0] == "ec", let c = ECCurve(rawValue: words[1]), [.p256, .p384, .p521].contains(c) {
+            spec = .ec(c)
+        } else if words == ["ed25519"] {
+            spec = .ed25519
+        } else {
+            throw ControlProtocol.Failure("unknown key type \(r.string("spec") ?? "")")
+        }
+        _ = try Self.naming(token) { try session.unlock(token: token.tokenID.description, pin: pin) }
+        let tag = r.string("tag") ?? ""
+        let pair: (privateKey: KeyRef, publicKey: KeyRef)
+        do {
+            pair = try session.generateKeyPair(KeyPairParameters(
+                spec, label: r.string("label") ?? "", applicationTag: Array(tag.utf8), token: token.tokenID.description,
+                usage: r.string("usage").flatMap(UInt8.init).map(UsageFlags.init(rawValue:)),
+                extractable: r.string("extractable") == "1"))
+        } catch KeyShareError.duplicateItem {
+            throw ControlProtocol.Failure("a key with tag \(tag) already exists (duplicate item)")
+        }
+        AgentLog.line("pid \(pid): generated a key pair with tag \(tag) in token \(token.label) for the CLI")
+        var priv = ControlProtocol.Message(), pub = ControlProtocol.Message()
+        Self.describe(pair.privateKey.attributes, into: &priv)
+        Self.describe(pair.publicKey.attributes, into: &pub)
+        var m = ControlProtocol.Message()
+        for (k, v) in priv.fields { m["private." + k] = v }
+        for (k, v) in pub.fields { m["public." + k] = v }
+        return m
+    }
+
+    /// A key's public attributes, as the CLI reports them (its KeyRow).
+    static func describe(_ a: ItemAttributes, into m: inout ControlProtocol.Message) {
+        m.set("class", a.itemClass == .privateKey ? "private-key" : "public-key")
         m.set("label", a.label)
         m["tag"] = a.applicationTag
         m.set("keyType", a.keyType.map { "\($0)" } ?? "")
@@ -176,10 +223,9 @@ struct ControlServer {
         m.set("accessGroup", a.accessGroup)
         m.set("reference", a.persistentReference.base64url)
         m["id"] = a.pkcs11[CKA.id]
-        let names2: [(UsageFlags, String)] = [(.sign, "sign"), (.verify, "verify"), (.encrypt, "encrypt"), (.decrypt, "decrypt"),
-                                               (.derive, "derive"), (.wrap, "wrap"), (.unwrap, "unwrap")]
-        m.set("usage", names2.filter { a.usage.contains($0.0) }.map(\.1).joined(separator: ","))
-        return m
+        let names: [(UsageFlags, String)] = [(.sign, "sign"), (.verify, "verify"), (.encrypt, "encrypt"), (.decrypt, "decrypt"),
+                                              (.derive, "derive"), (.wrap, "wrap"), (.unwrap, "unwrap")]
+        m.set("usage", names.filter { a.usage.contains($0.0) }.map(\.1).joined(separator: ","))
     }
 
     /// The CSR's key: by tag, by persistent reference or label, or by CKA_ID (as the CLI named it).

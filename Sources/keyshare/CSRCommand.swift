@@ -76,7 +76,7 @@ struct CSRCommand: ParsableCommand {
         } else if !json {
             FileHandle.standardOutput.write(Data(bytes))
         }
-        let row = KeyRow(privateKey: reply, token: token)
+        let row = KeyRow(agent: reply, token: token)
         let uri = row.uri
         if json {
             struct Row: Encodable {
@@ -94,19 +94,22 @@ struct CSRCommand: ParsableCommand {
 }
 
 extension KeyRow {
-    /// The signing key as the agent describes it (its public attributes; the CLI cannot read a private item).
-    init(privateKey m: ControlProtocol.Message, token: TokenRecord) {
-        itemClass = "private-key"
-        label = m.string("label") ?? ""
-        tag = m["tag"].map { String(decoding: $0, as: UTF8.self) } ?? ""
-        keyType = m.string("keyType") ?? ""
-        accessGroup = m.string("accessGroup") ?? ""
-        reference = m.string("reference") ?? ""
+    /// A key as the agent describes it (ControlServer.describe: public
+    /// attributes; the CLI cannot read a private item), fields under `prefix`.
+    init(agent m: ControlProtocol.Message, prefix: String = "", token: TokenRecord) {
+        func text(_ k: String) -> String? { m.string(prefix + k) }
+        itemClass = text("class") ?? "private-key"
+        label = text("label") ?? ""
+        tag = m[prefix + "tag"].map { String(decoding: $0, as: UTF8.self) } ?? ""
+        keyType = text("keyType") ?? ""
+        accessGroup = text("accessGroup") ?? ""
+        reference = text("reference") ?? ""
         tokenID = token.tokenID.description
         tokenLabel = token.label
-        id = Hex.upper(m["id"] ?? [])
-        uri = PKCS11URI.object(token: token, label: m.string("label"), id: m["id"], type: "private")
-        bits = Int(m.string("bits") ?? "") ?? 0
-        usage = (m.string("usage") ?? "").split(separator: ",").map(String.init)
+        id = Hex.upper(m[prefix + "id"] ?? [])
+        uri = PKCS11URI.object(token: token, label: text("label"), id: m[prefix + "id"],
+                               type: itemClass == "private-key" ? "private" : "public")
+        bits = Int(text("bits") ?? "") ?? 0
+        usage = (text("usage") ?? "").split(separator: ",").map(String.init)
     }
 }

@@ -120,23 +120,30 @@ struct KeyCommand: ParsableCommand {
                 }
                 flags = f
             }
-            let session = try SessionFactory.open(common.groups)
-            try SessionFactory.unlock(session, common.selection, pin)
-            let pair: (privateKey: KeyRef, publicKey: KeyRef)
-            do {
-                pair = try session.generateKeyPair(KeyPairParameters(
-                    spec, label: label, applicationTag: Array(common.tag.utf8), token: common.selection.token, usage: flags,
-                    extractable: extractable))
-            } catch KeyShareError.duplicateItem {
-                throw CLIError("a key with tag \(common.tag) already exists (duplicate item)")
+            // Generated in the agent (docs/agent.md, "The CLI through the agent"): the private key never exists here.
+            let token = try Context.open(syncDrivers: false).token(common.selection)
+            var m = ControlProtocol.Message()
+            switch spec {
+            case .rsa(let bits): m.set("spec", "rsa:\(bits)")
+            case .ec(let c): m.set("spec", "ec:\(c.rawValue)")
+            default: m.set("spec", "ed25519")
             }
-            let a = pair.privateKey.attributes
+            m.set("token", token.tokenID.description)
+            m.set("groups", common.groups.groups?.joined(separator: ","))
+            m.set("tag", common.tag)
+            m.set("label", label)
+            m.set("usage", flags.map { String($0.rawValue) })
+            m.set("extractable", extractable ? "1" : "0")
+            m["pin"] = try pin.userPIN(token: token.label)
+            let reply = try AgentControl.call(.generate, m)
+            m["pin"] = nil
+            let priv = KeyRow(agent: reply, prefix: "private.", token: token)
+            let pub = KeyRow(agent: reply, prefix: "public.", token: token)
             if json {
-                let token = try Context.open(syncDrivers: false).store.token(a.tokenID)
-                try Console.json(["created": [KeyRow(a, token: token), KeyRow(pair.publicKey.attributes, token: token)]])
+                try Console.json(["created": [priv, pub]])
             } else {
-                Console.out("generated \(a.keyType.map { "\($0)" } ?? "") \(a.keySizeInBits ?? 0)-bit key pair \(label) (tag \(common.tag)): "
-                    + "private \(a.persistentReference.base64url), public \(pair.publicKey.persistentReference.base64url)")
+                Console.out("generated \(priv.keyType) \(priv.bits)-bit key pair \(label) (tag \(common.tag)): "
+                    + "private \(priv.reference), public \(pub.reference)")
             }
         }
     }

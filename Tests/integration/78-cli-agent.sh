@@ -2,9 +2,9 @@
 # The CLI's private-key operations run in the agent (issue 16 item 6,
 # docs/agent.md "The CLI through the agent"): `keyshare key sign` and
 # `key decrypt` open no keychain.db (strace: the CLI never reads the store,
-# so it cannot decrypt a key); under gdb neither `key sign`, `csr` nor `export`
-# ever enters libcrypto's signing or PKCS12_add_key in the CLI, and a core of
-# `keyshare export` taken at its first such call (the old CLI: inside
+# so it cannot decrypt a key); under gdb neither `key generate`, `key sign`,
+# `csr` nor `export` ever enters libcrypto's key generation, signing or
+# PKCS12_add_key in the CLI, and a core of `keyshare export` taken at its first such call (the old CLI: inside
 # PKCS12_add_key), else at exit, holds none of the RSA key's prime, while the
 # exported file does (the control: the search looks for the right bytes).
 set -u
@@ -23,13 +23,32 @@ ID="$FIXTURES/identities"
 check "token create" ks token create --label cli --pin-source env:PIN --so-pin-source env:SOPIN
 check "import an RSA identity" ks import "$ID/device-ds-ke.modern.p12" --pin-source env:PIN --password-source env:P12PASS
 check "EC key" ks key generate --type ec --label e1 --tag e1 --pin-source env:PIN
-check "RSA key" ks key generate --type rsa --label r1 --tag r1 --pin-source env:PIN
-ks key public --tag e1 >"$WORK/e1.pub"; ks key public --tag r1 >"$WORK/r1.pub"
+ks key public --tag e1 >"$WORK/e1.pub"
 printf 'signed by the agent\n' >"$WORK/doc"
 check "the CLI starts the agent (unlock --for 1s)" ks unlock --for 1s --pin-source env:PIN
 APID=$(cat "$XDG_RUNTIME_DIR/keyshare/agent.pid" 2>/dev/null)
 [ -n "$APID" ] && tr '\0' '\n' <"/proc/$APID/environ" | grep -q '^KEYSHARE_HOME=' && ! tr '\0' '\n' <"/proc/$APID/environ" | grep -q '^PIN=' \
   && ok "the agent started by the CLI does not inherit the PIN's variable (env:PIN)" || bad "agent environment without the PIN variable"
+
+# under_gdb CORE "FUNCS" CMD...: runs CMD under gdb, stopping at the first call of
+# one of FUNCS (libcrypto's private-key functions) or else at exit_group, takes
+# a core of the CLI there, then lets it finish. The old CLI stops inside
+# PKCS12_add_key with the key in its memory; this one never calls it.
+under_gdb() {
+  local core=$1 funcs=$2 f; shift 2
+  local args=(-q -batch -ex 'set pagination off' -ex 'set breakpoint pending on')
+  for f in $funcs; do args+=(-ex "break $f"); done
+  args+=(-ex 'catch syscall exit_group' -ex run -ex "gcore $core" -ex delete -ex continue)
+  gdb "${args[@]}" --args "$@" >"$WORK/gdb.out" 2>&1
+}
+entered() { grep -E "^(Thread .* hit )?Breakpoint [0-9]+, " "$WORK/gdb.out" | head -1; }
+under_gdb "$WORK/gen.core" "EVP_PKEY_keygen_init EVP_PKEY_generate EVP_PKEY_keygen" \
+  "$KS" key generate --type rsa --label r1 --tag r1 --pin-source env:PIN --json
+grep -q '"itemClass" *: *"private-key"' "$WORK/gdb.out" && [ -z "$(entered)" ] \
+  && ok "key generate: the RSA pair is generated in the agent (the CLI never enters EVP_PKEY_keygen/generate)" \
+  || bad "key generate in the agent" "$(entered) $(tail -5 "$WORK/gdb.out")"
+ks key public --tag r1 >"$WORK/r1.pub"
+check_fail "generate a duplicate tag: one line" "a key with tag r1 already exists" ks key generate --type ec --label x --tag r1 --pin-source env:PIN
 
 # --- sign and decrypt open no store ------------------------------------------------------
 traced() {  # NAME CMD...: runs CMD under strace -f; passes when no keychain.db is opened
@@ -62,18 +81,6 @@ NEEDLE=$(openssl pkcs12 -in "$ID/device-ds-ke.modern.p12" -nocerts -nodes -passi
   openssl rsa -noout -text 2>/dev/null | awk '/^prime1:/{f=1;next} /^prime2:/{f=0} f' | tr -d ' :\n' | sed 's/^00//')
 [ ${#NEEDLE} -ge 128 ] && ok "the key's prime read for the search" || bad "the key's prime read"
 LABEL=$(openssl dgst -sha256 -r "$ID/device-ds-ke.cert.der" | awk '{print toupper($1)}')
-# under_gdb CORE "FUNCS" CMD...: runs CMD under gdb, stopping at the first call of
-# one of FUNCS (libcrypto's private-key functions) or else at exit_group, takes
-# a core of the CLI there, then lets it finish. The old CLI stops inside
-# PKCS12_add_key with the key in its memory; this one never calls it.
-under_gdb() {
-  local core=$1 funcs=$2 f; shift 2
-  local args=(-q -batch -ex 'set pagination off' -ex 'set breakpoint pending on')
-  for f in $funcs; do args+=(-ex "break $f"); done
-  args+=(-ex 'catch syscall exit_group' -ex run -ex "gcore $core" -ex delete -ex continue)
-  gdb "${args[@]}" --args "$@" >"$WORK/gdb.out" 2>&1
-}
-entered() { grep -E "^(Thread .* hit )?Breakpoint [0-9]+, " "$WORK/gdb.out" | head -1; }
 under_gdb "$WORK/sign.core" "EVP_DigestSignInit EVP_DigestSign EVP_PKEY_sign_init EVP_PKEY_sign" \
   "$KS" key sign --tag r1 "$WORK/doc" "$WORK/r1b.sig" --pin-source env:PIN
 [ -s "$WORK/r1b.sig" ] && [ -s "$WORK/sign.core" ] && [ -z "$(entered)" ] \
