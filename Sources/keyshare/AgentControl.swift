@@ -16,8 +16,13 @@ enum AgentControl {
         return (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
     }
 
-    /// The store this run names (KEYSHARE_HOME, XDG_DATA_HOME, HOME), sent so the agent opens the same one.
-    static var home: String { KeychainStore.defaultHome() }
+    /// The store this run names (KEYSHARE_HOME, XDG_DATA_HOME, HOME), sent so
+    /// the agent opens the same one: absolute, since the agent's working
+    /// directory is not this command's.
+    static var home: String {
+        let h = KeychainStore.defaultHome()
+        return h.hasPrefix("/") ? h : FileManager.default.currentDirectoryPath + "/" + h
+    }
 
     /// The variables this command reads secrets from (`env:VAR` arguments):
     /// an agent it starts does not inherit them.

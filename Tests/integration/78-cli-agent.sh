@@ -71,6 +71,10 @@ openssl pkeyutl -encrypt -pubin -inkey "$WORK/r1.pub" -pkeyopt rsa_padding_mode:
   -pkeyopt rsa_mgf1_md:sha256 -in "$WORK/doc" -out "$WORK/ct"
 traced "key decrypt opens no keychain.db in the CLI" "$KS" key decrypt --tag r1 "$WORK/ct" "$WORK/pt" --pin-source env:PIN
 cmp -s "$WORK/doc" "$WORK/pt" && ok "the agent decrypts (OAEP)" || bad "the agent decrypts"
+KSABS=$(realpath "$KS")
+(cd "$(dirname "$KEYSHARE_HOME")" && KEYSHARE_HOME=./$(basename "$KEYSHARE_HOME") "$KSABS" key sign --tag e1 "$WORK/doc" "$WORK/rel.sig" --pin-source env:PIN) \
+  && openssl dgst -sha256 -verify "$WORK/e1.pub" -signature "$WORK/rel.sig" "$WORK/doc" >/dev/null 2>&1 \
+  && ok "a relative KEYSHARE_HOME names the same store in the agent" || bad "relative KEYSHARE_HOME"
 export WRONG=nope-wrong
 check_fail "sign with a wrong PIN: one line, counted" "incorrect user PIN for token cli \([0-9]+ attempts? left" ks key sign --tag e1 "$WORK/doc" "$WORK/x.sig" --pin-source env:WRONG
 [ ! -e "$WORK/x.sig" ] && ok "a refused sign writes nothing" || bad "a refused sign writes nothing"
