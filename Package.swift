@@ -86,7 +86,7 @@ let package = Package(
         .target(
             name: "KeyshareAgent",
             dependencies: ["PKCS11Module", "PKCS11", "Keychain", "KeyshareCrypto", "AgentProtocol", "CPKCS11ABI",
-                           "CPKCS11", "CLinux", "KeySharing"],
+                           "CPKCS11", "CLinux", "KeySharing", "KeyShare", "Tokens"],
             swiftSettings: strict),
 
         .executableTarget(

@@ -36,6 +36,16 @@ public final class Agent: @unchecked Sendable {
     private(set) var socketPath = ""
     private var listenFD: Int32 = -1
     private var activated = false
+    /// `keyshare unlock`: resolved store home -> token -> its unlocked key
+    /// (docs/agent.md, "Unlock across processes"). Guarded by `lock`.
+    private var unlocked: [String: [TokenID: Unlocked]] = [:]
+    private var unlockGeneration: UInt64 = 0
+
+    struct Unlocked {
+        let key: TokenKey
+        let generation: UInt64
+        let expires: Double
+    }
 
     public init(options: Options) { self.options = options }
 
@@ -171,8 +181,12 @@ public final class Agent: @unchecked Sendable {
                 if fd >= 0 { startConnection(fd) }
                 continue
             }
+            expireUnlocks()
             if options.idleTimeout > 0 {
-                let idle = lock.withLock { connections == 0 && Agent.monotonic() - lastActivity >= options.idleTimeout }
+                // An unlocked token keeps the agent (and so the unlock) alive until it expires.
+                let idle = lock.withLock {
+                    connections == 0 && unlocked.isEmpty && Agent.monotonic() - lastActivity >= options.idleTimeout
+                }
                 if idle { return }
             }
         }
@@ -206,6 +220,88 @@ public final class Agent: @unchecked Sendable {
             connections -= 1
             lastActivity = Agent.monotonic()
         }
+    }
+
+    // MARK: unlock across processes
+
+    /// A store home as the unlock table keys it: symlinks resolved, so two
+    /// spellings of one store share its unlock; nil is the agent's default rule.
+    static func resolvedHome(_ home: String?) -> String {
+        let h = (home?.isEmpty == false ? home : nil) ?? KeychainStore.defaultHome()
+        guard let real = realpath(h, nil) else { return h }
+        defer { free(real) }
+        return String(cString: real)
+    }
+
+    func unlock(home: String, token: TokenID, key: TokenKey, seconds: Double) {
+        lock.withLock {
+            unlockGeneration += 1
+            unlocked[home, default: [:]][token] = Unlocked(key: key, generation: unlockGeneration,
+                                                          expires: Agent.monotonic() + seconds)
+        }
+        pushUnlocks()
+    }
+
+    /// Ends unlocks (one token or every token of a store); returns how many.
+    /// Every client drops its shared login now, and with the table's and
+    /// the clients' references gone each TokenKey is zeroed (its deinit).
+    @discardableResult
+    func endUnlock(home: String, token: TokenID?, why: String) -> Int {
+        let ended = lock.withLock { () -> [TokenID] in
+            guard var table = unlocked[home] else { return [] }
+            let gone = table.keys.filter { token == nil || $0 == token }
+            for t in gone { table[t] = nil }
+            unlocked[home] = table.isEmpty ? nil : table
+            return gone
+        }
+        for t in ended { AgentLog.line("token \(t) of \(home): \(why)") }
+        if !ended.isEmpty { pushUnlocks() }
+        return ended.count
+    }
+
+    private func expireUnlocks() {
+        let now = Agent.monotonic()
+        let expired = lock.withLock { () -> [(String, TokenID)] in
+            unlocked.flatMap { home, table in table.filter { $0.value.expires <= now }.map { (home, $0.key) } }
+        }
+        for (home, token) in expired { endUnlock(home: home, token: token, why: "unlock expired") }
+    }
+
+    /// Token -> seconds left, one "ID<TAB>seconds" line per unlocked token of a store.
+    func unlockedSummary(home: String) -> String {
+        let now = Agent.monotonic()
+        return lock.withLock {
+            (unlocked[home] ?? [:]).map { "\($0.key)\t\(Int(($0.value.expires - now).rounded(.up)))" }.sorted().joined(separator: "\n")
+        }
+    }
+
+    /// The unlocks a client gets: its store's, for the tokens its policy lets it see.
+    func sharedUnlocks(for client: AgentClient) -> [TokenID: SharedUnlock] {
+        lock.withLock {
+            guard let table = unlocked[client.home] else { return [:] }
+            var out: [TokenID: SharedUnlock] = [:]
+            for (t, u) in table where client.policy.allows(exe: client.exe, token: t) {
+                out[t] = SharedUnlock(key: u.key, generation: u.generation)
+            }
+            return out
+        }
+    }
+
+    /// Applies the unlock table to every client now (a lock or an expiry
+    /// must not wait for a client's next call to drop the key).
+    private func pushUnlocks() {
+        let all = lock.withLock { Array(clients.values) }
+        for c in all { c.module.applySharedUnlocks(sharedUnlocks(for: c)) }
+    }
+
+    // MARK: policy
+
+    /// The policy of a client's store, read at its hello (changes apply to
+    /// clients that connect later). Throws when the store cannot be opened
+    /// safely or the policy cannot be read: the client is then refused.
+    func policy(home: String?) throws -> AgentPolicy {
+        let store = try KeychainStore(home: home)
+        return try AgentPolicy.load(from: store)
     }
 
     // MARK: clients
@@ -254,16 +350,21 @@ final class AgentClient: @unchecked Sendable {
     let pid: pid_t
     let exe: String
     let module: Module
+    /// The resolved store home (the unlock table's key) and its policy at the hello.
+    let home: String
+    let policy: AgentPolicy
     /// The client's debug-log descriptor (-1: no log), closed when the client goes.
     let logFD: Int32
     /// Guarded by Agent.lock.
     var connections = 1
 
-    init(token: [UInt8], pid: pid_t, exe: String, module: Module, logFD: Int32 = -1) {
+    init(token: [UInt8], pid: pid_t, exe: String, module: Module, home: String, policy: AgentPolicy, logFD: Int32 = -1) {
         self.token = token
         self.pid = pid
         self.exe = exe
         self.module = module
+        self.home = home
+        self.policy = policy
         self.logFD = logFD
     }
 

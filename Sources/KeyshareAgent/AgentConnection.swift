@@ -36,6 +36,11 @@ struct AgentConnection {
         ksa_buf_init(&buf)
         defer { ksa_buf_free(&buf) }
         guard ksa_read_frame(fd, &buf) == 0 else { return }
+        // The CLI's control requests (ControlServer.swift) have a magic of their own.
+        if ControlProtocol.isControl(buf) {
+            ControlServer(agent: agent, fd: fd, pid: pid).serve(&buf)
+            return
+        }
         guard let client = hello(&buf, pid: pid) else { return }
         defer { agent.detach(client) }
         serveCalls(client, &buf)
@@ -97,7 +102,27 @@ struct AgentConnection {
             return nil
         }
         let home = Self.storeHome(keyshareHome: fields[0], xdgDataHome: fields[1], home: fields[2])
-        let groups = Self.accessGroups(fields[3])
+        // The policy of the client's store (docs/agent.md, "Policy"); a store or
+        // policy that cannot be read safely refuses the client (fail closed).
+        let policy: AgentPolicy
+        do { policy = try agent.policy(home: home) } catch {
+            if logFD >= 0 { close(logFD) }
+            AgentLog.line("refused pid \(pid) exe \(exe): the policy of store \(home ?? "default") cannot be read: \(error)")
+            reply(status: 3, token: token)
+            return nil
+        }
+        if let why = policy.refusal(exe: exe) {
+            if logFD >= 0 { close(logFD) }
+            AgentLog.line("refused pid \(pid) exe \(exe): \(why)")
+            reply(status: 3, token: token)
+            return nil
+        }
+        guard let groups = Self.accessGroups(fields[3], allowed: policy.groups(exe: exe)) else {
+            if logFD >= 0 { close(logFD) }
+            AgentLog.line("refused pid \(pid) exe \(exe): KEYSHARE_ACCESS_GROUPS names none of the groups the policy allows it")
+            reply(status: 3, token: token)
+            return nil
+        }
         var newToken = [UInt8](repeating: 0, count: Int(KSA_TOKEN_LEN))
         do { newToken = try SecureRandom.bytes(Int(KSA_TOKEN_LEN)) } catch {
             if logFD >= 0 { close(logFD) }
@@ -107,10 +132,14 @@ struct AgentConnection {
         // Handles start at a random base per client, so a handle from a
         // previous agent (or client) names nothing here.
         let base = CK_ULONG(UInt32.random(in: 1..<2048)) << 20 | 1
-        let client = AgentClient(token: newToken, pid: pid, exe: exe,
-                                 module: Module(home: home, accessGroups: groups, handleBase: base), logFD: logFD)
+        let hiddenFor = exe
+        let module = Module(home: home, accessGroups: groups, handleBase: base,
+                            hidden: { [policy] token in !policy.allows(exe: hiddenFor, token: token) })
+        let client = AgentClient(token: newToken, pid: pid, exe: exe, module: module,
+                                 home: Agent.resolvedHome(home), policy: policy, logFD: logFD)
         agent.register(client)
-        AgentLog.line("client pid \(pid) exe \(exe): allowed (store \(home ?? "default"), groups \(Self.describe(groups)))")
+        let hiddenNote = Self.hiddenNote(policy, exe: exe)
+        AgentLog.line("client pid \(pid) exe \(exe): allowed (store \(home ?? "default"), groups \(Self.describe(groups))\(hiddenNote))")
         reply(status: 0, token: newToken)
         return client
     }
@@ -133,6 +162,8 @@ struct AgentConnection {
         let table = ks_function_list_3_0()
         while ksa_read_frame(fd, &buf) == 0 {
             ksa_buf_reset(&out)
+            // `keyshare unlock` (docs/agent.md): the client's shared logins follow the agent's table.
+            client.module.applySharedUnlocks(agent.sharedUnlocks(for: client))
             let status = Module.withCurrent(client.module) {
                 Log.withDestination(fd: client.logFD, pid: client.pid) { ksa_serve(table, buf.data, buf.len, &out) }
             }
@@ -152,12 +183,33 @@ struct AgentConnection {
     }
 
     /// KEYSHARE_ACCESS_GROUPS narrows what the client sees; it cannot widen
-    /// what the policy gives (today: every group, docs/agent.md).
-    static func accessGroups(_ raw: String?) -> AccessGroupChoice {
-        guard let raw else { return .all }
-        let groups = raw.split(separator: ",").map { String($0).trimmingCharacters() }.filter { !$0.isEmpty }
-        guard let first = groups.first else { return .all }
-        return .groups(Set(groups), newItems: first)
+    /// what the policy gives (`allowed`, nil: every group). Groups the client
+    /// names outside the policy's are dropped; nil when none is left (the
+    /// client asked for groups it may not have: refused, not widened).
+    static func accessGroups(_ raw: String?, allowed: Set<String>? = nil) -> AccessGroupChoice? {
+        let asked = (raw ?? "").split(separator: ",").map { String($0).trimmingCharacters() }.filter { !$0.isEmpty }
+        guard let allowed else {
+            guard let first = asked.first else { return .all }
+            return .groups(Set(asked), newItems: first)
+        }
+        if asked.isEmpty {
+            guard let first = allowed.sorted().first else { return nil }
+            return .groups(allowed, newItems: first)
+        }
+        let kept = asked.filter { allowed.contains($0) }
+        guard let first = kept.first else { return nil }
+        return .groups(Set(kept), newItems: first)
+    }
+
+    /// The log's note on what the policy hides from this client.
+    static func hiddenNote(_ policy: AgentPolicy, exe: String) -> String {
+        if policy.rules.isEmpty { return ", no policy: allow all" }
+        var ids = Set<String>()
+        for r in policy.rules {
+            guard let t = r.tokenID, !policy.allows(exe: exe, token: t) else { continue }
+            ids.insert(t.description)
+        }
+        return ids.isEmpty ? "" : ", hidden tokens " + ids.sorted().joined(separator: ",")
     }
 
     static func describe(_ g: AccessGroupChoice) -> String {

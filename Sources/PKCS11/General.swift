@@ -53,18 +53,24 @@ public final class Module: @unchecked Sendable {
     /// each client at a random base, so handles of a previous agent are
     /// invalid in a new one instead of naming other objects).
     private let handleBase: CK_ULONG
+    /// Tokens the agent's policy hides from this client (docs/agent.md, "Policy").
+    private let hidden: @Sendable (TokenID) -> Bool
 
     init() {
         home = nil
         accessGroups = .process
         handleBase = 1
+        hidden = { _ in false }
     }
 
-    /// A module for one agent client (docs/agent.md).
-    public init(home: String?, accessGroups: AccessGroupChoice, handleBase: CK_ULONG) {
+    /// A module for one agent client (docs/agent.md); `hidden` names the
+    /// tokens its policy denies it (no slot, CKR_SLOT_ID_INVALID).
+    public init(home: String?, accessGroups: AccessGroupChoice, handleBase: CK_ULONG,
+                hidden: @escaping @Sendable (TokenID) -> Bool = { _ in false }) {
         self.home = home
         self.accessGroups = accessGroups
         self.handleBase = max(1, handleBase)
+        self.hidden = hidden
     }
 
     /// The module the calling thread serves: the agent sets one per client
@@ -108,7 +114,7 @@ public final class Module: @unchecked Sendable {
         // C_Initialize loses below and its runtime is simply dropped.
         let runtime: Runtime
         do {
-            runtime = try Runtime(home: explicitHome ?? home, accessGroups: accessGroups, handleBase: handleBase)
+            runtime = try Runtime(home: explicitHome ?? home, accessGroups: accessGroups, handleBase: handleBase, hidden: hidden)
         } catch {
             Log.message("C_Initialize: cannot open the keychain store: \(error)")
             throw PKCS11Error(CKR_DEVICE_ERROR)

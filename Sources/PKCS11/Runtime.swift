@@ -25,9 +25,17 @@ public final class Runtime: @unchecked Sendable {
     var slotEventBaseline: Set<CK_SLOT_ID> = []
     /// C_GetOperationState's saved states (OperationState.swift); its own lock.
     let savedStates = SavedStateTable()
+    /// Tokens this application may not see (the agent's policy, SharedLogin.swift):
+    /// no slot, and their slot IDs are CKR_SLOT_ID_INVALID. Set once at creation.
+    let hidden: @Sendable (TokenID) -> Bool
+    /// Shared unlocks this application ended with C_Logout: token -> the
+    /// unlock generation it declined (SharedLogin.swift). Guarded by `lock`.
+    var declinedShared: [TokenID: UInt64] = [:]
 
-    init(home: String?, accessGroups: AccessGroupChoice = .process, handleBase: CK_ULONG = 1) throws {
+    init(home: String?, accessGroups: AccessGroupChoice = .process, handleBase: CK_ULONG = 1,
+         hidden: @escaping @Sendable (TokenID) -> Bool = { _ in false }) throws {
         store = try KeychainStore(home: home)
+        self.hidden = hidden
         switch accessGroups {
         case .process:
             // KEYSHARE_ACCESS_GROUPS confines this process: other groups' items are absent.
@@ -39,7 +47,7 @@ public final class Runtime: @unchecked Sendable {
         }
         nextSessionHandle = handleBase
         objects = ObjectTable(firstHandle: handleBase)
-        slotEventBaseline = Set(try store.tokens().filter(\.present).map { CK_SLOT_ID($0.slotID) })
+        slotEventBaseline = Set(try store.tokens().filter { $0.present && !hidden($0.tokenID) }.map { CK_SLOT_ID($0.slotID) })
     }
 
     /// C_Finalize: sessions end and unlocked token keys are dropped now, not
@@ -98,4 +106,7 @@ public final class Runtime: @unchecked Sendable {
 struct LoginState {
     var role: TokenKey.Role
     var key: TokenKey
+    /// Set when the login is the agent's cross-process unlock (`keyshare
+    /// unlock`, SharedLogin.swift): the unlock's generation, not a C_Login.
+    var shared: UInt64? = nil
 }

@@ -138,8 +138,13 @@ extension Runtime {
     }
 
     private func checkCanLoginLocked(_ s: Session, role: TokenKey.Role) throws {
-        if let current = logins[s.tokenID]?.role {
-            throw PKCS11Error(current == role ? CKR_USER_ALREADY_LOGGED_IN : CKR_USER_ANOTHER_ALREADY_LOGGED_IN)
+        if let current = logins[s.tokenID] {
+            // The agent's shared unlock: the application's own C_Login with
+            // the user PIN (checked, counted) takes it over (SharedLogin.swift).
+            let takesOver = current.shared != nil && role == .user
+            if !takesOver {
+                throw PKCS11Error(current.role == role ? CKR_USER_ALREADY_LOGGED_IN : CKR_USER_ANOTHER_ALREADY_LOGGED_IN)
+            }
         }
         if role == .securityOfficer, sessions.values.contains(where: { $0.tokenID == s.tokenID && !$0.readWrite }) {
             throw PKCS11Error(CKR_SESSION_READ_ONLY_EXISTS)
@@ -151,7 +156,10 @@ extension Runtime {
     public func logout(session handle: CK_SESSION_HANDLE) throws {
         let s = try session(handle)
         let ended = try lock.withLock { () throws -> [Session] in
-            guard logins.removeValue(forKey: s.tokenID) != nil else { throw PKCS11Error.userNotLoggedIn }
+            guard let ended = logins.removeValue(forKey: s.tokenID) else { throw PKCS11Error.userNotLoggedIn }
+            // Logging out of the agent's shared unlock ends it for this
+            // application only, until the next `keyshare unlock` (SharedLogin.swift).
+            if let generation = ended.shared { declinedShared[s.tokenID] = generation }
             objects.forgetPrivate(token: s.tokenID)
             return sessions.values.filter { $0.tokenID == s.tokenID }
         }

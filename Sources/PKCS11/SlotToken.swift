@@ -44,7 +44,7 @@ extension Runtime {
     func presentTokens() throws -> [TokenRecord] {
         let counter = try store.changeCounter()
         if let cached = lock.withLock({ slotCache.counter == counter ? slotCache.records : nil }) { return cached }
-        let records = try store.tokens().filter(\.present)
+        let records = try store.tokens().filter { $0.present && !hidden($0.tokenID) }
         let ended = lock.withLock { () -> [Session] in
             let gone = Set(slotCache.records.map(\.tokenID)).subtracting(records.map(\.tokenID))
             slotCache = SlotCache(counter: counter, records: records)
@@ -67,13 +67,13 @@ extension Runtime {
     /// other call on it is CKR_TOKEN_NOT_PRESENT.
     func tokenRecord(slot: CK_SLOT_ID) throws -> TokenRecord? {
         if slot == freeSlotID { return nil }
-        guard let rec = try store.token(slotID: UInt(slot)) else { throw PKCS11Error.slotIDInvalid }
+        guard let rec = try store.token(slotID: UInt(slot)), !hidden(rec.tokenID) else { throw PKCS11Error.slotIDInvalid }
         guard rec.present else { throw PKCS11Error.tokenNotPresent }
         return rec
     }
 
     public func slotInfo(_ slot: CK_SLOT_ID) throws -> SlotInfo {
-        if slot != freeSlotID, let rec = try store.token(slotID: UInt(slot)), !rec.present {
+        if slot != freeSlotID, let rec = try store.token(slotID: UInt(slot)), !rec.present, !hidden(rec.tokenID) {
             return SlotInfo(description: "keyshare token \(rec.tokenID.instance) (removed)",
                             manufacturer: ModuleInfo.manufacturer, flags: CKF_REMOVABLE_DEVICE)
         }
@@ -92,13 +92,18 @@ extension Runtime {
                              flags: CKF_RNG | CKF_LOGIN_REQUIRED, sessionCount: 0, rwSessionCount: 0,
                              minPINLength: CK_ULONG(minPINLength), maxPINLength: CK_ULONG(maxPINLength))
         }
-        let (count, rw) = lock.withLock { () -> (Int, Int) in
+        let (count, rw, shared) = lock.withLock { () -> (Int, Int, Bool) in
             let mine = sessions.values.filter { $0.tokenID == rec.tokenID }
-            return (mine.count, mine.filter(\.readWrite).count)
+            return (mine.count, mine.filter(\.readWrite).count, logins[rec.tokenID]?.shared != nil)
         }
+        var flags = Self.tokenFlags(rec, writeProtected: store.readOnly != nil)
+        // Unlocked by the agent for this application (SharedLogin.swift): it
+        // need not log in, so hosts that log in whenever the flag is set
+        // (pkcs11-tool, libp11, the OpenSSL provider) do not ask for a PIN.
+        if shared { flags &= ~CKF_LOGIN_REQUIRED }
         return TokenInfo(label: rec.label, manufacturer: ModuleInfo.manufacturer,
                          model: rec.hasPINs ? "keyshare soft" : "keyshare ext", serial: rec.serial,
-                         flags: Self.tokenFlags(rec, writeProtected: store.readOnly != nil), sessionCount: CK_ULONG(count), rwSessionCount: CK_ULONG(rw),
+                         flags: flags, sessionCount: CK_ULONG(count), rwSessionCount: CK_ULONG(rw),
                          minPINLength: CK_ULONG(minPINLength), maxPINLength: CK_ULONG(maxPINLength))
     }
 

@@ -3,6 +3,7 @@ import Foundation
 import Keychain
 import KeyShare
 import KeySharing
+import KeyshareAgent
 import Tokens
 
 /// `keyshare csr`: a PKCS #10 request for a key pair already in a token, the
@@ -50,18 +51,24 @@ struct CSRCommand: ParsableCommand {
         } catch let e as CryptoError {
             throw ValidationError(e.description)
         }
-        let session = try SessionFactory.open(groups)
+        let idBytes = try id.map(HexID.parse)
         let ctx = try Context.open()
         let token = try ctx.token(selection)
-        try SessionFactory.unlock(session, selection, pin)
-        let signer = try signingKey(session, token: token)
-        guard signer.attributes.usage.contains(.sign) else {
-            throw CLIError("the key \(signer.attributes.label ?? "") may not sign (CKA_SIGN is false)")
-        }
-        // KeyRef signs in the PKCS #11 form (ECDSA as r||s), which CertificateRequest converts.
-        let request = try CertificateRequest.build(subject: names, altNames: sans, publicKey: signer.publicKey) { tbs, algorithm in
-            try signer.createSignature(tbs, algorithm: algorithm)
-        }
+        // Signed in the agent (docs/agent.md, "The CLI through the agent"): this process never holds the key.
+        var m = ControlProtocol.Message()
+        m.set("token", token.tokenID.description)
+        m.set("groups", groups.groups?.joined(separator: ","))
+        m.set("tag", tag)
+        m.set("key", key)
+        m["id"] = idBytes
+        m.set("idText", id)
+        m.set("subject", subject)
+        m.set("sans", altNames.isEmpty ? nil : altNames.joined(separator: "\n"))
+        m["pin"] = try pin.userPIN(token: token.label)
+        let reply = try AgentControl.call(.csr, m)
+        m["pin"] = nil
+        let request = reply["result"] ?? []
+        _ = (names, sans)  // validated above, before the PIN; the agent parses them again
         let pem = try CertificateRequest.pem(request)
         let bytes = der ? request : Array(pem.utf8)
         if let out, out != "-" {
@@ -69,8 +76,8 @@ struct CSRCommand: ParsableCommand {
         } else if !json {
             FileHandle.standardOutput.write(Data(bytes))
         }
-        let a = signer.attributes
-        let uri = PKCS11URI.object(token: token, label: a.label, id: a.pkcs11[CKA.id], type: "private")
+        let row = KeyRow(agent: reply, token: token)
+        let uri = row.uri
         if json {
             struct Row: Encodable {
                 var file: String?, pem: String?, subject: String, subjectAltNames: [String], sha256: String
@@ -79,34 +86,30 @@ struct CSRCommand: ParsableCommand {
             }
             try Console.json(["request": Row(
                 file: out, pem: out == nil ? pem : nil, subject: subject, subjectAltNames: altNames,
-                sha256: Hex.upper(DigestAlgorithm.sha256.hash(request)), key: KeyRow(a, token: token), uri: uri)])
+                sha256: Hex.upper(DigestAlgorithm.sha256.hash(request)), key: row, uri: uri)])
         } else if let out, out != "-" {
-            Console.out("wrote a certificate request for \(subject) to \(out), signed by \(a.label.map { "\"\($0)\" " } ?? "")(\(a.persistentReference.base64url))")
+            Console.out("wrote a certificate request for \(subject) to \(out), signed by \(row.label.isEmpty ? "" : "\"\(row.label)\" ")(\(row.reference))")
         }
     }
+}
 
-    /// The private key the options name, in the selected token.
-    private func signingKey(_ session: KeychainSession, token: TokenRecord) throws -> KeyRef {
-        let t = token.tokenID
-        do {
-            if let tag {
-                return try session.key(tag: Array(tag.utf8), itemClass: .privateKey, token: t)
-            }
-            if let key, let ref = PersistentReference(base64url: key), let k = try? session.keyRef(ref), k.isPrivate {
-                return k
-            }
-            let all = try session.copyMatching(Query(itemClass: .privateKey, tokenID: t, returning: [.reference, .attributes]))
-            let wanted = try id.map(HexID.parse)
-            let hit = all.first { r in
-                guard let a = r.attributes else { return false }
-                if let wanted { return a.pkcs11[CKA.id] == wanted }
-                return a.label == key
-            }
-            guard case .key(let k)? = hit?.reference else { throw KeyShareError.itemNotFound }
-            return k
-        } catch KeyShareError.itemNotFound {
-            let name = tag.map { "tag \($0)" } ?? key.map { "reference or label \($0)" } ?? "CKA_ID \(id ?? "")"
-            throw CLIError("no private key with \(name) in token \(token.label)")
-        }
+extension KeyRow {
+    /// A key as the agent describes it (ControlServer.describe: public
+    /// attributes; the CLI cannot read a private item), fields under `prefix`.
+    init(agent m: ControlProtocol.Message, prefix: String = "", token: TokenRecord) {
+        func text(_ k: String) -> String? { m.string(prefix + k) }
+        itemClass = text("class") ?? "private-key"
+        label = text("label") ?? ""
+        tag = m[prefix + "tag"].map { String(decoding: $0, as: UTF8.self) } ?? ""
+        keyType = text("keyType") ?? ""
+        accessGroup = text("accessGroup") ?? ""
+        reference = text("reference") ?? ""
+        tokenID = token.tokenID.description
+        tokenLabel = token.label
+        id = Hex.upper(m[prefix + "id"] ?? [])
+        uri = PKCS11URI.object(token: token, label: text("label"), id: m[prefix + "id"],
+                               type: itemClass == "private-key" ? "private" : "public")
+        bits = Int(text("bits") ?? "") ?? 0
+        usage = (text("usage") ?? "").split(separator: ",").map(String.init)
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import KeyshareAgent
 import Keychain
 import KeySharing
 import KeyshareCrypto
@@ -21,46 +22,30 @@ struct ExportCommand: ParsableCommand {
     @Flag(help: "JSON output.") var json = false
     @OptionGroup var force: ForceOption
 
+    /// The PKCS #12 is built inside the agent (docs/agent.md, "The CLI through
+    /// the agent"): this process never holds the private key, only the
+    /// finished file under the shared export password.
     func run() throws {
         try FileIO.checkOutput(out, force: force.force)
         let ctx = try Context.open()
         let token = try ctx.token(selection)
-        let key = try ctx.unlock(token, pin)
-        let identity = try findIdentity(ctx: ctx, token: token, key: key)
-        // One transaction: a failed export (non-exportable key, unwritable
-        // --out) leaves no shared password behind that it would have created.
-        // The file is written last inside it; if the commit itself then fails,
-        // the new file goes too (its password would not exist).
-        var wrote = false
-        do {
-            try ctx.store.transaction {
-                let password = try SharedPassword.obtain(store: ctx.store, token: token.tokenID, key: key)
-                let bytes = try IdentityExport.pkcs12(of: identity, store: ctx.store, key: key, password: password, profile: profile)
-                try FileIO.write(bytes, out, force: force.force)
-                wrote = true
-            }
-        } catch {
-            if wrote && out != "-" { unlink(out) }
-            throw error
-        }
+        var m = ControlProtocol.Message()
+        m.set("token", token.tokenID.description)
+        m.set("item", item)
+        m.set("profile", profile.rawValue)
+        m["pin"] = try pin.userPIN(token: token.label)
+        let reply = try AgentControl.call(.export, m)
+        m["pin"] = nil
+        try FileIO.write(reply["result"] ?? [], out, force: force.force)
+        let label = reply.string("label") ?? item
         if json {
             return try Console.json(["exported": [
-                "file": out, "label": identity.label, "profile": profile.rawValue, "certificate": identity.certificateReference.base64url,
-                "uri": PKCS11URI.object(token: token, label: identity.label, id: identity.id, type: "cert"),
+                "file": out, "label": label, "profile": profile.rawValue, "certificate": reply.string("certificate") ?? "",
+                "uri": PKCS11URI.object(token: token, label: label, id: reply["id"], type: "cert"),
             ]])
         }
         // With --out - the PKCS #12 is standard output: the report goes to stderr.
-        (out == "-" ? Console.error : Console.out)("exported \(identity.label) to \(out) (\(profile.rawValue) profile; `keyshare password` shows the password)")
-    }
-
-    private func findIdentity(ctx: Context, token: TokenRecord, key: TokenKey) throws -> Identity {
-        let identities = try ctx.tokens.identities(in: token.tokenID, key: key)
-        if let ref = PersistentReference(base64url: item),
-           let found = identities.first(where: { $0.certificateReference == ref || $0.privateKeyReference == ref }) {
-            return found
-        }
-        if let found = identities.first(where: { $0.label == item }) { return found }
-        throw CLIError("no identity (certificate with its private key) named \(item) in token \(token.label)")
+        (out == "-" ? Console.error : Console.out)("exported \(label) to \(out) (\(profile.rawValue) profile; `keyshare password` shows the password)")
     }
 }
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Keychain
 import KeyShare
+import KeyshareAgent
 import Tokens
 
 /// `keyshare key`: SecKeyGeneratePair, encryption and signatures from the
@@ -61,6 +62,18 @@ struct KeyCommand: ParsableCommand {
         }
     }
 
+    /// A private-key request for the agent: the store, the token (resolved by
+    /// the agent), the access groups, the tag and the user PIN.
+    static func agentRequest(_ c: Common, _ pin: PINOptions) throws -> ControlProtocol.Message {
+        let token = try AgentControl.resolve(c.selection)
+        var m = ControlProtocol.Message()
+        m.set("token", token.id)
+        m.set("tag", c.tag)
+        m.set("groups", c.groups.groups?.joined(separator: ","))
+        m["pin"] = try pin.userPIN(token: token.label)
+        return m
+    }
+
     struct Generate: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Generate a key pair (private and public key items, both permanent).")
         enum Kind: String, ExpressibleByArgument, CaseIterable { case rsa, ec, ed25519 }
@@ -107,23 +120,30 @@ struct KeyCommand: ParsableCommand {
                 }
                 flags = f
             }
-            let session = try SessionFactory.open(common.groups)
-            try SessionFactory.unlock(session, common.selection, pin)
-            let pair: (privateKey: KeyRef, publicKey: KeyRef)
-            do {
-                pair = try session.generateKeyPair(KeyPairParameters(
-                    spec, label: label, applicationTag: Array(common.tag.utf8), token: common.selection.token, usage: flags,
-                    extractable: extractable))
-            } catch KeyShareError.duplicateItem {
-                throw CLIError("a key with tag \(common.tag) already exists (duplicate item)")
+            // Generated in the agent (docs/agent.md, "The CLI through the agent"): the private key never exists here.
+            let token = try Context.open(syncDrivers: false).token(common.selection)
+            var m = ControlProtocol.Message()
+            switch spec {
+            case .rsa(let bits): m.set("spec", "rsa:\(bits)")
+            case .ec(let c): m.set("spec", "ec:\(c.rawValue)")
+            default: m.set("spec", "ed25519")
             }
-            let a = pair.privateKey.attributes
+            m.set("token", token.tokenID.description)
+            m.set("groups", common.groups.groups?.joined(separator: ","))
+            m.set("tag", common.tag)
+            m.set("label", label)
+            m.set("usage", flags.map { String($0.rawValue) })
+            m.set("extractable", extractable ? "1" : "0")
+            m["pin"] = try pin.userPIN(token: token.label)
+            let reply = try AgentControl.call(.generate, m)
+            m["pin"] = nil
+            let priv = KeyRow(agent: reply, prefix: "private.", token: token)
+            let pub = KeyRow(agent: reply, prefix: "public.", token: token)
             if json {
-                let token = try Context.open(syncDrivers: false).store.token(a.tokenID)
-                try Console.json(["created": [KeyRow(a, token: token), KeyRow(pair.publicKey.attributes, token: token)]])
+                try Console.json(["created": [priv, pub]])
             } else {
-                Console.out("generated \(a.keyType.map { "\($0)" } ?? "") \(a.keySizeInBits ?? 0)-bit key pair \(label) (tag \(common.tag)): "
-                    + "private \(a.persistentReference.base64url), public \(pair.publicKey.persistentReference.base64url)")
+                Console.out("generated \(priv.keyType) \(priv.bits)-bit key pair \(label) (tag \(common.tag)): "
+                    + "private \(priv.reference), public \(pub.reference)")
             }
         }
     }
@@ -153,12 +173,13 @@ struct KeyCommand: ParsableCommand {
         @Argument(help: "The output file (0600), or - for standard output.") var output: String
         @OptionGroup var force: ForceOption
 
+        /// In the agent (docs/agent.md, "The CLI through the agent"): this process never holds the key.
         func run() throws {
             try FileIO.checkOutput(output, force: force.force)
-            let session = try SessionFactory.open(common.groups)
-            try SessionFactory.unlock(session, common.selection, pin)
-            let k = try KeyCommand.key(session, common, .privateKey)
-            try FileIO.write(try k.decrypt(FileIO.read(input), padding: padding.rsa), output, force: force.force)
+            var m = try KeyCommand.agentRequest(common, pin)
+            m.set("padding", padding.rawValue)
+            m["data"] = try FileIO.read(input)
+            try FileIO.write(try AgentControl.call(.decrypt, m)["result"] ?? [], output, force: force.force)
         }
     }
 
@@ -173,15 +194,14 @@ struct KeyCommand: ParsableCommand {
         @Argument(help: "The signature file (0600), or - for standard output.") var output: String
         @OptionGroup var force: ForceOption
 
+        /// In the agent (docs/agent.md, "The CLI through the agent"): this process
+        /// opens no store and never holds the key; ECDSA comes back DER-encoded.
         func run() throws {
             try FileIO.checkOutput(output, force: force.force)
-            let session = try SessionFactory.open(common.groups)
-            try SessionFactory.unlock(session, common.selection, pin)
-            let k = try KeyCommand.key(session, common, .privateKey)
-            let alg = algorithm ?? .default(for: k.keyType)
-            var sig = try k.createSignature(FileIO.read(input), algorithm: alg.signature)
-            if k.keyType == .ec { sig = try ECDSASignatureEncoding.der(fromRaw: sig) }
-            try FileIO.write(sig, output, force: force.force)
+            var m = try KeyCommand.agentRequest(common, pin)
+            m.set("algorithm", algorithm?.rawValue ?? "")
+            m["data"] = try FileIO.read(input)
+            try FileIO.write(try AgentControl.call(.sign, m)["result"] ?? [], output, force: force.force)
         }
     }
 

@@ -19,7 +19,7 @@ struct Keyshare: ParsableCommand {
             DeleteCommand.self, ExportCommand.self, PasswordCommand.self,
             ShareCommand.self, ServeCommand.self,
             KeyCommand.self, CSRCommand.self, TrustCommand.self, WrapCommand.self, UnwrapCommand.self,
-            AgentCommand.self,
+            AgentCommand.self, AgentPolicyCommand.self, UnlockCommand.self, LockCommand.self,
         ])
 
     /// ArgumentParser's own errors (usage) keep its formatting; every other error

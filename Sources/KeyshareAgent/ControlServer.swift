@@ -1,0 +1,307 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import AgentProtocol
+import KeyShare
+import KeySharing
+import Keychain
+import KeyshareCrypto
+import Tokens
+
+/// The agent's side of the control requests (ControlProtocol.swift): the
+/// CLI's unlock/lock, and the CLI's private-key operations, so the CLI
+/// process never decrypts a private key (docs/agent.md, "The CLI through the
+/// agent"). Every private-key operation takes the user PIN each time (checked
+/// and counted by the store); it never rides on `keyshare unlock`, so the CLI
+/// is no signing oracle for programs the policy keeps from the token.
+struct ControlServer {
+    let agent: Agent
+    let fd: Int32
+    let pid: pid_t
+
+    func serve(_ buf: inout ksa_buf) {
+        guard let (head, request) = ControlProtocol.decode(buf), let op = ControlProtocol.Op(rawValue: head) else {
+            AgentLog.line("pid \(pid): malformed control request refused")
+            reply(status: 1, ["error": Array("malformed request to the keyshare agent".utf8)])
+            return
+        }
+        ksa_buf_reset(&buf)  // the request may hold a PIN
+        var pin = request["pin"] ?? []
+        defer { pin.withUnsafeMutableBytes { if let b = $0.baseAddress { explicit_bzero(b, $0.count) } } }
+        do {
+            let out = try handle(op, request, pin: pin)
+            reply(status: 0, out.fields)
+        } catch {
+            let text = Self.describe(error)
+            AgentLog.line("pid \(pid): control \(op) refused: \(text)")
+            reply(status: 1, ["error": Array(text.utf8)])
+        }
+    }
+
+    private func reply(status: UInt16, _ fields: [String: [UInt8]]) {
+        var b = ksa_buf()
+        ksa_buf_init(&b)
+        defer { ksa_buf_free(&b) }  // zeroes: a decrypted plaintext or a PKCS #12 passes through
+        ControlProtocol.encode(status, ControlProtocol.Message(fields), into: &b)
+        _ = ksa_write_frame(fd, b.data, b.len)
+    }
+
+    private func handle(_ op: ControlProtocol.Op, _ r: ControlProtocol.Message, pin: [UInt8]) throws -> ControlProtocol.Message {
+        let home = Agent.resolvedHome(r.string("home"))
+        switch op {
+        case .unlock:
+            guard let seconds = r.string("seconds").flatMap(Double.init), seconds > 0, seconds <= 7 * 86400 else {
+                throw ControlProtocol.Failure("the unlock duration must be between 1 second and 7 days")
+            }
+            let store = try KeychainStore(home: home)
+            let token = try TokenManager(store: store).resolveToken(r.string("token"))
+            guard token.hasPINs else { throw ControlProtocol.Failure("token \(token.label) is a card: its PIN is the card's, it cannot be unlocked here") }
+            let key = try Self.naming(token) { try store.unlockUser(token.tokenID, pin: pin) }
+            agent.unlock(home: home, token: token.tokenID, key: key, seconds: seconds)
+            AgentLog.line("pid \(pid): token \(token.label) (\(token.tokenID)) of \(home) unlocked for \(Int(seconds))s")
+            var m = ControlProtocol.Message()
+            m.set("label", token.label)
+            m.set("token", token.tokenID.description)
+            return m
+        case .lock:
+            var only: TokenID?
+            if let name = r.string("token") {
+                let store = try KeychainStore(home: home)
+                only = try TokenManager(store: store).resolveToken(name, includeAbsent: true).tokenID
+            }
+            let n = agent.endUnlock(home: home, token: only, why: "locked by pid \(pid)")
+            var m = ControlProtocol.Message()
+            m.set("count", String(n))
+            return m
+        case .status:
+            var m = ControlProtocol.Message()
+            m.set("unlocked", agent.unlockedSummary(home: home))
+            return m
+        case .resolveToken:
+            let store = try KeychainStore(home: home)
+            let token = try TokenManager(store: store).resolveToken(r.string("token"))
+            var m = ControlProtocol.Message()
+            m.set("label", token.label)
+            m.set("token", token.tokenID.description)
+            return m
+        case .sign, .decrypt:
+            let groups = r.string("groups").map { $0.split(separator: ",").map(String.init) }
+            let session = try KeychainSession(home: home, accessGroups: groups)
+            guard let id = TokenID(r.string("token") ?? ""), let token = try session.store.token(id) else { throw KeychainError.tokenNotFound }
+            _ = try Self.naming(token) { try session.unlock(token: token.tokenID.description, pin: pin) }
+            let tag = r.string("tag") ?? ""
+            let input = r["data"] ?? []
+            var m = ControlProtocol.Message()
+            if op == .sign {
+                let k = try Self.key(session, tag: tag, .privateKey)
+                let name = r.string("algorithm") ?? ""
+                guard let alg = name.isEmpty ? Self.defaultSignature(for: k.keyType) : Self.signature(named: name) else {
+                    throw ControlProtocol.Failure("unknown signature algorithm \(name)")
+                }
+                var sig = try k.createSignature(input, algorithm: alg)
+                if k.keyType == .ec { sig = try ECDSASignatureEncoding.der(fromRaw: sig) }
+                m["result"] = sig
+                AgentLog.line("pid \(pid): signed with tag \(tag) of token \(token.label) for the CLI")
+            } else {
+                let k = try Self.key(session, tag: tag, .privateKey)
+                guard let padding = Self.padding(named: r.string("padding") ?? "") else {
+                    throw ControlProtocol.Failure("unknown padding \(r.string("padding") ?? "")")
+                }
+                m["result"] = try k.decrypt(input, padding: padding)
+                AgentLog.line("pid \(pid): decrypted with tag \(tag) of token \(token.label) for the CLI")
+            }
+            return m
+        case .csr:
+            return try csr(r, home: home, pin: pin)
+        case .generate:
+            return try generate(r, home: home, pin: pin)
+        case .export:
+            let store = try KeychainStore(home: home)
+            let tokens = TokenManager(store: store)
+            guard let id = TokenID(r.string("token") ?? ""), let token = try store.token(id) else { throw KeychainError.tokenNotFound }
+            let key = try Self.naming(token) { try store.unlockUser(token.tokenID, pin: pin) }
+            let item = r.string("item") ?? ""
+            let identities = try tokens.identities(in: token.tokenID, key: key)
+            let identity: Identity
+            if let ref = PersistentReference(base64url: item),
+               let found = identities.first(where: { $0.certificateReference == ref || $0.privateKeyReference == ref }) {
+                identity = found
+            } else if let found = identities.first(where: { $0.label == item }) {
+                identity = found
+            } else {
+                throw ControlProtocol.Failure("no identity (certificate with its private key) named \(item) in token \(token.label)")
+            }
+            guard let profile = PKCS12.Profile(rawValue: r.string("profile") ?? "modern") else {
+                throw ControlProtocol.Failure("unknown PKCS #12 profile")
+            }
+            // One transaction: a failed build leaves no shared password behind.
+            let bytes = try store.transaction { () throws -> [UInt8] in
+                let password = try SharedPassword.obtain(store: store, token: token.tokenID, key: key)
+                return try IdentityExport.pkcs12(of: identity, store: store, key: key, password: password, profile: profile)
+            }
+            AgentLog.line("pid \(pid): exported identity \(identity.label) of token \(token.label) as PKCS #12 (\(profile.rawValue)) for the CLI")
+            var m = ControlProtocol.Message()
+            m["result"] = bytes
+            m.set("label", identity.label)
+            m.set("certificate", identity.certificateReference.base64url)
+            m["id"] = identity.id
+            return m
+        }
+    }
+
+    /// `keyshare csr`: the PKCS #10 request is signed here; the reply carries
+    /// the request (DER) and the signing key's public attributes for the CLI's report.
+    private func csr(_ r: ControlProtocol.Message, home: String, pin: [UInt8]) throws -> ControlProtocol.Message {
+        let groups = r.string("groups").map { $0.split(separator: ",").map(String.init) }
+        let session = try KeychainSession(home: home, accessGroups: groups)
+        guard let id = TokenID(r.string("token") ?? ""), let token = try session.store.token(id) else { throw KeychainError.tokenNotFound }
+        _ = try Self.naming(token) { try session.unlock(token: token.tokenID.description, pin: pin) }
+        let signer = try Self.csrKey(session, token: token, tag: r.string("tag"), key: r.string("key"), id: r["id"],
+                                     idText: r.string("idText"))
+        let a = signer.attributes
+        guard a.usage.contains(.sign) else {
+            throw ControlProtocol.Failure("the key \(a.label ?? "") may not sign (CKA_SIGN is false)")
+        }
+        let names = try CertificateRequest.parseSubject(r.string("subject") ?? "")
+        let sans = try (r.string("sans") ?? "").split(separator: "\n").map { try CertificateRequest.AltName(argument: String($0)) }
+        // KeyRef signs in the PKCS #11 form (ECDSA as r||s), which CertificateRequest converts.
+        let request = try CertificateRequest.build(subject: names, altNames: sans, publicKey: signer.publicKey) { tbs, algorithm in
+            try signer.createSignature(tbs, algorithm: algorithm)
+        }
+        AgentLog.line("pid \(pid): signed a certificate request with key \(a.persistentReference.base64url) of token \(token.label) for the CLI")
+        var m = ControlProtocol.Message()
+        m["result"] = request
+        Self.describe(a, into: &m)
+        return m
+    }
+
+    /// `keyshare key generate`: the pair is generated here, so the private key
+    /// never exists in the CLI; the reply describes both keys (public attributes).
+    private func generate(_ r: ControlProtocol.Message, home: String, pin: [UInt8]) throws -> ControlProtocol.Message {
+        let groups = r.string("groups").map { $0.split(separator: ",").map(String.init) }
+        let session = try KeychainSession(home: home, accessGroups: groups)
+        guard let id = TokenID(r.string("token") ?? ""), let token = try session.store.token(id) else { throw KeychainError.tokenNotFound }
+        let words = (r.string("spec") ?? "").split(separator: ":").map(String.init)
+        let spec: KeySpec
+        if words.count == 2, words[0] == "rsa", let bits = Int(words[1]), [2048, 3072, 4096].contains(bits) {
+            spec = .rsa(bits: bits)
+        } else if words.count == 2, words[0] == "ec", let c = ECCurve(rawValue: words[1]), [.p256, .p384, .p521].contains(c) {
+            spec = .ec(c)
+        } else if words == ["ed25519"] {
+            spec = .ed25519
+        } else {
+            throw ControlProtocol.Failure("unknown key type \(r.string("spec") ?? "")")
+        }
+        _ = try Self.naming(token) { try session.unlock(token: token.tokenID.description, pin: pin) }
+        let tag = r.string("tag") ?? ""
+        let pair: (privateKey: KeyRef, publicKey: KeyRef)
+        do {
+            pair = try session.generateKeyPair(KeyPairParameters(
+                spec, label: r.string("label") ?? "", applicationTag: Array(tag.utf8), token: token.tokenID.description,
+                usage: r.string("usage").flatMap(UInt8.init).map(UsageFlags.init(rawValue:)),
+                extractable: r.string("extractable") == "1"))
+        } catch KeyShareError.duplicateItem {
+            throw ControlProtocol.Failure("a key with tag \(tag) already exists (duplicate item)")
+        }
+        AgentLog.line("pid \(pid): generated a key pair with tag \(tag) in token \(token.label) for the CLI")
+        var priv = ControlProtocol.Message(), pub = ControlProtocol.Message()
+        Self.describe(pair.privateKey.attributes, into: &priv)
+        Self.describe(pair.publicKey.attributes, into: &pub)
+        var m = ControlProtocol.Message()
+        for (k, v) in priv.fields { m["private." + k] = v }
+        for (k, v) in pub.fields { m["public." + k] = v }
+        return m
+    }
+
+    /// A key's public attributes, as the CLI reports them (its KeyRow).
+    static func describe(_ a: ItemAttributes, into m: inout ControlProtocol.Message) {
+        m.set("class", a.itemClass == .privateKey ? "private-key" : "public-key")
+        m.set("label", a.label)
+        m["tag"] = a.applicationTag
+        m.set("keyType", a.keyType.map { "\($0)" } ?? "")
+        m.set("bits", String(a.keySizeInBits ?? 0))
+        m.set("accessGroup", a.accessGroup)
+        m.set("reference", a.persistentReference.base64url)
+        m["id"] = a.pkcs11[CKA.id]
+        let names: [(UsageFlags, String)] = [(.sign, "sign"), (.verify, "verify"), (.encrypt, "encrypt"), (.decrypt, "decrypt"),
+                                              (.derive, "derive"), (.wrap, "wrap"), (.unwrap, "unwrap")]
+        m.set("usage", names.filter { a.usage.contains($0.0) }.map(\.1).joined(separator: ","))
+    }
+
+    /// The CSR's key: by tag, by persistent reference or label, or by CKA_ID (as the CLI named it).
+    static func csrKey(_ session: KeychainSession, token: TokenRecord, tag: String?, key: String?, id: [UInt8]?,
+                       idText: String?) throws -> KeyRef {
+        let t = token.tokenID
+        do {
+            if let tag {
+                return try session.key(tag: Array(tag.utf8), itemClass: .privateKey, token: t)
+            }
+            if let key, let ref = PersistentReference(base64url: key), let k = try? session.keyRef(ref), k.isPrivate {
+                return k
+            }
+            let all = try session.copyMatching(Query(itemClass: .privateKey, tokenID: t, returning: [.reference, .attributes]))
+            let hit = all.first { r in
+                guard let a = r.attributes else { return false }
+                if let id { return a.pkcs11[CKA.id] == id }
+                return a.label == key
+            }
+            guard case .key(let k)? = hit?.reference else { throw KeyShareError.itemNotFound }
+            return k
+        } catch KeyShareError.itemNotFound {
+            let name = tag.map { "tag \($0)" } ?? key.map { "reference or label \($0)" } ?? "CKA_ID \(idText ?? "")"
+            throw ControlProtocol.Failure("no private key with \(name) in token \(token.label)")
+        }
+    }
+
+    static func key(_ session: KeychainSession, tag: String, _ cls: ItemClass) throws -> KeyRef {
+        do {
+            return try session.key(tag: Array(tag.utf8), itemClass: cls)
+        } catch KeyShareError.itemNotFound {
+            throw ControlProtocol.Failure("no private key with tag \(tag) (or the token is locked: give --pin-source)")
+        }
+    }
+
+    /// The CLI's algorithm names (keyshare key sign --algorithm).
+    static func signature(named name: String) -> SignatureAlgorithm? {
+        switch name {
+        case "pkcs1-sha256": .rsaPKCS1(.sha256)
+        case "pss-sha256": .rsaPSS(.sha256, mgf1: .sha256, saltLength: 32)
+        case "ecdsa-sha256": .ecdsa(.sha256)
+        case "ecdsa-sha384": .ecdsa(.sha384)
+        case "ed25519": .ed25519
+        default: nil
+        }
+    }
+
+    static func defaultSignature(for type: KeyType) -> SignatureAlgorithm {
+        switch type {
+        case .rsa: .rsaPKCS1(.sha256)
+        case .ec: .ecdsa(.sha256)
+        case .ed25519, .ed448, .x25519, .x448: .ed25519
+        }
+    }
+
+    static func padding(named name: String) -> RSAPadding? {
+        switch name {
+        case "pkcs1": .pkcs1
+        case "oaep-sha256": .oaep(.sha256, mgf1: .sha256, label: [])
+        default: nil
+        }
+    }
+
+    /// The CLI's wording of PIN failures (PINErrors in the CLI).
+    static func naming<T>(_ token: TokenRecord, _ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch KeychainError.pinIncorrect(let remaining) {
+            throw ControlProtocol.Failure("incorrect user PIN for token \(token.label) (\(remaining) attempt\(remaining == 1 ? "" : "s") left before it locks)")
+        } catch KeychainError.pinLocked {
+            throw ControlProtocol.Failure("the user PIN of token \(token.label) is locked after too many failed attempts; the security officer must set a new one (keyshare token init-pin)")
+        }
+    }
+
+    static func describe(_ error: Error) -> String {
+        if let e = error as? ControlProtocol.Failure { return e.description }
+        return String(describing: error)
+    }
+}

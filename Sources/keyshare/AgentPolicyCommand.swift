@@ -1,0 +1,125 @@
+import ArgumentParser
+import Foundation
+import Keychain
+import KeyshareAgent
+import Tokens
+
+/// `keyshare policy`: which programs may use which tokens and access groups
+/// through the agent (docs/agent.md, "Policy"; the rule is AgentPolicy's).
+/// Kept in the store itself (one transaction per change); applies to
+/// applications that connect after the change.
+struct AgentPolicyCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "policy",
+        abstract: "Allow or deny programs the use of tokens through the agent.",
+        discussion: """
+            With no rule every program of yours sees every token. An allow rule for a token makes that
+            token an allow-list; a deny rule hides the token (or, without --token, refuses the program).
+            """,
+        subcommands: [Allow.self, Deny.self, Remove.self, List.self])
+
+    struct RuleOptions: ParsableArguments {
+        @Option(help: "The program (resolved to its real path, as /proc/PID/exe shows it).") var exe: String
+        @Option(name: .customLong("token"), help: "Only this token (label or token ID); default: every token.") var token: String?
+
+        func executable() throws -> String {
+            guard exe.count <= 4096, !exe.contains("\t"), !exe.contains("\n") else { throw CLIError("unusable program path") }
+            guard let resolved = realpath(exe, nil) else {
+                throw CLIError("cannot resolve \(exe): \(String(cString: strerror(errno)))")
+            }
+            defer { free(resolved) }
+            let path = String(cString: resolved)
+            var st = stat()
+            guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, access(path, X_OK) == 0 else {
+                throw CLIError("\(path) is not an executable file")
+            }
+            return path
+        }
+
+        func tokenRecord(_ ctx: Context) throws -> TokenRecord? {
+            try token.map { try ctx.tokens.resolveToken($0, includeAbsent: true) }
+        }
+    }
+
+    static func edit(_ body: (inout AgentPolicy, Context) throws -> String) throws {
+        let ctx = try Context.open(syncDrivers: false)
+        let message = try ctx.store.transaction { () throws -> String in
+            var policy: AgentPolicy
+            do { policy = try AgentPolicy.load(from: ctx.store) } catch { throw CLIError("\(error)") }
+            let message = try body(&policy, ctx)
+            try policy.save(to: ctx.store)
+            return message
+        }
+        Console.out(message)
+    }
+
+    struct Allow: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Allow a program a token (or every token), optionally only some access groups.")
+        @OptionGroup var rule: RuleOptions
+        @Option(name: .customLong("access-group"), help: "Only this access group (repeatable); default: every group.")
+        var accessGroups: [String] = []
+
+        func run() throws {
+            let exe = try rule.executable()
+            guard accessGroups.allSatisfy({ !$0.isEmpty && !$0.contains(",") && !$0.contains("\t") && !$0.contains("\n") }) else {
+                throw ValidationError("an access group must be non-empty and hold no comma, tab or newline")
+            }
+            try AgentPolicyCommand.edit { policy, ctx in
+                let t = try rule.tokenRecord(ctx)
+                let r = AgentPolicy.Rule(effect: .allow, exe: exe, tokenID: t?.tokenID, tokenLabel: t?.label,
+                                         groups: accessGroups.isEmpty ? nil : accessGroups)
+                policy.set(r)
+                return "policy: \(r)"
+            }
+        }
+    }
+
+    struct Deny: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Deny a program a token (hidden), or everything (refused).")
+        @OptionGroup var rule: RuleOptions
+
+        func run() throws {
+            let exe = try rule.executable()
+            try AgentPolicyCommand.edit { policy, ctx in
+                let t = try rule.tokenRecord(ctx)
+                let r = AgentPolicy.Rule(effect: .deny, exe: exe, tokenID: t?.tokenID, tokenLabel: t?.label)
+                policy.set(r)
+                return "policy: \(r)"
+            }
+        }
+    }
+
+    struct Remove: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Remove a program's rules (for one token, or all of them).")
+        @OptionGroup var rule: RuleOptions
+
+        func run() throws {
+            let exe = try rule.executable()
+            try AgentPolicyCommand.edit { policy, ctx in
+                let t = try rule.tokenRecord(ctx)
+                let n = policy.remove(exe: exe, tokenID: t?.tokenID)
+                guard n > 0 else { throw CLIError("no rule for \(exe)\(t.map { " and token \($0.label)" } ?? "")") }
+                return "removed \(n) rule\(n == 1 ? "" : "s") for \(exe)"
+            }
+        }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show the rules.")
+        @Flag(help: "JSON output.") var json = false
+
+        func run() throws {
+            let ctx = try Context.open(syncDrivers: false)
+            let policy: AgentPolicy
+            do { policy = try AgentPolicy.load(from: ctx.store) } catch { throw CLIError("\(error)") }
+            let rows = policy.rules.map {
+                ["effect": $0.effect.rawValue, "exe": $0.exe, "token": $0.tokenID?.description ?? "*",
+                 "label": $0.tokenLabel ?? "", "groups": $0.groups?.joined(separator: ",") ?? "*"]
+            }
+            if json { return try Console.json(["rules": rows]) }
+            if rows.isEmpty { Console.out("no policy: every program of yours may use every token"); return }
+            Console.table(["EFFECT", "EXE", "TOKEN", "LABEL", "GROUPS"],
+                          rows.map { [$0["effect"]!, $0["exe"]!, $0["token"]!, $0["label"]!, $0["groups"]!] })
+        }
+    }
+}

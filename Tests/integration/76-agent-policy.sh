@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The agent's per-application policy (issue 16 item 4, docs/agent.md "Policy"):
+# `keyshare policy allow|deny|list`, judged on the executable the agent
+# verified at the hello. Checks: no policy allows every program; an allowed
+# program works; a denied program's C_Initialize fails with
+# CKR_TOKEN_NOT_PRESENT; a token allowed only to another program, or denied
+# per token, has no slot (and its slot ID is CKR_SLOT_ID_INVALID);
+# KEYSHARE_ACCESS_GROUPS narrows the policy's groups and never widens them;
+# the connect-then-exec race is refused both ways; a symlinked or planted
+# store (where the policy lives) and a malformed policy refuse the client;
+# every decision is one log line without secrets.
+set -u
+KS=${1:?keyshare binary}
+MODULE=${2:?module path}
+source "$(dirname "$0")/lib.sh"
+new_home
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=$(mktemp -d /tmp/keyshare-policy.XXXXXX)
+# The agent is opt-in today; this script tests it, in every suite mode.
+export KEYSHARE_AGENT=1 KEYSHARE_AGENT_IDLE_TIMEOUT=60 KEYSHARE_AGENT_PROGRAM=$KS
+unset KEYSHARE_IN_PROCESS
+export PIN=1234-user SOPIN=9876-so
+cleanup() { rm -rf "$WORK" "$KEYSHARE_HOME" "${HOME2:-}"; }
+trap cleanup EXIT
+LOG=$XDG_RUNTIME_DIR/keyshare/agent.log
+SOCK=$XDG_RUNTIME_DIR/keyshare/agent.sock
+ks() { "$KS" "$@"; }
+
+check "token work" ks token create --label work --pin-source env:PIN --so-pin-source env:SOPIN
+check "token other" ks token create --label other --pin-source env:PIN --so-pin-source env:SOPIN
+for t in allowed denied third; do cp "$(command -v pkcs11-tool)" "$WORK/$t-tool"; done
+check "compile the race helper" cc -O1 -Wall -Werror -o "$WORK/allowed-race" "$ROOT/Tests/integration/c/policyrace.c"
+cp "$WORK/allowed-race" "$WORK/denied-race"
+labels() { "$WORK/$1-tool" --module "$MODULE" -L 2>&1 | awk -F': *' '/token label/ {print $2}' | sort | tr '\n' ' '; }
+logged() { grep -c -- "$1" "$LOG" 2>/dev/null || true; }
+
+# --- no policy: every program sees every token -----------------------------------------
+check_out "policy list: none" "no policy" ks policy list
+[ "$(labels third)" = "other work " ] && ok "no policy: a program sees every token" || bad "no policy: every token" "$(labels third)"
+[ "$(logged "third-tool: allowed.*no policy: allow all")" -ge 1 ] && ok "the allow-all decision is logged" || bad "allow-all logged" "$(tail -3 "$LOG")"
+
+# --- allow / deny ----------------------------------------------------------------------
+check_out "allow a program the token work" "allow $WORK/allowed-tool token work" ks policy allow --exe "$WORK/allowed-tool" --token work
+check_out "deny a program everything" "deny $WORK/denied-tool every token" ks policy deny --exe "$WORK/denied-tool"
+check_out "policy list shows both" "denied-tool" ks policy list
+[ "$(labels allowed)" = "other work " ] && ok "the allowed program sees its token (and the unruled one)" || bad "allowed program" "$(labels allowed)"
+out=$("$WORK/denied-tool" --module "$MODULE" -L 2>&1)
+grep -q "CKR_TOKEN_NOT_PRESENT" <<<"$out" && ! grep -q "token label" <<<"$out" \
+  && ok "the denied program's C_Initialize fails with CKR_TOKEN_NOT_PRESENT" || bad "denied program refused" "$out"
+[ "$(logged "denied-tool: denied by rule")" -ge 1 ] && ok "the refusal is logged with its rule" || bad "refusal logged" "$(tail -3 "$LOG")"
+[ "$(labels third)" = "other " ] && ok "a token allowed only to another program has no slot" || bad "allow-listed token hidden" "$(labels third)"
+WORKSLOT=$("$WORK/allowed-tool" --module "$MODULE" -L 2>&1 | awk '/^Slot/ {s=$3} /token label *: work/ {print s; exit}' | tr -d '():')
+check "control: the allowed program opens a session on the work slot by its ID ($WORKSLOT)" \
+  "$WORK/allowed-tool" --module "$MODULE" --slot "$WORKSLOT" -O
+out=$("$WORK/third-tool" --module "$MODULE" --slot "$WORKSLOT" -O 2>&1)
+grep -q "C_OpenSession failed: rv = CKR_SLOT_ID_INVALID" <<<"$out" \
+  && ok "the hidden token's slot ID is CKR_SLOT_ID_INVALID for that program" || bad "hidden slot ID" "$out"
+check_out "deny one token to a program" "deny $WORK/allowed-tool token other" ks policy deny --exe "$WORK/allowed-tool" --token other
+[ "$(labels allowed)" = "work " ] && ok "a per-token deny hides that token's slot" || bad "per-token deny" "$(labels allowed)"
+[ "$(logged "allowed-tool: allowed.*hidden tokens")" -ge 1 ] && ok "the hidden tokens are logged" || bad "hidden tokens logged" "$(tail -3 "$LOG")"
+check_out "remove a rule" "removed 1 rule" ks policy remove --exe "$WORK/allowed-tool" --token other
+[ "$(labels allowed)" = "other work " ] && ok "removing the rule shows the token again (new clients)" || bad "rule removed" "$(labels allowed)"
+check_fail "policy for a missing program" "cannot resolve" ks policy allow --exe "$WORK/nope"
+check_fail "policy for an unknown token" "other|work|token" ks policy allow --exe "$WORK/third-tool" --token nosuch
+
+# --- access groups: the policy's, narrowed never widened ------------------------------------
+check "key in group a" ks key generate --type ec --label ga --tag ga --access-group grp.a --pin-source env:PIN --token work
+check "key in group b" ks key generate --type ec --label gb --tag gb --access-group grp.b --pin-source env:PIN --token work
+check "allow third-tool token work, group a" ks policy allow --exe "$WORK/third-tool" --token work --access-group grp.a
+pub() { local tool=third; [ "${1:-}" = --tool ] && { tool=$2; shift 2; }; env "$@" "$WORK/$tool-tool" --module "$MODULE" --token-label work -O --type pubkey 2>&1 | awk -F': *' '/label/ {print $2}' | sort | tr '\n' ' '; }
+[ "$(pub)" = "ga " ] && ok "the policy's groups bind the program (only group a)" || bad "policy groups" "$(pub)"
+[ "$(pub KEYSHARE_ACCESS_GROUPS=grp.a,grp.b)" = "ga " ] && ok "KEYSHARE_ACCESS_GROUPS cannot widen the policy's groups" || bad "no widening" "$(pub KEYSHARE_ACCESS_GROUPS=grp.a,grp.b)"
+out=$(KEYSHARE_ACCESS_GROUPS=grp.b "$WORK/third-tool" --module "$MODULE" -L 2>&1)
+grep -q CKR_TOKEN_NOT_PRESENT <<<"$out" && [ "$(logged "names none of the groups the policy allows")" -ge 1 ] \
+  && ok "asking only for a group outside the policy is refused, not widened" || bad "outside group refused" "$out"
+[ "$(pub --tool allowed KEYSHARE_ACCESS_GROUPS=grp.b)" = "gb " ] \
+  && ok "without group rules KEYSHARE_ACCESS_GROUPS still narrows" || bad "narrowing without rules"
+check "remove third-tool's rules" ks policy remove --exe "$WORK/third-tool"
+
+# --- the connect-then-exec race ---------------------------------------------------------------
+check "deny the race's denied program" ks policy deny --exe "$WORK/denied-race"
+check_out "control: the allowed program's own hello is accepted" "^status 0$" "$WORK/allowed-race" "$SOCK" hello
+check_out "control: the denied program's own hello is refused" "^status 3$" "$WORK/denied-race" "$SOCK" hello
+out=$("$WORK/denied-race" "$SOCK" exec "$WORK/allowed-race")
+[ "$out" = "status 3" ] && [ "$(logged "without close-on-exec")" -ge 1 ] \
+  && ok "denied program connects, execs an allowed one keeping the socket: refused" || bad "denied->allowed exec race" "$out"
+n0=$(logged "without close-on-exec")
+out=$("$WORK/allowed-race" "$SOCK" exec "$WORK/denied-race")
+[ "$out" = "status 3" ] && [ "$(logged "without close-on-exec")" -gt "$n0" ] \
+  && ok "allowed program connects, execs a denied one keeping the socket: refused" || bad "allowed->denied exec race" "$out"
+check_out "a socket that could outlive an exec is refused even to an allowed program" "^status 3$" "$WORK/allowed-race" "$SOCK" hello-inherit
+
+# --- the policy's home is the store: planted, symlinked, malformed --------------------------------
+HOME2=$(mktemp -d /tmp/keyshare-it2.XXXXXX)
+ln -s "$KEYSHARE_HOME/keychain.db" "$HOME2/keychain.db"
+out=$(KEYSHARE_HOME=$HOME2 "$WORK/allowed-tool" --module "$MODULE" -L 2>&1)
+grep -q CKR_TOKEN_NOT_PRESENT <<<"$out" && [ "$(logged "policy of store $HOME2 cannot be read.*symbolic link")" -ge 1 ] \
+  && ok "a symlinked store (and its policy) refuses the client" || bad "symlinked store refused" "$out / $(tail -2 "$LOG")"
+check_fail "the CLI refuses the symlinked store too" "symbolic link" env KEYSHARE_HOME="$HOME2" "$KS" policy list
+rm -f "$HOME2/keychain.db"; cp -a "$KEYSHARE_HOME/." "$HOME2/"; chmod 0777 "$HOME2"
+out=$(KEYSHARE_HOME=$HOME2 "$WORK/allowed-tool" --module "$MODULE" -L 2>&1)
+grep -q CKR_TOKEN_NOT_PRESENT <<<"$out" && [ "$(logged "policy of store $HOME2 cannot be read.*world-writable")" -ge 1 ] \
+  && ok "a store others could have planted (world-writable) refuses the client" || bad "planted store refused" "$out / $(tail -2 "$LOG")"
+chmod 0700 "$HOME2"
+sqlite3 "$HOME2/keychain.db" "UPDATE meta SET value = CAST('keyshare-agent-policy 1' || char(10) || 'allow' AS BLOB) WHERE key = 'agent-policy'"
+out=$(KEYSHARE_HOME=$HOME2 "$WORK/allowed-tool" --module "$MODULE" -L 2>&1)
+grep -q CKR_TOKEN_NOT_PRESENT <<<"$out" && [ "$(logged "policy of store $HOME2 cannot be read.*malformed")" -ge 1 ] \
+  && ok "a malformed policy refuses the client (fails closed)" || bad "malformed policy refused" "$out / $(tail -2 "$LOG")"
+
+# --- no secrets in the log ---------------------------------------------------------------------------
+! grep -qF -f <(printf '%s\n' "$PIN" "$SOPIN") "$LOG" && ok "the agent log holds no PIN" || bad "no PIN in the log"
+echo "agent decisions logged: $(grep -c "allowed\|refused" "$LOG")"
+finish
