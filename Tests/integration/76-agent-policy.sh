@@ -29,7 +29,7 @@ ks() { "$KS" "$@"; }
 check "token work" ks token create --label work --pin-source env:PIN --so-pin-source env:SOPIN
 check "token other" ks token create --label other --pin-source env:PIN --so-pin-source env:SOPIN
 for t in allowed denied third; do cp "$(command -v pkcs11-tool)" "$WORK/$t-tool"; done
-check "compile the race helper" cc -O1 -Wall -Werror -o "$WORK/allowed-race" "$ROOT/Tests/integration/c/policyrace.c"
+check "compile the race helper" cc -O1 -Wall -Werror -I "$ROOT/Sources/AgentProtocol/include" -o "$WORK/allowed-race" "$ROOT/Tests/integration/c/policyrace.c"
 cp "$WORK/allowed-race" "$WORK/denied-race"
 labels() { "$WORK/$1-tool" --module "$MODULE" -L 2>&1 | awk -F': *' '/token label/ {print $2}' | sort | tr '\n' ' '; }
 logged() { grep -c -- "$1" "$LOG" 2>/dev/null || true; }

@@ -18,6 +18,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "agent_protocol.h" /* KSA_MAGIC, KSA_VERSION: the hello speaks the protocol under test */
+
 static int connect_to(const char *path, int cloexec) {
     int fd = socket(AF_UNIX, SOCK_STREAM | (cloexec ? SOCK_CLOEXEC : 0), 0);
     struct sockaddr_un a = {.sun_family = AF_UNIX};
@@ -30,8 +32,8 @@ static void put(uint8_t **p, const void *v, size_t n) { memcpy(*p, v, n); *p += 
 
 static int hello(int fd) {
     uint8_t msg[8192], *p = msg + 4;
-    uint32_t magic = 0x3141534b, n;
-    uint16_t version = 2, flags = 0;
+    uint32_t magic = KSA_MAGIC, n;
+    uint16_t version = KSA_VERSION, flags = 0;
     uint8_t token[16] = {0};
     put(&p, &magic, 4); put(&p, &version, 2); put(&p, &flags, 2); put(&p, token, 16);
     const char *home = getenv("KEYSHARE_HOME");
