@@ -187,7 +187,9 @@ int ksa_mechanism_param_is_raw(CK_MECHANISM_TYPE t) {
     case CKM_RSA_PKCS_PSS: case CKM_SHA1_RSA_PKCS_PSS: case CKM_SHA224_RSA_PKCS_PSS:
     case CKM_SHA256_RSA_PKCS_PSS: case CKM_SHA384_RSA_PKCS_PSS: case CKM_SHA512_RSA_PKCS_PSS:
     case CKM_AES_CBC: case CKM_AES_CBC_PAD: case CKM_AES_CTR: case CKM_AES_KEY_WRAP: case CKM_AES_KEY_WRAP_PAD:
-    case CKM_AES_ECB_ENCRYPT_DATA: case CKM_AES_CBC_ENCRYPT_DATA:
+    /* CKM_AES_KEY_WRAP_KWP: no parameter or the 4-byte IV; the *_MAC_GENERAL: a CK_ULONG. The
+     * ENCRYPT_DATA derivations carry pointers: breadth_params.c. */
+    case CKM_AES_KEY_WRAP_KWP: case CKM_AES_MAC_GENERAL: case CKM_DES3_MAC_GENERAL:
     case CKM_SHA_1_HMAC_GENERAL: case CKM_SHA256_HMAC_GENERAL: case CKM_SHA384_HMAC_GENERAL:
     case CKM_SHA512_HMAC_GENERAL: case CKM_SHA224_HMAC_GENERAL:
     case CKM_SHA512_224_HMAC_GENERAL: case CKM_SHA512_256_HMAC_GENERAL:
@@ -195,7 +197,7 @@ int ksa_mechanism_param_is_raw(CK_MECHANISM_TYPE t) {
     case CKM_SHA3_512_HMAC_GENERAL:
     case CKM_EXTRACT_KEY_FROM_KEY:       /* CK_EXTRACT_PARAMS: a CK_ULONG */
     case CKM_CONCATENATE_BASE_AND_KEY:   /* a CK_OBJECT_HANDLE */
-        return t != CKM_AES_ECB_ENCRYPT_DATA; /* CK_KEY_DERIVATION_STRING_DATA has a pointer */
+        return 1;
     default:
         return 0;
     }
@@ -275,6 +277,7 @@ static CK_RV put_mechanism(ksa_buf *b, const CK_MECHANISM *m) {
     default: {
         CK_RV rv;
         if (ksa_put_kdf_param(b, m, &rv)) return rv;
+        if (ksa_put_breadth_param(b, m, &rv)) return rv;   /* breadth_params.c */
         if (!ksa_mechanism_param_is_raw(m->mechanism)) return CKR_MECHANISM_PARAM_INVALID;
         ksa_put_u8(b, PARAM_RAW);
         return ksa_put_bytes(b, m->pParameter, m->ulParameterLen);
@@ -353,9 +356,15 @@ static int get_mechanism(ksa_rd *r, ksa_arena *a, CK_MECHANISM **out) {
         m->ulParameterLen = sizeof *p;
         break;
     }
-    default:
+    default: {
+        int ok;
+        if (ksa_get_breadth_param(r, a, m, enc, &ok)) {   /* breadth_params.c */
+            if (ok != 0) return -1;
+            break;
+        }
         if (ksa_get_kdf_param(r, a, m, enc) != 0) return -1;
         break;
+    }
     }
     if (r->failed) return -1;
     *out = m;

@@ -76,6 +76,11 @@ public enum CKK {
     public static let rsa: UInt = 0
     public static let ec: UInt = 3
     public static let genericSecret: UInt = 0x10
+    // Legacy DES family (PKCS #11 3.0 §2.29) and ChaCha20: named by the CLI.
+    public static let des: UInt = 0x13
+    public static let des2: UInt = 0x14
+    public static let des3: UInt = 0x15
+    public static let chacha20: UInt = 0x33
     public static let aes: UInt = 0x1F
     public static let ecEdwards: UInt = 0x40
     public static let ecMontgomery: UInt = 0x41

@@ -133,7 +133,7 @@ enum ObjectFactory {
         case CKK_GENERIC_SECRET: guard !value.isEmpty else { throw PKCS11Error.attributeValueInvalid }
         case let k where Runtime.hmacKeyType.values.contains(k) || k == CKK_HKDF:  // HMACSign.swift, KeyDerivation.swift
             guard !value.isEmpty else { throw PKCS11Error.attributeValueInvalid }
-        case CKK_DES, CKK_DES3, CKK_CHACHA20:  // one size each; DES parity (SymmetricKeys.swift)
+        case CKK_DES, CKK_DES2, CKK_DES3, CKK_CHACHA20:  // one size each; DES parity (SymmetricKeys.swift)
             guard SymmetricKeys.isValid(value, type: type) else { throw PKCS11Error.attributeValueInvalid }
         default: throw PKCS11Error.attributeValueInvalid
         }

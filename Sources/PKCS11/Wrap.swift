@@ -161,7 +161,7 @@ extension Runtime {
             switch keyType {
             case CKK_AES: guard [16, 24, 32].contains(material.count) else { throw PKCS11Error(CKR_WRAPPED_KEY_INVALID) }
             case CKK_GENERIC_SECRET: guard !material.isEmpty else { throw PKCS11Error(CKR_WRAPPED_KEY_INVALID) }
-            case CKK_DES, CKK_DES3, CKK_CHACHA20:  // one size each; DES parity (SymmetricKeys.swift)
+            case CKK_DES, CKK_DES2, CKK_DES3, CKK_CHACHA20:  // one size each; DES parity (SymmetricKeys.swift)
                 guard SymmetricKeys.isValid(material, type: keyType) else { throw PKCS11Error(CKR_WRAPPED_KEY_INVALID) }
             default: throw PKCS11Error.templateInconsistent
             }
