@@ -304,3 +304,41 @@ struct MechanismBreadthTests {
         #expect(Array(v[..<8]) == Array(Self.c3[..<8]) && v.count == 24)
     }
 }
+
+extension MechanismBreadthTests {
+    /// CKG_GENERATE_COUNTER_XOR: message n's IV is the base IV with the
+    /// counter n XORed into its generated bits (the TLS 1.3 nonce, RFC 8446
+    /// §5.3), whatever pIv holds afterwards; the counter ends at 2^bits.
+    @Test func counterXorIVGenerator() throws {
+        let (f, s) = try h.loggedIn()
+        let keyValue = [UInt8](repeating: 5, count: 16)
+        let key = try h.secret(f, s, CKK_AES, keyValue)
+        try f.rt.messageInit(session: s, encrypt: true, mechanism: .aesGCM, key: key)
+        let base = Self.hex("aabbccdd1122334455667788")
+        let xor = CK_ULONG(CKG_GENERATE_COUNTER_XOR)
+        var passed = base
+        for n in 0..<5 {
+            let p = h.gcmMessage(passed, fixed: 32, generator: xor)
+            let out = try f.rt.encryptMessage(session: s, parameters: p, aad: [], plaintext: [1, 2, 3], capacity: 3)
+            var want = base
+            want[11] ^= UInt8(n)
+            #expect(out.iv == want, "message \(n)")
+            let (c, _) = try AESGCM.encrypt(key: keyValue, iv: want, plaintext: [1, 2, 3], aad: [])
+            #expect(h.bytes(out.result) == c)
+            passed = out.iv ?? []  // the caller's pIv now holds the IV written back
+        }
+        // Another generator in the same process is refused.
+        #expect(rv { _ = try f.rt.encryptMessage(session: s, parameters: h.gcmMessage(base, fixed: 32,
+            generator: CK_ULONG(CKG_GENERATE_COUNTER)), aad: [], plaintext: [1], capacity: 1) } == CKR_ARGUMENTS_BAD)
+        try f.rt.messageFinal(session: s, encrypt: true)
+        // 4 generated bits: 16 IVs, then CKR_DATA_LEN_RANGE.
+        try f.rt.messageInit(session: s, encrypt: true, mechanism: .aesGCM, key: key)
+        let small = h.gcmMessage([0x95], fixed: 4, generator: xor)
+        for i in 0..<16 {
+            #expect(try f.rt.encryptMessage(session: s, parameters: small, aad: [], plaintext: [0], capacity: 1).iv
+                    == [0x95 ^ UInt8(i)])
+        }
+        #expect(rv { _ = try f.rt.encryptMessage(session: s, parameters: small, aad: [], plaintext: [0], capacity: 1) }
+                == CKR_DATA_LEN_RANGE)
+    }
+}
