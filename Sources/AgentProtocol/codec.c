@@ -190,6 +190,7 @@ int ksa_mechanism_param_is_raw(CK_MECHANISM_TYPE t) {
     /* CKM_AES_KEY_WRAP_KWP: no parameter or the 4-byte IV; the *_MAC_GENERAL: a CK_ULONG. The
      * ENCRYPT_DATA derivations carry pointers: breadth_params.c. */
     case CKM_AES_KEY_WRAP_KWP: case CKM_AES_MAC_GENERAL: case CKM_DES3_MAC_GENERAL:
+    case CKM_DH_PKCS_DERIVE:  /* the other party's public value itself */
     case CKM_SHA_1_HMAC_GENERAL: case CKM_SHA256_HMAC_GENERAL: case CKM_SHA384_HMAC_GENERAL:
     case CKM_SHA512_HMAC_GENERAL: case CKM_SHA224_HMAC_GENERAL:
     case CKM_SHA512_224_HMAC_GENERAL: case CKM_SHA512_256_HMAC_GENERAL:

@@ -40,6 +40,7 @@ public enum CKA {
     public static let exponent1: AttributeType = 0x0126
     public static let exponent2: AttributeType = 0x0127
     public static let coefficient: AttributeType = 0x0128
+    public static let prime: AttributeType = 0x0130
     public static let publicKeyInfo: AttributeType = 0x0129
     public static let valueLen: AttributeType = 0x0161
     public static let extractable: AttributeType = 0x0162
@@ -74,6 +75,8 @@ public enum CKO {
 
 public enum CKK {
     public static let rsa: UInt = 0
+    public static let dsa: UInt = 1
+    public static let dh: UInt = 2
     public static let ec: UInt = 3
     public static let genericSecret: UInt = 0x10
     // Legacy DES family (PKCS #11 3.0 §2.29) and ChaCha20: named by the CLI.

@@ -45,6 +45,7 @@ extension Runtime {
         case .sp800108(let p): return try deriveSP800108(s, p, baseKey: baseKey, template: template)
         case .simpleDerive(let p): return [try deriveSimple(s, p, baseKey: baseKey, template: template)]
         case .encryptData(let p): return [try deriveEncryptData(s, p, baseKey: baseKey, template: template)]
+        case .dhDerive(let y): return [try deriveDH(s, peer: y, baseKey: baseKey, template: template)]
         default: throw PKCS11Error.mechanismInvalid
         }
     }

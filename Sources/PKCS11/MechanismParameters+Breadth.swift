@@ -60,6 +60,19 @@ extension Mechanism {
         case CKM_DES3_MAC_GENERAL:
             return .cbcMAC(CBCMACMechanism(cipher: .tripleDES, macLength: try macLength(p, max: DES.blockSize)))
         case CKM_AES_CCM: return .aesCCM(try ccm(p))
+        // DSA and DH (FFCKeys.swift).
+        case CKM_DSA_PARAMETER_GEN, CKM_DSA_KEY_PAIR_GEN, CKM_DH_PKCS_PARAMETER_GEN, CKM_DH_PKCS_KEY_PAIR_GEN:
+            try none(); return .undecoded(type, [])
+        case CKM_DSA: try none(); return .dsa(nil)
+        case CKM_DSA_SHA1: try none(); return .dsa(.sha1)
+        case CKM_DSA_SHA224: try none(); return .dsa(.sha224)
+        case CKM_DSA_SHA256: try none(); return .dsa(.sha256)
+        case CKM_DSA_SHA384: try none(); return .dsa(.sha384)
+        case CKM_DSA_SHA512: try none(); return .dsa(.sha512)
+        case CKM_DH_PKCS_DERIVE:
+            // The parameter is the public value itself (a big-endian integer below p).
+            guard !p.isEmpty, p.count <= 512 else { throw PKCS11Error.mechanismParamInvalid }
+            return .dhDerive(publicValue: p)
         case CKM_AES_KEY_WRAP_KWP: return try keyWrapMechanism(p, padded: true)
         case CKM_AES_ECB_ENCRYPT_DATA:
             return .encryptData(EncryptDataDerivation(cipher: .aes, iv: nil, data: try encryptData(stringData(p), block: 16)))
@@ -117,5 +130,22 @@ extension MechanismCatalog {
         (CKM_AES_CBC_ENCRYPT_DATA, MechanismInfo(minKeySize: 16, maxKeySize: 32, flags: CKF_DERIVE)),
         (CKM_DES3_ECB_ENCRYPT_DATA, MechanismInfo(minKeySize: 0, maxKeySize: 0, flags: CKF_DERIVE)),
         (CKM_DES3_CBC_ENCRYPT_DATA, MechanismInfo(minKeySize: 0, maxKeySize: 0, flags: CKF_DERIVE)),
-    ]
+    ] + ffcEntries
+
+    /// DSA and DH, sizes of p in bits (FFCRules).
+    static let ffcEntries: [(CK_MECHANISM_TYPE, MechanismInfo)] = {
+        let dsa = (CK_ULONG(FFCRules.dsaBits.lowerBound), CK_ULONG(FFCRules.dsaBits.upperBound))
+        let dh = (CK_ULONG(FFCRules.dhBits.lowerBound), CK_ULONG(FFCRules.dhBits.upperBound))
+        var e: [(CK_MECHANISM_TYPE, MechanismInfo)] = [
+            (CKM_DSA_PARAMETER_GEN, MechanismInfo(minKeySize: dsa.0, maxKeySize: dsa.1, flags: CKF_GENERATE)),
+            (CKM_DSA_KEY_PAIR_GEN, MechanismInfo(minKeySize: dsa.0, maxKeySize: dsa.1, flags: CKF_GENERATE_KEY_PAIR)),
+            (CKM_DH_PKCS_PARAMETER_GEN, MechanismInfo(minKeySize: dh.0, maxKeySize: dh.1, flags: CKF_GENERATE)),
+            (CKM_DH_PKCS_KEY_PAIR_GEN, MechanismInfo(minKeySize: dh.0, maxKeySize: dh.1, flags: CKF_GENERATE_KEY_PAIR)),
+            (CKM_DH_PKCS_DERIVE, MechanismInfo(minKeySize: dh.0, maxKeySize: dh.1, flags: CKF_DERIVE)),
+        ]
+        for t in [CKM_DSA, CKM_DSA_SHA1, CKM_DSA_SHA224, CKM_DSA_SHA256, CKM_DSA_SHA384, CKM_DSA_SHA512] {
+            e.append((t, MechanismInfo(minKeySize: dsa.0, maxKeySize: dsa.1, flags: CKF_SIGN | CKF_VERIFY)))
+        }
+        return e
+    }()
 }

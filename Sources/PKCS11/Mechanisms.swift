@@ -81,6 +81,10 @@ public enum Mechanism: Sendable, Equatable {
     case aesCCM(CCMParameters)
     /// CKM_{AES,DES3}_{ECB,CBC}_ENCRYPT_DATA (EncryptDataDerivation.swift).
     case encryptData(EncryptDataDerivation)
+    /// CKM_DSA (nil: the input is the digest) and CKM_DSA_SHA* (FFCKeys.swift).
+    case dsa(DigestAlgorithm?)
+    /// CKM_DH_PKCS_DERIVE with the other party's public value (FFCKeys.swift).
+    case dhDerive(publicValue: [UInt8])
 
     /// - Parameter parameter: pMechanism->pParameter as bytes; valid only during the call.
     public init(type: CK_MECHANISM_TYPE, parameter: UnsafeRawBufferPointer?) throws {

@@ -22,6 +22,12 @@ enum ObjectFactory {
         let label = t.string(CKA_LABEL) ?? ""
         let id = t[CKA_ID] ?? []
         var out: AttributeMap
+        if let ffc = try FFCRules.build(cls, t) {  // DSA and DH keys, domain parameters (FFCKeys.swift)
+            out = ffc
+            out[CKA_TOKEN] = AttributeCoding.bool(try t.checkedBool(CKA_TOKEN) ?? false)
+            out[CKA_PRIVATE] = AttributeCoding.bool(try t.checkedBool(CKA_PRIVATE) ?? privateByDefault(cls))
+            return out
+        }
         switch cls {
         case CKO_DATA:
             out = t

@@ -124,6 +124,8 @@ extension Runtime {
             material = v
         case CKO_PRIVATE_KEY:
             guard target.attributes[CKA.keyshareExternal] == nil else { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
+            // DSA and DH keys are components, not PKCS #8 of a PrivateKey (FFCKeys.swift).
+            guard target.keyType != CKK_DSA, target.keyType != CKK_DH else { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
             material = try privateKey(target).pkcs8DER()
         default:
             throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE)

@@ -99,6 +99,8 @@ enum AttributeNames {
     @Sendable static func keyType(_ n: UInt) -> String {
         switch n {
         case CKK.rsa: "CKK_RSA"
+        case CKK.dsa: "CKK_DSA"
+        case CKK.dh: "CKK_DH"
         case CKK.ec: "CKK_EC"
         case CKK.ecEdwards: "CKK_EC_EDWARDS"
         case CKK.aes: "CKK_AES"
