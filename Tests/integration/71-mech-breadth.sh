@@ -55,6 +55,10 @@ if [ -f "$OUT/data20.bin" ]; then
     openssl enc -id-aes192-wrap-pad -K $KEK -iv A65959A6 -in "$OUT/key20.bin"
   same "C_DeriveKey CKM_AES_CBC_ENCRYPT_DATA (random data and IV) = openssl enc -aes-128-cbc -nopad" "$OUT/ecd-key.bin" \
     openssl enc -aes-128-cbc -nopad -K $K128 -iv "$(xxd -p -c 64 "$OUT/ecd-iv.bin")" -in "$OUT/ecd-data.bin"
+  check "CKM_DSA_SHA256 signature of the module (RFC 6979's key) verifies with openssl dgst -sha256 -verify" \
+    openssl dgst -sha256 -verify "$OUT/dsa-pub.pem" -signature "$OUT/dsa-sig.der" "$OUT/dsa-data.bin"
+  same "CKM_DH_PKCS_DERIVE's Z = openssl pkeyutl -derive (a peer key file the C host made) -pkeyopt dh_pad:1" "$OUT/dh-z.bin" \
+    openssl pkeyutl -derive -inkey "$OUT/dh-peer.pem" -peerkey "$OUT/dh-module-pub.pem" -pkeyopt dh_pad:1
 else
   bad "the C host wrote the outputs for the openssl CLI checks"
 fi
@@ -63,4 +67,5 @@ fi
 # (`keyshare list` printed "key type 20" before).
 out=$("$KEYSHARE" list --private --pin-source env:KS_TEST_PIN 2>&1) || true
 check_out "keyshare list names a DES2 key \"3DES two-key (legacy)\"" '3DES two-key \(legacy\)' echo "$out"
+check_out "keyshare list names the DSA keys \"DSA-1024 (legacy)\"" 'DSA-1024 \(legacy\)' echo "$out"
 finish

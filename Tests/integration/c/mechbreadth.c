@@ -12,6 +12,10 @@
  *                       checked against EVP here (`openssl enc` has no AEAD)
  *   openssl CLI         files in OUTDIR the script checks with `openssl enc`
  *                       (published keys only: nothing secret on a command line)
+ *   DSA, DH             RFC 6979 A.2.1's DSA key and signatures; the
+ *                       module's DSA signature and DH secret written for
+ *                       `openssl dgst -verify` / `openssl pkeyutl -derive`,
+ *                       and the DH secret against EVP with a peer made here
  *   arguments           NULL pointers inside parameters, ulParameterLen,
  *                       a bad session first: the right CK_RV
  *
@@ -21,7 +25,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <openssl/core_names.h>
 #include <openssl/evp.h>
+#include <openssl/param_build.h>
+#include <openssl/pem.h>
 #include <openssl/rand.h>
 #include "pkcs11_shim.h"
 
@@ -142,6 +149,13 @@ static void catalog(CK_SLOT_ID slot) {
         {CKM_AES_CBC_ENCRYPT_DATA, 16, 32, CKF_DERIVE, "CKM_AES_CBC_ENCRYPT_DATA"},
         {CKM_DES3_ECB_ENCRYPT_DATA, 0, 0, CKF_DERIVE, "CKM_DES3_ECB_ENCRYPT_DATA"},
         {CKM_DES3_CBC_ENCRYPT_DATA, 0, 0, CKF_DERIVE, "CKM_DES3_CBC_ENCRYPT_DATA"},
+        {CKM_DSA_PARAMETER_GEN, 1024, 3072, CKF_GENERATE, "CKM_DSA_PARAMETER_GEN"},
+        {CKM_DSA_KEY_PAIR_GEN, 1024, 3072, CKF_GENERATE_KEY_PAIR, "CKM_DSA_KEY_PAIR_GEN"},
+        {CKM_DSA, 1024, 3072, CKF_SIGN | CKF_VERIFY, "CKM_DSA"},
+        {CKM_DSA_SHA256, 1024, 3072, CKF_SIGN | CKF_VERIFY, "CKM_DSA_SHA256"},
+        {CKM_DH_PKCS_PARAMETER_GEN, 1024, 4096, CKF_GENERATE, "CKM_DH_PKCS_PARAMETER_GEN"},
+        {CKM_DH_PKCS_KEY_PAIR_GEN, 1024, 4096, CKF_GENERATE_KEY_PAIR, "CKM_DH_PKCS_KEY_PAIR_GEN"},
+        {CKM_DH_PKCS_DERIVE, 1024, 4096, CKF_DERIVE, "CKM_DH_PKCS_DERIVE"},
     };
     CK_MECHANISM_TYPE list[512];
     CK_ULONG n = 512;
@@ -440,6 +454,165 @@ static void encrypt_data(CK_SESSION_HANDLE s) {
     CHECK("C_DeriveKey CKM_DES3_CBC_ENCRYPT_DATA to a CKK_DES3 key: 24 bytes with odd parity", rv == CKR_OK && parity);
 }
 
+/* ---- DSA and DH ---- */
+
+static const char *DSA_P = "86F5CA03DCFEB225063FF830A0C769B9DD9D6153AD91D7CE27F787C43278B447E6533B86B18BED6E8A48B784A14C252C"
+                           "5BE0DBF60B86D6385BD2F12FB763ED8873ABFD3F5BA2E0A8C0A59082EAC056935E529DAF7C610467899C77ADEDFC846C"
+                           "881870B7B19B2B58F9BE0521A17002E3BDD6B86685EE90B3D9A1B02B782B1779";
+static const char *DSA_Q = "996F967F6C8E388D9E28D01E205FBA957A5698B1";
+static const char *DSA_G = "07B0F92546150B62514BB771E2A0C0CE387F03BDA6C56B505209FF25FD3C133D89BBCD97E904E09114D9A7DEFDEADFC9"
+                           "078EA544D2E401AEECC40BB9FBBF78FD87995A10A1C27CB7789B594BA7EFB5C4326A9FE59A070E136DB77175464ADCA4"
+                           "17BE5DCE2F40D10A46A3A3943F26AB7FD9C0398FF8C76EE0A56826A8A88F1DBD";
+static const char *DSA_X = "411602CB19A6CCC34494D79D98EF1E7ED5AF25F7";
+static const char *DSA_Y = "5DF5E01DED31D0297E274E1691C192FE5868FEF9E19A84776454B100CF16F65392195A38B90523E2542EE61871C0440C"
+                           "B87C322FC4B4D2EC5E1E7EC766E1BE8D4CE935437DC11C3C8FD426338933EBFE739CB3465F4D3668C5E473508253B1E6"
+                           "82F65CBDC4FAE93C2EA212390E54905A86E2223170B44EAA7DA5DD9FFCFB7F3B";
+
+/* An EVP_PKEY of `name` from big-endian components (NULL ones left out). */
+static EVP_PKEY *ffc_pkey(const char *name, const unsigned char *p, int pn, const unsigned char *q, int qn,
+                          const unsigned char *g, int gn, const unsigned char *pub, int yn) {
+    OSSL_PARAM_BLD *b = OSSL_PARAM_BLD_new();
+    BIGNUM *bp = BN_bin2bn(p, pn, NULL), *bq = q ? BN_bin2bn(q, qn, NULL) : NULL, *bg = BN_bin2bn(g, gn, NULL),
+           *by = BN_bin2bn(pub, yn, NULL);
+    OSSL_PARAM_BLD_push_BN(b, "p", bp);
+    if (bq) OSSL_PARAM_BLD_push_BN(b, "q", bq);
+    OSSL_PARAM_BLD_push_BN(b, "g", bg);
+    OSSL_PARAM_BLD_push_BN(b, "pub", by);
+    OSSL_PARAM *params = OSSL_PARAM_BLD_to_param(b);
+    EVP_PKEY_CTX *c = EVP_PKEY_CTX_new_from_name(NULL, name, NULL);
+    EVP_PKEY *k = NULL;
+    if (!c || EVP_PKEY_fromdata_init(c) != 1 || EVP_PKEY_fromdata(c, &k, EVP_PKEY_PUBLIC_KEY, params) != 1) k = NULL;
+    EVP_PKEY_CTX_free(c);
+    OSSL_PARAM_free(params);
+    OSSL_PARAM_BLD_free(b);
+    BN_free(bp); BN_free(bq); BN_free(bg); BN_free(by);
+    return k;
+}
+
+static void put_pem(const char *name, EVP_PKEY *k, int private) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", outdir, name);
+    FILE *fp = fopen(path, "w");
+    if (!fp) return;
+    if (private) PEM_write_PrivateKey(fp, k, NULL, NULL, 0, NULL, NULL); else PEM_write_PUBKEY(fp, k);
+    fclose(fp);
+}
+
+static CK_OBJECT_HANDLE ffc_object(CK_SESSION_HANDLE s, CK_OBJECT_CLASS cls, const char *value) {
+    unsigned char p[128], q[20], g[128], v[128];
+    CK_ULONG pn = unhex(DSA_P, p), qn = unhex(DSA_Q, q), gn = unhex(DSA_G, g), vn = unhex(value, v);
+    CK_KEY_TYPE type = CKK_DSA;
+    CK_ATTRIBUTE t[] = {{CKA_CLASS, &cls, sizeof cls}, {CKA_KEY_TYPE, &type, sizeof type}, {CKA_PRIME, p, pn},
+                        {CKA_SUBPRIME, q, qn}, {CKA_BASE, g, gn}, {CKA_VALUE, v, vn}};
+    CK_OBJECT_HANDLE h = 0;
+    CK_RV rv = f->C_CreateObject(s, t, 6, &h);
+    if (rv != CKR_OK) NOTE("C_CreateObject DSA class %lu: 0x%lx", cls, rv);
+    return h;
+}
+
+static void dsa(CK_SESSION_HANDLE s) {
+    CK_OBJECT_HANDLE pub = ffc_object(s, CKO_PUBLIC_KEY, DSA_Y), priv = ffc_object(s, CKO_PRIVATE_KEY, DSA_X);
+    unsigned char sig[64], sample[6];
+    memcpy(sample, "sample", 6);
+    unhex("4BC3B686AEA70145856814A6F1BB53346F02101E410697B92295D994D21EDD2F4ADA85566F6F94C1", sig);
+    CK_MECHANISM m224 = {CKM_DSA_SHA224, NULL, 0};
+    CHECK("CKM_DSA_SHA224: RFC 6979 A.2.1's signature of \"sample\" verifies",
+          f->C_VerifyInit(s, &m224, pub) == CKR_OK && f->C_Verify(s, sample, 6, sig, 40) == CKR_OK);
+    sig[5] ^= 1;
+    CHECK("CKM_DSA_SHA224: with one bit changed, CKR_SIGNATURE_INVALID",
+          f->C_VerifyInit(s, &m224, pub) == CKR_OK && f->C_Verify(s, sample, 6, sig, 40) == CKR_SIGNATURE_INVALID);
+    CK_MECHANISM m256 = {CKM_DSA_SHA256, NULL, 0};
+    CK_ULONG n = 0;
+    CHECK("CKM_DSA_SHA256 with RFC 6979's private key: length query 40, then r || s",
+          f->C_SignInit(s, &m256, priv) == CKR_OK && f->C_Sign(s, sample, 6, NULL, &n) == CKR_OK && n == 40 &&
+          f->C_Sign(s, sample, 6, sig, &n) == CKR_OK && n == 40);
+    /* r || s to DER for openssl dgst. */
+    unsigned char der[64];
+    int dn = 0;
+    der[dn++] = 0x30; der[dn++] = 0;
+    for (int half = 0; half < 2; half++) {
+        unsigned char *v = sig + 20 * half;
+        int i = 0;
+        while (i < 19 && v[i] == 0) i++;
+        int len = 20 - i + (v[i] & 0x80 ? 1 : 0);
+        der[dn++] = 0x02; der[dn++] = (unsigned char)len;
+        if (v[i] & 0x80) der[dn++] = 0;
+        memcpy(der + dn, v + i, 20 - i);
+        dn += 20 - i;
+    }
+    der[1] = (unsigned char)(dn - 2);
+    put_file("dsa-sig.der", der, dn);
+    put_file("dsa-data.bin", sample, 6);
+    unsigned char p[128], q[20], g[128], y[128];
+    EVP_PKEY *k = ffc_pkey("DSA", p, unhex(DSA_P, p), q, unhex(DSA_Q, q), g, unhex(DSA_G, g), y, unhex(DSA_Y, y));
+    CHECK("RFC 6979's DSA public key as a PEM file for openssl dgst", k != NULL);
+    if (k) put_pem("dsa-pub.pem", k, 0);
+    EVP_PKEY_free(k);
+    /* A generated token key pair on this domain, for the script's `keyshare list`. */
+    CK_MECHANISM gen = {CKM_DSA_KEY_PAIR_GEN, NULL, 0};
+    CK_ATTRIBUTE pt[] = {{CKA_PRIME, p, 128}, {CKA_SUBPRIME, q, 20}, {CKA_BASE, g, 128}, {CKA_TOKEN, &yes, 1}};
+    CK_ATTRIBUTE st[] = {{CKA_TOKEN, &yes, 1}};
+    CK_OBJECT_HANDLE gp = 0, gs = 0;
+    CHECK("C_GenerateKeyPair CKM_DSA_KEY_PAIR_GEN on RFC 6979's domain (token objects)",
+          f->C_GenerateKeyPair(s, &gen, pt, 4, st, 1, &gp, &gs) == CKR_OK);
+    CK_ATTRIBUTE missing[] = {{CKA_PRIME, p, 128}, {CKA_BASE, g, 128}};
+    CHECK("CKM_DSA_KEY_PAIR_GEN without CKA_SUBPRIME: CKR_TEMPLATE_INCOMPLETE",
+          f->C_GenerateKeyPair(s, &gen, missing, 2, st, 1, &gp, &gs) == CKR_TEMPLATE_INCOMPLETE);
+}
+
+static void dh(CK_SESSION_HANDLE s) {
+    CK_MECHANISM pg = {CKM_DH_PKCS_PARAMETER_GEN, NULL, 0};
+    CK_ULONG bits = 1024;
+    CK_ATTRIBUTE t[] = {{CKA_PRIME_BITS, &bits, sizeof bits}};
+    CK_OBJECT_HANDLE dp = 0;
+    CHECK("C_GenerateKey CKM_DH_PKCS_PARAMETER_GEN (1024 bits)", f->C_GenerateKey(s, &pg, t, 1, &dp) == CKR_OK);
+    unsigned char p[512], g[512], ya[512], z[512];
+    CK_ATTRIBUTE a[] = {{CKA_PRIME, p, sizeof p}, {CKA_BASE, g, sizeof g}};
+    if (f->C_GetAttributeValue(s, dp, a, 2) != CKR_OK) { CHECK("the domain parameters' CKA_PRIME and CKA_BASE", 0); return; }
+    CK_MECHANISM kg = {CKM_DH_PKCS_KEY_PAIR_GEN, NULL, 0};
+    CK_ATTRIBUTE pubt[] = {{CKA_PRIME, p, a[0].ulValueLen}, {CKA_BASE, g, a[1].ulValueLen}};
+    CK_OBJECT_HANDLE pa = 0, sa = 0;
+    CHECK("C_GenerateKeyPair CKM_DH_PKCS_KEY_PAIR_GEN on them", f->C_GenerateKeyPair(s, &kg, pubt, 2, NULL, 0, &pa, &sa) == CKR_OK);
+    CK_ULONG yan = value_of(s, pa, ya, sizeof ya);
+    /* The peer, in this process: a DH key on the same p and g. */
+    EVP_PKEY *params = ffc_pkey("DH", p, (int)a[0].ulValueLen, NULL, 0, g, (int)a[1].ulValueLen, ya, (int)yan);
+    EVP_PKEY_CTX *kc = params ? EVP_PKEY_CTX_new_from_pkey(NULL, params, NULL) : NULL;
+    EVP_PKEY *peer = NULL;
+    if (!kc || EVP_PKEY_keygen_init(kc) != 1 || EVP_PKEY_generate(kc, &peer) != 1) peer = NULL;
+    EVP_PKEY_CTX_free(kc);
+    BIGNUM *pubB = NULL;
+    unsigned char yb[512];
+    int ybn = peer && EVP_PKEY_get_bn_param(peer, "pub", &pubB) == 1 ? BN_bn2bin(pubB, yb) : 0;
+    BN_free(pubB);
+    CHECK("a DH peer made with EVP on the module's domain", ybn > 0);
+    CK_MECHANISM d = {CKM_DH_PKCS_DERIVE, yb, (CK_ULONG)ybn};
+    CK_RV rv;
+    CK_OBJECT_HANDLE k = derive(s, &d, sa, CKK_GENERIC_SECRET, 0, &rv);
+    CK_ULONG zn = value_of(s, k, z, sizeof z);
+    /* EVP's side: the peer's private key with the module's public value. */
+    unsigned char ref[512];
+    size_t rn = sizeof ref;
+    EVP_PKEY_CTX *dc = peer ? EVP_PKEY_CTX_new_from_pkey(NULL, peer, NULL) : NULL;
+    unsigned int pad = 1;
+    OSSL_PARAM pp[] = {OSSL_PARAM_construct_uint("pad", &pad), OSSL_PARAM_construct_end()};
+    int good = dc && EVP_PKEY_derive_init(dc) == 1 && EVP_PKEY_CTX_set_params(dc, pp) == 1 &&
+               EVP_PKEY_derive_set_peer(dc, params) == 1 && EVP_PKEY_derive(dc, ref, &rn) == 1;
+    EVP_PKEY_CTX_free(dc);
+    CHECK("C_DeriveKey CKM_DH_PKCS_DERIVE: Z = EVP's DH secret of the peer (padded to the size of p)",
+          rv == CKR_OK && good && zn == rn && zn == a[0].ulValueLen && memcmp(z, ref, zn) == 0);
+    if (peer) { put_pem("dh-peer.pem", peer, 1); put_pem("dh-module-pub.pem", params, 0); }
+    put_file("dh-z.bin", z, zn);
+    EVP_PKEY_free(peer);
+    EVP_PKEY_free(params);
+    unsigned char one = 1;
+    CK_MECHANISM bad = {CKM_DH_PKCS_DERIVE, &one, 1};
+    CHECK("CKM_DH_PKCS_DERIVE with the public value 1: CKR_MECHANISM_PARAM_INVALID",
+          (derive(s, &bad, sa, CKK_GENERIC_SECRET, 0, &rv), rv) == CKR_MECHANISM_PARAM_INVALID);
+    CK_MECHANISM none = {CKM_DH_PKCS_DERIVE, NULL, 0};
+    CHECK("CKM_DH_PKCS_DERIVE with no public value: CKR_MECHANISM_PARAM_INVALID",
+          (derive(s, &none, sa, CKK_GENERIC_SECRET, 0, &rv), rv) == CKR_MECHANISM_PARAM_INVALID);
+}
+
 static CK_SLOT_ID make_token(const char *so_pin, const char *pin) {
     CK_UTF8CHAR label[32];
     memset(label, ' ', sizeof label); memcpy(label, "breadth", 7);
@@ -482,6 +655,8 @@ int main(int argc, char **argv) {
     ccm_against_evp(s, rounds);
     kwp(s);
     encrypt_data(s);
+    dsa(s);
+    dh(s);
     f->C_CloseSession(s);
     CHECK("C_Finalize", f->C_Finalize(NULL) == CKR_OK);
     printf("%d passed, %d failed\n", pass, fail);
