@@ -134,8 +134,6 @@ public final class KeychainSession: @unchecked Sendable {
         switch item.itemClass {
         case .certificate, .data, .genericPassword:
             return a[CKA.value] ?? []
-        case .domainParameters:
-            throw KeyShareError.unsupported("DSA/DH domain parameters have no single data value")
         case .publicKey:
             guard let spki = a[CKA.publicKeyInfo] else { throw KeyShareError.unsupported("public key without SubjectPublicKeyInfo") }
             return spki

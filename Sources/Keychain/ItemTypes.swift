@@ -5,8 +5,6 @@ public typealias AttributeMap = [AttributeType: [UInt8]]
 
 public enum ItemClass: UInt, Sendable, CaseIterable {
     case data = 0, certificate = 1, publicKey = 2, privateKey = 3, secretKey = 4
-    /// CKO_DOMAIN_PARAMETERS: DSA and DH domain parameters (public values).
-    case domainParameters = 6
     /// CKO_VENDOR_DEFINED | 'KP': a keychain generic password.
     case genericPassword = 0x8000_4B50
 

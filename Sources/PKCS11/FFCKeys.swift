@@ -112,6 +112,7 @@ enum FFCRules {
         let d = try domain(t, kind, missing: .templateIncomplete)
         switch cls {
         case CKO_DOMAIN_PARAMETERS:
+            try FFCRules.checkSessionOnly(t)
             do { try FFC.validate(kind, d, x: nil, y: nil) } catch { throw PKCS11Error.attributeValueInvalid }
             var a = t
             a.merge(components(d, kind)) { _, new in new }
@@ -141,6 +142,13 @@ enum FFCRules {
         default:
             throw PKCS11Error.templateInconsistent
         }
+    }
+
+    /// Domain parameters are session objects: the store keeps keys,
+    /// certificates, data and passwords, and a domain is public values a
+    /// caller keeps or regenerates (C_CreateObject takes it back).
+    static func checkSessionOnly(_ t: AttributeMap) throws {
+        if try t.checkedBool(CKA_TOKEN) == true { throw PKCS11Error.templateInconsistent }
     }
 
     /// A creating template as callerPart reads it (the computed attributes
@@ -282,6 +290,7 @@ extension Runtime {
             guard ok else { throw PKCS11Error.templateInconsistent }
         }
         if kind == .dsa, ![1024, 2048, 3072].contains(bits) { throw PKCS11Error.attributeValueInvalid }
+        try FFCRules.checkSessionOnly(t)
         try checkWritable(s, isToken: try t.checkedBool(CKA_TOKEN) ?? false, isPrivate: try t.checkedBool(CKA_PRIVATE) ?? false)
         let d: FFC.Domain
         do { d = try FFC.generateDomain(kind, primeBits: bits, subprimeBits: qbits) } catch { throw PKCS11Error.generalError }

@@ -84,7 +84,6 @@ enum ItemClassName {
         case .secretKey: "secret-key"
         case .genericPassword: "password"
         case .data: "data"
-        case .domainParameters: "domain-parameters"
         }
     }
 }

@@ -156,14 +156,20 @@ struct FFCMechanismTests {
         #expect(verify(f, s, try m(CKM_DSA_SHA256), pub, [9], sig2) == CKR_SIGNATURE_INVALID)
         #expect(rv { _ = try f.rt.generateKey(session: s, mechanism: try m(CKM_DSA_PARAMETER_GEN), template: []) }
                 == CKR_TEMPLATE_INCOMPLETE)
-        // Domain parameters as a token object (CKO_DOMAIN_PARAMETERS items), found again by class.
-        let tokenDP = try f.rt.createObject(session: s, template: [
-            .ulong(CKA_CLASS, CKO_DOMAIN_PARAMETERS), .ulong(CKA_KEY_TYPE, CKK_DSA), .bool(CKA_TOKEN, true)] + Self.domain)
-        #expect(try f.rt.getAttributeValue(session: s, object: tokenDP, types: [CKA_TOKEN, CKA_PRIME_BITS, CKA_LOCAL])
-                == [.value([1]), .value(AttributeCoding.ulong(1024)), .value([0])])
-        try f.rt.findObjectsInit(session: s, template: [.ulong(CKA_CLASS, CKO_DOMAIN_PARAMETERS), .bool(CKA_TOKEN, true)])
-        #expect(try f.rt.findObjects(session: s, max: 10) == [tokenDP])
+        // Domain parameters by C_CreateObject, found again by class; session objects only.
+        let createdDP = try f.rt.createObject(session: s, template: [
+            .ulong(CKA_CLASS, CKO_DOMAIN_PARAMETERS), .ulong(CKA_KEY_TYPE, CKK_DSA)] + Self.domain)
+        #expect(try f.rt.getAttributeValue(session: s, object: createdDP, types: [CKA_TOKEN, CKA_PRIME_BITS, CKA_LOCAL])
+                == [.value([0]), .value(AttributeCoding.ulong(1024)), .value([0])])
+        try f.rt.findObjectsInit(session: s, template: [.ulong(CKA_CLASS, CKO_DOMAIN_PARAMETERS), .ulong(CKA_PRIME_BITS, 1024)])
+        #expect(Set(try f.rt.findObjects(session: s, max: 10)) == [createdDP, dp])
         try f.rt.findObjectsFinal(session: s)
+        #expect(rv { _ = try f.rt.createObject(session: s, template: [
+            .ulong(CKA_CLASS, CKO_DOMAIN_PARAMETERS), .ulong(CKA_KEY_TYPE, CKK_DSA), .bool(CKA_TOKEN, true)] + Self.domain) }
+                == CKR_TEMPLATE_INCONSISTENT)
+        #expect(rv { _ = try f.rt.generateKey(session: s, mechanism: try m(CKM_DSA_PARAMETER_GEN),
+                                              template: [.ulong(CKA_PRIME_BITS, 1024), .bool(CKA_TOKEN, true)]) }
+                == CKR_TEMPLATE_INCONSISTENT)
         #expect(rv { _ = try f.rt.generateKey(session: s, mechanism: try m(CKM_DSA_PARAMETER_GEN),
                                               template: [.ulong(CKA_PRIME_BITS, 1000)]) } == CKR_ATTRIBUTE_VALUE_INVALID)
         #expect(rv { _ = try f.rt.generateKey(session: s, mechanism: try m(CKM_DSA_PARAMETER_GEN),
