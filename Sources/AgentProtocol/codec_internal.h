@@ -1,4 +1,4 @@
-/* Shared between the codec files (codec.c, kdf_params.c); not public API. */
+/* Shared between the codec files (codec.c, kdf_params.c, breadth_params.c); not public API. */
 #ifndef KEYSHARE_AGENT_CODEC_INTERNAL_H
 #define KEYSHARE_AGENT_CODEC_INTERNAL_H
 #include "agent_protocol.h"
