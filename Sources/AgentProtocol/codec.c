@@ -199,6 +199,9 @@ int ksa_mechanism_param_is_raw(CK_MECHANISM_TYPE t) {
     case CKM_DES_CBC: case CKM_DES_CBC_PAD: case CKM_DES3_CBC: case CKM_DES3_CBC_PAD:
     /* CK_MAC_GENERAL_PARAMS (a CK_ULONG) */
     case CKM_AES_CMAC_GENERAL:
+    /* CKM_AES_KEY_WRAP_KWP: no parameter or the 4-byte IV; the *_MAC_GENERAL: a CK_ULONG. */
+    case CKM_AES_KEY_WRAP_KWP: case CKM_AES_MAC_GENERAL: case CKM_DES3_MAC_GENERAL:
+    case CKM_DH_PKCS_DERIVE:  /* the other party's public value itself */
     case CKM_SHA_1_HMAC_GENERAL: case CKM_SHA256_HMAC_GENERAL: case CKM_SHA384_HMAC_GENERAL:
     case CKM_SHA512_HMAC_GENERAL: case CKM_SHA224_HMAC_GENERAL:
     case CKM_SHA512_224_HMAC_GENERAL: case CKM_SHA512_256_HMAC_GENERAL:
@@ -207,8 +210,8 @@ int ksa_mechanism_param_is_raw(CK_MECHANISM_TYPE t) {
     case CKM_EXTRACT_KEY_FROM_KEY:       /* CK_EXTRACT_PARAMS: a CK_ULONG */
     case CKM_CONCATENATE_BASE_AND_KEY:   /* a CK_OBJECT_HANDLE */
         return 1;
-    /* Not CKM_AES_ECB_ENCRYPT_DATA / CKM_AES_CBC_ENCRYPT_DATA: their structs
-     * carry a data pointer. */
+    /* Not CKM_AES_ECB_ENCRYPT_DATA / CKM_AES_CBC_ENCRYPT_DATA (and DES3's): their structs
+     * carry a data pointer (breadth_params.c). */
     default:
         return 0;
     }
@@ -295,6 +298,7 @@ static CK_RV put_mechanism(ksa_buf *b, const CK_MECHANISM *m, int message) {
     }
     default: {
         if (ksa_put_kdf_param(b, m, &rv)) return rv;
+        if (ksa_put_breadth_param(b, m, &rv)) return rv;   /* breadth_params.c */
         if (!ksa_mechanism_param_is_raw(m->mechanism)) return CKR_MECHANISM_PARAM_INVALID;
         ksa_put_u8(b, PARAM_RAW);
         return ksa_put_bytes(b, m->pParameter, m->ulParameterLen);
@@ -389,9 +393,15 @@ static int get_mechanism(ksa_rd *r, ksa_arena *a, CK_MECHANISM **out, int messag
             return -1;
         }
         break;
-    default:
+    default: {
+        int ok;
+        if (ksa_get_breadth_param(r, a, m, enc, &ok)) {   /* breadth_params.c */
+            if (ok != 0) return -1;
+            break;
+        }
         if (ksa_get_kdf_param(r, a, m, enc) != 0) return -1;
         break;
+    }
     }
     if (r->failed) return -1;
     *out = m;

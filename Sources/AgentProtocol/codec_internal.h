@@ -1,4 +1,4 @@
-/* Shared between the codec files (codec.c, kdf_params.c); not public API. */
+/* Shared between the codec files (codec.c, kdf_params.c, breadth_params.c); not public API. */
 #ifndef KEYSHARE_AGENT_CODEC_INTERNAL_H
 #define KEYSHARE_AGENT_CODEC_INTERNAL_H
 #include "agent_protocol.h"
@@ -32,6 +32,11 @@ int ksa_put_kdf_param(ksa_buf *b, const CK_MECHANISM *m, CK_RV *rv);
 int ksa_get_kdf_param(ksa_rd *r, ksa_arena *a, CK_MECHANISM *m, uint8_t enc);
 /* Reply: what a mechanism parameter hands back (the agent's side), and
  * applying it to the caller's parameter (validated in pass 0, written in pass 1). */
+/* Issue 13's second-round parameters (breadth_params.c): CCM, the ENCRYPT_DATA
+ * derivations. put as ksa_put_kdf_param; get: 1 when `enc` is one of its kinds
+ * (*ok 0, or -1 malformed), 0 otherwise. */
+int ksa_put_breadth_param(ksa_buf *b, const CK_MECHANISM *m, CK_RV *rv);
+int ksa_get_breadth_param(ksa_rd *r, ksa_arena *a, CK_MECHANISM *m, uint8_t enc, int *ok);
 void ksa_put_mechanism_outputs(ksa_buf *b, const CK_MECHANISM *m);
 int ksa_apply_mechanism_outputs(ksa_rd *r, const CK_MECHANISM *m, int write);
 

@@ -40,6 +40,7 @@ public enum CKA {
     public static let exponent1: AttributeType = 0x0126
     public static let exponent2: AttributeType = 0x0127
     public static let coefficient: AttributeType = 0x0128
+    public static let prime: AttributeType = 0x0130
     public static let publicKeyInfo: AttributeType = 0x0129
     public static let valueLen: AttributeType = 0x0161
     public static let extractable: AttributeType = 0x0162
@@ -74,8 +75,15 @@ public enum CKO {
 
 public enum CKK {
     public static let rsa: UInt = 0
+    public static let dsa: UInt = 1
+    public static let dh: UInt = 2
     public static let ec: UInt = 3
     public static let genericSecret: UInt = 0x10
+    // Legacy DES family (PKCS #11 3.0 §2.29) and ChaCha20: named by the CLI.
+    public static let des: UInt = 0x13
+    public static let des2: UInt = 0x14
+    public static let des3: UInt = 0x15
+    public static let chacha20: UInt = 0x33
     public static let aes: UInt = 0x1F
     public static let ecEdwards: UInt = 0x40
     public static let ecMontgomery: UInt = 0x41

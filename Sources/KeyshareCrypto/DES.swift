@@ -24,6 +24,16 @@ public enum DES: Sendable {
 
     public static let blockSize = 8
 
+    /// CKK_DES2: two-key Triple DES (K1 K2), 16 bytes.
+    public static let twoKeySize = 16
+
+    /// The three-key form K1 K2 K1 of a two-key 3DES key (SP 800-67 Rev. 2
+    /// §3.1, keying option 2), which DES-EDE3 runs exactly as two-key DES-EDE.
+    public static func expandTwoKey(_ key: [UInt8]) -> [UInt8] {
+        precondition(key.count == twoKeySize)
+        return key + key[0..<8]
+    }
+
     public static func cipher(_ variant: Variant, _ mode: Mode) throws -> OpaquePointer {
         switch variant {
         case .tripleDES:

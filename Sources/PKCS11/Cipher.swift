@@ -212,6 +212,8 @@ extension Runtime {
             return try AESGCMOperation(key: key, parameters: p, encrypting: encrypting)
         case .aesECB, .aesCTR, .aesCTS, .des, .chacha20Poly1305:
             return try symmetricOperation(m, view, encrypting: encrypting)  // SymmetricCipher.swift
+        case .aesCCM(let p):
+            return try CCMOperation(key: try aesKey(view, encrypting: encrypting), parameters: p, encrypting: encrypting)
         default:
             throw PKCS11Error.mechanismInvalid
         }

@@ -44,6 +44,8 @@ extension Runtime {
         case .hkdf(let p, let data): return [try deriveHKDF(s, p, data: data, baseKey: baseKey, template: template)]
         case .sp800108(let p): return try deriveSP800108(s, p, baseKey: baseKey, template: template)
         case .simpleDerive(let p): return [try deriveSimple(s, p, baseKey: baseKey, template: template)]
+        case .encryptData(let p): return [try deriveEncryptData(s, p, baseKey: baseKey, template: template)]
+        case .dhDerive(let y): return [try deriveDH(s, peer: y, baseKey: baseKey, template: template)]
         default: throw PKCS11Error.mechanismInvalid
         }
     }

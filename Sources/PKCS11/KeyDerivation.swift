@@ -56,10 +56,12 @@ struct DerivedKeyRequest {
     /// Secret key types a derivation may make: the ones keyshare can use.
     static let keyTypes: Set<CK_KEY_TYPE> = Runtime.hmacKeyTypes.union([CKK_HKDF])
 
-    init(_ t: AttributeMap) throws {
+    /// - Parameter also: key types this derivation may make besides `keyTypes`
+    ///   (the DES family for the ENCRYPT_DATA derivations).
+    init(_ t: AttributeMap, also: Set<CK_KEY_TYPE> = []) throws {
         if let c = try t.checkedULong(CKA_CLASS), c != CKO_SECRET_KEY { throw PKCS11Error.templateInconsistent }
         keyType = try t.checkedULong(CKA_KEY_TYPE) ?? CKK_GENERIC_SECRET
-        guard Self.keyTypes.contains(keyType) else { throw PKCS11Error.templateInconsistent }
+        guard Self.keyTypes.contains(keyType) || also.contains(keyType) else { throw PKCS11Error.templateInconsistent }
         if let n = try t.checkedULong(CKA_VALUE_LEN) {
             guard let i = Int(exactly: n), try Self.validLength(i, keyType) else { throw PKCS11Error.attributeValueInvalid }
             length = i
@@ -71,6 +73,7 @@ struct DerivedKeyRequest {
 
     static func validLength(_ n: Int, _ keyType: CK_KEY_TYPE) throws -> Bool {
         guard n >= 1, n <= KDFLimits.derivedLength else { return false }
+        if let fixed = SymmetricKeys.fixedSize(keyType) { return n == fixed }  // DES, DES2, DES3
         return keyType != CKK_AES || [16, 24, 32].contains(n)
     }
 

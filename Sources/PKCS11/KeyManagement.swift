@@ -60,6 +60,8 @@ extension Runtime {
         let privT = try privateTemplate.map()
         let spec: KeyGenerationRules.PairSpec
         let mechanismType = KeyGenerationRules.mechanismType(mechanism)
+        // DSA and DH (FFCKeys.swift).
+        if let pair = try generateFFCKeyPair(s, mechanismType, pubT: pubT, privT: privT) { return pair }
         switch mechanismType {
         case CKM_RSA_PKCS_KEY_PAIR_GEN?:
             guard let bits = try pubT.checkedULong(CKA_MODULUS_BITS) else { throw PKCS11Error.templateIncomplete }
@@ -139,6 +141,8 @@ extension Runtime {
         if let k = try generateSecretKey(s, mechanism: mechanism, template: t) { return k }
         // DES, 3DES and ChaCha20: one size each (SymmetricKeys.swift).
         if let fixed = try generateFixedSizeKey(s, mechanism, t) { return fixed }
+        // DSA and DH domain parameters (FFCKeys.swift).
+        if let d = try generateFFCDomain(s, KeyGenerationRules.mechanismType(mechanism), t) { return d }
         let keyType: CK_KEY_TYPE
         let sizes: ClosedRange<CK_ULONG>
         switch KeyGenerationRules.mechanismType(mechanism) {

@@ -73,6 +73,19 @@ public enum Mechanism: Sendable, Equatable {
     /// CKM_AES_KEY_WRAP(_PAD) with an alternative initial value.
     case aesKeyWrapWithIV(pad: Bool, iv: [UInt8])
 
+    // Mechanism breadth, issue 13's second round (MechanismParameters+Breadth.swift).
+    // CKM_AES_KEY_WRAP_KWP decodes to .aesKeyWrap(pad: true) / .aesKeyWrapWithIV.
+    /// CKM_AES_MAC(_GENERAL), CKM_DES3_MAC(_GENERAL): CBC-MAC (CBCMACSign.swift).
+    case cbcMAC(CBCMACMechanism)
+    /// CKM_AES_CCM (AESCCMCipher.swift).
+    case aesCCM(CCMParameters)
+    /// CKM_{AES,DES3}_{ECB,CBC}_ENCRYPT_DATA (EncryptDataDerivation.swift).
+    case encryptData(EncryptDataDerivation)
+    /// CKM_DSA (nil: the input is the digest) and CKM_DSA_SHA* (FFCKeys.swift).
+    case dsa(DigestAlgorithm?)
+    /// CKM_DH_PKCS_DERIVE with the other party's public value (FFCKeys.swift).
+    case dhDerive(publicValue: [UInt8])
+
     /// - Parameter parameter: pMechanism->pParameter as bytes; valid only during the call.
     public init(type: CK_MECHANISM_TYPE, parameter: UnsafeRawBufferPointer?) throws {
         let p = parameter.map { Array($0) } ?? []
@@ -88,6 +101,11 @@ public enum Mechanism: Sendable, Equatable {
         }
         // SHA-3, SHA-512/t, general HMAC, KDFs (MechanismParameters+KDF.swift).
         if let m = try Self.digestOrKDF(type, p) {
+            self = m
+            return
+        }
+        // CBC-MAC, CCM, ENCRYPT_DATA, KWP, DES2 (MechanismParameters+Breadth.swift).
+        if let m = try Self.breadth(type, p) {
             self = m
             return
         }
@@ -270,6 +288,7 @@ public enum MechanismCatalog {
         // SHA-3, SHA-512/t, general HMAC, HMAC key generation, KDFs (MechanismParameters+KDF.swift).
         e += digestKDFEntries
         e += symmetricEntries
+        e += breadthEntries
         return e
     }()
 

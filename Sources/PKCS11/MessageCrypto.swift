@@ -29,7 +29,12 @@ import KeyshareCrypto
 // for the process, so the counter can never give an IV twice; a later
 // message with another layout is CKR_ARGUMENTS_BAD. The counter's end
 // (2^bits IVs, 2^32 random ones, SP 800-38D §8.3) is CKR_DATA_LEN_RANGE,
-// as in Kryoptic.
+// as in Kryoptic. CKG_GENERATE_COUNTER_XOR (PKCS #11 3.1; the TLS 1.3 /
+// RFC 8446 §5.3 per-record nonce, which NSS's PK11_AEADOp and Kryoptic
+// implement): the same counter, from zero, XORed into the generated bits of
+// the IV the process's first generating message passed (the base IV, kept:
+// pIv is overwritten with each message's IV), so the first IV is the base
+// itself; the fixed bits are the base's.
 //
 // Decryption releases no plaintext before the tag is verified: a one-part
 // C_DecryptMessage returns it after the check, and C_DecryptMessageNext
@@ -44,12 +49,14 @@ struct IVGenerator {
     /// The next counter value; for random IVs, how many were made.
     var next: UInt64 = 0
     let limit: UInt64
+    /// CKG_GENERATE_COUNTER_XOR: the first generating message's IV.
+    var base: [UInt8]?
 
     init(_ p: MessageParameters) throws {
         let genBits = p.iv.count * 8 - p.ivFixedBits
         guard genBits > 0 else { throw PKCS11Error.argumentsBad }
         switch p.generator {
-        case CK_ULONG(CKG_GENERATE), CK_ULONG(CKG_GENERATE_COUNTER):
+        case CK_ULONG(CKG_GENERATE), CK_ULONG(CKG_GENERATE_COUNTER), CK_ULONG(CKG_GENERATE_COUNTER_XOR):
             limit = genBits >= 64 ? UInt64.max : UInt64(1) << genBits
         case CK_ULONG(CKG_GENERATE_RANDOM):
             guard genBits >= 96 else { throw PKCS11Error.argumentsBad }
@@ -77,10 +84,12 @@ struct IVGenerator {
             source = ivLength >= 8 ? [UInt8](repeating: 0, count: ivLength - 8) + be : Array(be.suffix(ivLength))
         }
         next += 1
-        var iv = caller
+        let xor = generator == CK_ULONG(CKG_GENERATE_COUNTER_XOR)
+        if xor, base == nil { base = caller }
+        var iv = xor ? base ?? caller : caller
         for i in 0..<ivLength where (i + 1) * 8 > fixedBits {
             let mask: UInt8 = i * 8 >= fixedBits ? 0xFF : 0xFF >> UInt8(fixedBits - i * 8)
-            iv[i] = (iv[i] & ~mask) | (source[i] & mask)
+            iv[i] = xor ? iv[i] ^ (source[i] & mask) : (iv[i] & ~mask) | (source[i] & mask)
         }
         return iv
     }

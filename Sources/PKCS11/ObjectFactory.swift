@@ -24,6 +24,12 @@ enum ObjectFactory {
         let label = t.string(CKA_LABEL) ?? ""
         let id = t[CKA_ID] ?? []
         var out: AttributeMap
+        if let ffc = try FFCRules.build(cls, t) {  // DSA and DH keys, domain parameters (FFCKeys.swift)
+            out = ffc
+            out[CKA_TOKEN] = AttributeCoding.bool(try t.checkedBool(CKA_TOKEN) ?? false)
+            out[CKA_PRIVATE] = AttributeCoding.bool(try t.checkedBool(CKA_PRIVATE) ?? privateByDefault(cls))
+            return out
+        }
         switch cls {
         case CKO_DATA:
             out = t
@@ -135,7 +141,7 @@ enum ObjectFactory {
         case CKK_GENERIC_SECRET: guard !value.isEmpty else { throw PKCS11Error.attributeValueInvalid }
         case let k where Runtime.hmacKeyType.values.contains(k) || k == CKK_HKDF:  // HMACSign.swift, KeyDerivation.swift
             guard !value.isEmpty else { throw PKCS11Error.attributeValueInvalid }
-        case CKK_DES, CKK_DES3, CKK_CHACHA20:  // one size each; DES parity (SymmetricKeys.swift)
+        case CKK_DES, CKK_DES2, CKK_DES3, CKK_CHACHA20:  // one size each; DES parity (SymmetricKeys.swift)
             guard SymmetricKeys.isValid(value, type: type) else { throw PKCS11Error.attributeValueInvalid }
         default: throw PKCS11Error.attributeValueInvalid
         }

@@ -72,7 +72,9 @@ extension Runtime {
             guard let v = target.attributes[CKA_VALUE] else { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
             material = v
         case CKO_PRIVATE_KEY:
-            guard case .rsaAESKeyWrap = mechanism, target.attributes[CKA.keyshareExternal] == nil else {
+            // DSA and DH keys are components, not PKCS #8 of a PrivateKey (FFCKeys.swift).
+            guard case .rsaAESKeyWrap = mechanism, target.attributes[CKA.keyshareExternal] == nil,
+                  target.keyType != CKK_DSA, target.keyType != CKK_DH else {
                 throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE)
             }
             material = try privateKey(target).pkcs8DER()

@@ -151,6 +151,10 @@ extension Runtime {
         let view = try resolveKey(s, key)
         if let op = try hmacOperation(mechanism, view, usage: CKA_SIGN) { return try s.begin(.sign, op) }
         if case .aesCMAC(let n) = mechanism { return try s.begin(.sign, try cmacOperation(n, view, usage: CKA_SIGN)) }
+        if case .cbcMAC(let m) = mechanism { return try s.begin(.sign, try cbcMACOperation(m, view, usage: CKA_SIGN)) }
+        if case .dsa(let d) = mechanism { return try s.begin(.sign, try dsaOperation(d, view, signing: true)) }
+        // DSA and DH keys hold components, not a PrivateKey: no other mechanism takes them (FFCKeys.swift).
+        if view.keyType == CKK_DSA || view.keyType == CKK_DH { throw PKCS11Error.keyTypeInconsistent }
         guard view.objectClass == CKO_PRIVATE_KEY else { throw PKCS11Error.keyTypeInconsistent }
         guard view.bool(CKA_SIGN) == true else { throw PKCS11Error.keyFunctionNotPermitted }
         // A key of an external token: signed on the card (ExternalTokens.swift).

@@ -286,10 +286,19 @@ extension Runtime {
         }
     }
 
-    /// A DES (8-byte) or 3DES (24-byte) key's value.
+    /// A DES (8-byte) or 3DES (24-byte) key's value. The 3DES mechanisms
+    /// also take a CKK_DES2 key (16 bytes, K1 K2), as two-key 3DES: K1 K2 K1
+    /// (SP 800-67 keying option 2; PKCS #11 3.0 §2.29 "DES2 secret key
+    /// objects ... used with the DES3 mechanisms"; SoftHSM2 and NSS do the same).
     func desKey(_ view: ObjectView, _ variant: DES.Variant) throws -> [UInt8] {
-        let type: CK_KEY_TYPE = variant == .des ? CKK_DES : CKK_DES3
-        guard view.objectClass == CKO_SECRET_KEY, view.keyType == type else { throw PKCS11Error.keyTypeInconsistent }
+        let types: [CK_KEY_TYPE] = variant == .des ? [CKK_DES] : [CKK_DES3, CKK_DES2]
+        guard view.objectClass == CKO_SECRET_KEY, let type = view.keyType, types.contains(type) else {
+            throw PKCS11Error.keyTypeInconsistent
+        }
+        if type == CKK_DES2 {
+            guard let v = view.attributes[CKA_VALUE], v.count == DES.twoKeySize else { throw PKCS11Error(CKR_KEY_SIZE_RANGE) }
+            return DES.expandTwoKey(v)
+        }
         guard let v = view.attributes[CKA_VALUE], v.count == variant.keySize else { throw PKCS11Error(CKR_KEY_SIZE_RANGE) }
         return v
     }

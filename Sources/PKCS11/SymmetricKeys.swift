@@ -3,7 +3,8 @@ import Keychain
 import KeyshareCrypto
 
 // The secret key types of issue 13 that have one size each: CKK_DES (8
-// bytes), CKK_DES3 (24 bytes, three-key) and CKK_CHACHA20 (32 bytes). Their
+// bytes), CKK_DES2 (16 bytes: two-key 3DES, K1 K2 K1, which the CKM_DES3_*
+// mechanisms take), CKK_DES3 (24 bytes, three-key) and CKK_CHACHA20 (32 bytes). Their
 // generation (C_GenerateKey) and the value check C_CreateObject and
 // C_UnwrapKey apply. DES and DES3 are legacy (DES.swift): offered for old
 // peers, never made by anything in keyshare unless asked for.
@@ -13,6 +14,7 @@ enum SymmetricKeys {
     static func fixedSize(_ type: CK_KEY_TYPE) -> Int? {
         switch type {
         case CKK_DES: DES.Variant.des.keySize
+        case CKK_DES2: DES.twoKeySize
         case CKK_DES3: DES.Variant.tripleDES.keySize
         case CKK_CHACHA20: AEADAlgorithm.chachaKeySize
         default: nil
@@ -29,13 +31,14 @@ enum SymmetricKeys {
         return type == CKK_CHACHA20 || DES.hasOddParity(value)
     }
 
-    /// The key type and a fresh value for CKM_DES_KEY_GEN, CKM_DES3_KEY_GEN
+    /// The key type and a fresh value for CKM_DES_KEY_GEN, CKM_DES2_KEY_GEN, CKM_DES3_KEY_GEN
     /// or CKM_CHACHA20_KEY_GEN, or nil for another mechanism. A template's
     /// CKA_VALUE_LEN, optional here, must name the one size.
     static func generate(_ mechanism: CK_MECHANISM_TYPE, template t: AttributeMap) throws -> (CK_KEY_TYPE, [UInt8])? {
         let type: CK_KEY_TYPE
         switch mechanism {
         case CKM_DES_KEY_GEN: type = CKK_DES
+        case CKM_DES2_KEY_GEN: type = CKK_DES2
         case CKM_DES3_KEY_GEN: type = CKK_DES3
         case CKM_CHACHA20_KEY_GEN: type = CKK_CHACHA20
         default: return nil

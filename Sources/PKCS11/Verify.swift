@@ -36,6 +36,9 @@ extension Runtime {
         let view = try resolveKey(s, key)
         if let op = try hmacOperation(mechanism, view, usage: CKA_VERIFY) { return try s.begin(.verify, op) }
         if case .aesCMAC(let n) = mechanism { return try s.begin(.verify, try cmacOperation(n, view, usage: CKA_VERIFY)) }
+        if case .cbcMAC(let m) = mechanism { return try s.begin(.verify, try cbcMACOperation(m, view, usage: CKA_VERIFY)) }
+        if case .dsa(let d) = mechanism { return try s.begin(.verify, try dsaOperation(d, view, signing: false)) }
+        if view.keyType == CKK_DSA || view.keyType == CKK_DH { throw PKCS11Error.keyTypeInconsistent }
         let permitted = view.objectClass == CKO_PUBLIC_KEY ? view.bool(CKA_VERIFY) : view.bool(CKA_SIGN)
         guard view.objectClass == CKO_PUBLIC_KEY || view.objectClass == CKO_PRIVATE_KEY else {
             throw PKCS11Error.keyTypeInconsistent

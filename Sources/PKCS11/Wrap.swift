@@ -124,6 +124,8 @@ extension Runtime {
             material = v
         case CKO_PRIVATE_KEY:
             guard target.attributes[CKA.keyshareExternal] == nil else { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
+            // DSA and DH keys are components, not PKCS #8 of a PrivateKey (FFCKeys.swift).
+            guard target.keyType != CKK_DSA, target.keyType != CKK_DH else { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
             material = try privateKey(target).pkcs8DER()
         default:
             throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE)
@@ -161,7 +163,7 @@ extension Runtime {
             switch keyType {
             case CKK_AES: guard [16, 24, 32].contains(material.count) else { throw PKCS11Error(CKR_WRAPPED_KEY_INVALID) }
             case CKK_GENERIC_SECRET: guard !material.isEmpty else { throw PKCS11Error(CKR_WRAPPED_KEY_INVALID) }
-            case CKK_DES, CKK_DES3, CKK_CHACHA20:  // one size each; DES parity (SymmetricKeys.swift)
+            case CKK_DES, CKK_DES2, CKK_DES3, CKK_CHACHA20:  // one size each; DES parity (SymmetricKeys.swift)
                 guard SymmetricKeys.isValid(material, type: keyType) else { throw PKCS11Error(CKR_WRAPPED_KEY_INVALID) }
             default: throw PKCS11Error.templateInconsistent
             }

@@ -99,10 +99,16 @@ enum AttributeNames {
     @Sendable static func keyType(_ n: UInt) -> String {
         switch n {
         case CKK.rsa: "CKK_RSA"
+        case CKK.dsa: "CKK_DSA"
+        case CKK.dh: "CKK_DH"
         case CKK.ec: "CKK_EC"
         case CKK.ecEdwards: "CKK_EC_EDWARDS"
         case CKK.aes: "CKK_AES"
         case CKK.genericSecret: "CKK_GENERIC_SECRET"
+        case CKK.des: "CKK_DES"
+        case CKK.des2: "CKK_DES2"
+        case CKK.des3: "CKK_DES3"
+        case CKK.chacha20: "CKK_CHACHA20"
         default: String(format: "0x%08lX", n)
         }
     }

@@ -128,6 +128,16 @@ enum KeyDescription {
             if let len = attributes.ulong(CKA.valueLen) { return "AES-\(len * 8)" }
             return "AES"
         case CKK.genericSecret: return "generic secret"
+        // Legacy finite-field keys: the size of p.
+        case CKK.dsa, CKK.dh:
+            let name = keyType == CKK.dsa ? "DSA" : "DH"
+            if let p = attributes[CKA.prime] { return "\(name)-\(p.drop { $0 == 0 }.count * 8) (legacy)" }
+            return "\(name) (legacy)"
+        // Legacy DES keys have one size each: DES (56-bit), two- and three-key 3DES.
+        case CKK.des: return "DES (legacy)"
+        case CKK.des2: return "3DES two-key (legacy)"
+        case CKK.des3: return "3DES (legacy)"
+        case CKK.chacha20: return "ChaCha20"
         default: return "key type \(keyType)"
         }
     }

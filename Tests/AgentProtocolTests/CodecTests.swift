@@ -143,11 +143,13 @@ import Glibc
     }
 
     @Test func pointerCarryingParameterNotKnownIsRefused() {
-        // CKM_AES_CCM's CK_CCM_PARAMS carries pointers; the protocol does not
-        // know it, so it never crosses as raw bytes.
+        // CKM_X9_42_DH_DERIVE's CK_X9_42_DH1_DERIVE_PARAMS carries pointers; the
+        // protocol does not know it, so it never crosses as raw bytes. (This
+        // used CKM_AES_CCM until CK_CCM_PARAMS got its codec entry, breadth_params.c.)
         var param = [UInt8](repeating: 0, count: 48)
         param.withUnsafeMutableBytes { pp in
-            var mech = CK_MECHANISM(mechanism: 0x1088, pParameter: pp.baseAddress, ulParameterLen: 48)
+            var mech = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(CKM_X9_42_DH_DERIVE), pParameter: pp.baseAddress,
+                                    ulParameterLen: 48)
             withUnsafeMutablePointer(to: &mech) { mp in
                 var args = [ksa_arg](repeating: ksa_arg(), count: Int(KSA_MAX_ARGS))
                 args[1].ptr = UnsafeMutableRawPointer(mp)

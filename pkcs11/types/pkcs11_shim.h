@@ -297,6 +297,39 @@ typedef struct CK_RSA_AES_KEY_WRAP_PARAMS {
 typedef CK_RSA_AES_KEY_WRAP_PARAMS *CK_RSA_AES_KEY_WRAP_PARAMS_PTR;
 #endif
 
+/* ---- mechanism breadth (issue 13, part 2): RFC 5649 key wrap under its
+ * 3.0 code, AES-CCM (Current Mechanisms §2.14 / §2.12.3), the counter-XOR IV
+ * generator. --------------------------------------------------------------- */
+#ifndef CKM_AES_KEY_WRAP_KWP
+#define CKM_AES_KEY_WRAP_KWP (0x0000210BUL)
+#endif
+#ifndef CKG_GENERATE_COUNTER_XOR
+#define CKG_GENERATE_COUNTER_XOR (0x00000004UL)
+#endif
+#ifndef CK_CCM_PARAMS_DEFINED
+#define CK_CCM_PARAMS_DEFINED 1
+typedef struct CK_CCM_PARAMS {
+    CK_ULONG ulDataLen;
+    CK_BYTE_PTR pNonce;
+    CK_ULONG ulNonceLen;
+    CK_BYTE_PTR pAAD;
+    CK_ULONG ulAADLen;
+    CK_ULONG ulMACLen;
+} CK_CCM_PARAMS;
+typedef CK_CCM_PARAMS *CK_CCM_PARAMS_PTR;
+
+typedef struct CK_CCM_MESSAGE_PARAMS {
+    CK_ULONG ulDataLen;
+    CK_BYTE_PTR pNonce;
+    CK_ULONG ulNonceLen;
+    CK_ULONG ulNonceFixedBits;
+    CK_GENERATOR_FUNCTION nonceGenerator;
+    CK_BYTE_PTR pMAC;
+    CK_ULONG ulMACLen;
+} CK_CCM_MESSAGE_PARAMS;
+typedef CK_CCM_MESSAGE_PARAMS *CK_CCM_MESSAGE_PARAMS_PTR;
+#endif
+
 /* ---- cast macros Swift cannot import ---------------------------------- */
 static const CK_ULONG KS_CK_UNAVAILABLE_INFORMATION = CK_UNAVAILABLE_INFORMATION;
 static const CK_ULONG KS_CK_EFFECTIVELY_INFINITE = CK_EFFECTIVELY_INFINITE;
