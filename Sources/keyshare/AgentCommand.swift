@@ -23,6 +23,9 @@ struct AgentCommand: ParsableCommand {
     var daemonize = false
 
     func run() throws {
+        // First: run under malloc settings that overwrite freed memory
+        // (CLinux KEYSHARE_AGENT_MALLOC_TUNABLES); returns when in force.
+        _ = keyshare_agent_scrub_heap(CommandLine.unsafeArgv)
         let idle = idleTimeout
             ?? ProcessInfo.processInfo.environment["KEYSHARE_AGENT_IDLE_TIMEOUT"].flatMap(Double.init) ?? 600
         guard idle >= 0 else { throw ValidationError("--idle-timeout must be 0 or more") }
