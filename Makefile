@@ -87,7 +87,8 @@ bench: build $(BENCH_BIN)
 
 ## stress: long reliability runs (docs/reliability.md): 4 processes x 2 threads x 1000 operations with the
 ## CLI alongside, 200 SIGKILLs, 100 forks with 4 busy threads, the password-service exec races 25 times
-## each (issue 12), 50 smart-card insert/remove cycles per event path (docs/benchmarks.md), and the
+## each (issue 12), 50 smart-card insert/remove cycles per event path (docs/benchmarks.md), 20 kill -9
+## of the agent under a 4-process mixed load for 60 s (issue 16), and the
 ## in-process run under ThreadSanitizer (module in .build-tsan).
 SANITIZE := KEYSHARE_SANITIZE=1 $(SWIFT) build -c release
 stress: build $(CARD_BRIDGE)
@@ -96,6 +97,7 @@ stress: build $(CARD_BRIDGE)
 	@bash Tests/stress/crash.sh "$(KEYSHARE)" "$(MODULE)" 200
 	@RACE_RUNS=25 bash Tests/integration/21-share-hardening.sh "$(KEYSHARE)" "$(MODULE)"
 	@bash Tests/integration/55-fork.sh "$(KEYSHARE)" "$(MODULE)" 100
+	@bash Tests/integration/77-agent-kill.sh "$(KEYSHARE)" "$(MODULE)" 4 60 20
 	$(SANITIZE) --scratch-path .build-tsan -Xswiftc -sanitize=thread --product keyshare-pkcs11
 	@bash Tests/stress/tsan.sh "$(KEYSHARE)" .build-tsan/release/libkeyshare-pkcs11.so 4 1000
 

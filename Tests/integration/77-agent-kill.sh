@@ -9,7 +9,7 @@
 # tried to destroy exists, every one whose C_DestroyObject returned CKR_OK is
 # gone; PRAGMA integrity_check ok.
 # Usage: 77-agent-kill.sh KEYSHARE MODULE [NPROC SECONDS KILLS]
-# (defaults 4 6 2 for make test; `make stress` runs Tests/stress/agent-kill.sh, longer).
+# (defaults 4 6 2 for make test; `make stress` runs 4 60 20).
 set -u
 KS=${1:?keyshare binary}
 MODULE=${2:?module path}
@@ -70,7 +70,7 @@ cat "$WORK"/logs/ops-*.log >"$WORK/all.log"
 want=$(awk '$1 == "C" {c[$2] = 1} $1 == "d" || $1 == "D" {delete c[$2]} END {n = 0; for (l in c) n++; print n}' "$WORK/all.log")
 gone=$(awk '$1 == "D" {n++} END {print n + 0}' "$WORK/all.log")
 pkcs11-tool --module "$MODULE" --login --pin env:PIN -O --type data 2>/dev/null |
-  sed -n 's/^[[:space:]]*label:[[:space:]]*//p' | sort -u >"$WORK/present"
+  sed -n "s/^[[:space:]]*label:[[:space:]]*'\(.*\)'$/\1/p" | sort -u >"$WORK/present"
 missing=$(awk 'NR == FNR {p[$1] = 1; next} $1 == "C" {c[$2] = 1} $1 == "d" || $1 == "D" {delete c[$2]} END {for (l in c) if (!(l in p)) print l}' \
   "$WORK/present" "$WORK/all.log")
 revived=$(awk 'NR == FNR {p[$1] = 1; next} $1 == "D" && ($2 in p) {print $2}' "$WORK/present" "$WORK/all.log")

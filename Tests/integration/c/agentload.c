@@ -18,7 +18,7 @@
  * "recoveries" count. Any other CK_RV is an error. It must also make progress
  * after its last recovery (ops_after > 0), which means the module restarted
  * the agent.
- * Prints "pid P ops O recoveries R ops_after A errors E" and exits with
+ * Prints "pid P ops O recoveries R ops_after A errors E (...)" and exits with
  * min(E, 100), or 101 when nothing succeeded after the last recovery.
  */
 #include <dlfcn.h>
@@ -33,7 +33,7 @@ static CK_FUNCTION_LIST_PTR f;
 static CK_SLOT_ID slot;
 static CK_SESSION_HANDLE s = CK_INVALID_HANDLE;
 static CK_OBJECT_HANDLE key;
-static int errors, recoveries;
+static int errors, recoveries, removed, invalid;
 
 static int recoverable(CK_RV rv) {
     return rv == CKR_DEVICE_REMOVED || rv == CKR_SESSION_HANDLE_INVALID || rv == CKR_SESSION_CLOSED ||
@@ -132,6 +132,8 @@ int main(int argc, char **argv) {
     failed:
         if (recoverable(rv)) {
             recoveries++;
+            if (rv == CKR_DEVICE_REMOVED) removed++;
+            if (rv == CKR_SESSION_HANDLE_INVALID) invalid++;
             after = 0;
             needs_fresh = 1;
         } else {
@@ -142,7 +144,8 @@ int main(int argc, char **argv) {
     }
     f->C_Finalize(NULL);
     fclose(log);
-    printf("pid %d ops %ld recoveries %d ops_after %ld errors %d\n", (int)getpid(), ops, recoveries, after, errors);
+    printf("pid %d ops %ld recoveries %d ops_after %ld errors %d (device_removed %d session_handle_invalid %d)\n",
+           (int)getpid(), ops, recoveries, after, errors, removed, invalid);
     if (errors) return errors > 100 ? 100 : errors;
     return after > 0 ? 0 : 101;
 }
