@@ -60,6 +60,18 @@ public final class Agent: @unchecked Sendable {
         // driver) or a helper it starts must never connect back to it.
         setenv("KEYSHARE_IN_PROCESS", "1", 1)
         harden()
+        // Socket-activated: the directory (lock, pid file, log) is the one the
+        // socket is in, whatever this process's environment says: a manager
+        // that does not pass XDG_RUNTIME_DIR (systemd-socket-activate without
+        // -E) would otherwise put the agent lock elsewhere than an
+        // auto-started agent's, and two agents could serve one socket.
+        let inherited = systemdSocket()
+        if let fd = inherited, let path = Self.boundPath(fd) {
+            setenv("KEYSHARE_AGENT_SOCKET", path, 1)
+            // The manager made it (SocketMode= of the unit); the 0700 directory
+            // is what protects it, but 0600 as when the agent binds it itself.
+            chmod(path, 0o600)
+        }
         var dirBuf = [CChar](repeating: 0, count: 512)
         var pathBuf = [CChar](repeating: 0, count: 128)
         guard ksa_agent_dir(&dirBuf, dirBuf.count) == 0, ksa_socket_path(&pathBuf, pathBuf.count) == 0 else {
@@ -83,7 +95,7 @@ public final class Agent: @unchecked Sendable {
             ready("0")
             return 0
         }
-        if let fd = systemdSocket() {
+        if let fd = inherited {
             listenFD = fd
             activated = true
         } else {
@@ -185,6 +197,20 @@ public final class Agent: @unchecked Sendable {
         unsetenv("LISTEN_PID")
         _ = fcntl(3, F_SETFD, FD_CLOEXEC)
         return 3
+    }
+
+    /// The filesystem path a listening Unix socket is bound to (nil: abstract or unnamed).
+    static func boundPath(_ fd: Int32) -> String? {
+        var addr = sockaddr_un()
+        var len = socklen_t(MemoryLayout<sockaddr_un>.size)
+        let rc = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
+        guard rc == 0, addr.sun_family == sa_family_t(AF_UNIX) else { return nil }
+        let path = withUnsafeBytes(of: &addr.sun_path) { raw in
+            String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+        }
+        return path.hasPrefix("/") ? path : nil
     }
 
     private func writePID(_ path: String) {
