@@ -31,6 +31,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1046,6 +1047,7 @@ static double run_sign_procs(const char *path, int nproc, int nthreads) {
     }
     FILE *in[8];
     int ok = 1;
+    signal(SIGPIPE, SIG_IGN); /* a child that died early must not kill the run */
     char line[64];
     for (int i = 0; i < nproc; i++) {
         in[i] = fdopen(from[i][0], "r");

@@ -131,7 +131,8 @@ struct AgentConnection {
         ksa_buf_init(&out)
         defer { ksa_buf_free(&out) }
         let table = ks_function_list_3_0()
-        while ksa_read_frame(fd, &buf) == 0 {
+        // Calls and replies alternate from here: one recv per call (frame.c).
+        while ksa_read_frame_next(fd, &buf) == 0 {
             ksa_buf_reset(&out)
             let status = Module.withCurrent(client.module) {
                 Log.withDestination(fd: client.logFD, pid: client.pid) { ksa_serve(table, buf.data, buf.len, &out) }

@@ -28,7 +28,10 @@ pids=()
 agent_pid() { cat "$XDG_RUNTIME_DIR/keyshare/agent.pid" 2>/dev/null; }
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
-  p=$(agent_pid); [ -n "$p" ] && kill "$p" 2>/dev/null
+  p=$(agent_pid)
+  if [ -n "$p" ] && kill "$p" 2>/dev/null; then  # not our child: wait until it is gone
+    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+  fi
   wait 2>/dev/null
   rm -rf "$WORK" "$KEYSHARE_HOME"
 }
