@@ -77,13 +77,14 @@ test: unit-test integration-test test-cards
 demo: build
 	@bash Tests/integration/demo.sh "$(KEYSHARE)" "$(MODULE)"
 
-## bench: keyshare's module vs SoftHSM2 vs raw OpenSSL, one table (docs/benchmarks.md); BENCH_SMOKE=1 for a quick run.
+## bench: keyshare's module (through its agent; BENCH_IN_PROCESS=1 for in-process) vs SoftHSM2 vs raw OpenSSL,
+## one table (docs/benchmarks.md); BENCH_SMOKE=1 for a quick run.
 BENCH_BIN := Benchmarks/p11bench
 $(BENCH_BIN): Benchmarks/p11bench.c
 	$(CC) -O2 -Wall -I/usr/include/p11-kit-1 $$(pkg-config --cflags p11-kit-1 2>/dev/null) -o $@ $< -lcrypto -lsqlite3 -ldl -lpthread
 
 bench: build $(BENCH_BIN)
-	@bash Benchmarks/run.sh "$(KEYSHARE)" "$(MODULE)" "$(BENCH_BIN)"
+	@BENCH_AGENT=$${BENCH_AGENT:-1} bash Benchmarks/run.sh "$(KEYSHARE)" "$(MODULE)" "$(BENCH_BIN)"
 
 ## stress: long reliability runs (docs/reliability.md): 4 processes x 2 threads x 1000 operations with the
 ## CLI alongside, 200 SIGKILLs, 100 forks with 4 busy threads, the password-service exec races 25 times

@@ -7,17 +7,6 @@
 #include <unistd.h>
 #include "agent_protocol.h"
 
-static int write_all(int fd, const uint8_t *p, size_t n) {
-    while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static int read_all(int fd, uint8_t *p, size_t n) {
     while (n) {
         ssize_t r = recv(fd, p, n, 0);
