@@ -92,4 +92,10 @@ static inline int keyshare_agent_scrub_heap(char *const argv[]) {
     mallopt(M_PERTURB, 165);
     return -1;
 }
+
+/// Closes every descriptor from 3 up: a daemonizing agent keeps nothing its
+/// starter held open without close-on-exec (a lock, a pipe someone waits on).
+static inline void keyshare_close_from(int lowfd) {
+    closefrom(lowfd);
+}
 #endif

@@ -31,6 +31,9 @@ struct AgentCommand: ParsableCommand {
         guard idle >= 0 else { throw ValidationError("--idle-timeout must be 0 or more") }
         var readyFD: Int32?
         if daemonize {
+            // Started by a client (agent_client.c spawns with closefrom(3)) or by
+            // hand: either way nothing of the starter's stays open in the agent.
+            keyshare_close_from(3)
             var dirBuf = [CChar](repeating: 0, count: 512)
             guard ksa_agent_dir(&dirBuf, dirBuf.count) == 0, ksa_prepare_dir(dirBuf, 1) == 0 else {
                 throw CLIError("the agent directory is missing or not private (owner \(getuid()), mode 0700)")

@@ -165,8 +165,16 @@ static int connect_or_start(void) {
             posix_spawnattr_t attr;
             posix_spawnattr_init(&attr);
             posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+            /* The agent outlives this process: it must not keep what this
+             * process holds open without close-on-exec (a shell's `exec 9>lock`
+             * held by flock, a pipe a caller waits to see closed). */
+            posix_spawn_file_actions_t fa;
+            posix_spawn_file_actions_init(&fa);
+            posix_spawn_file_actions_addclosefrom_np(&fa, 3);
             pid_t pid;
-            if (posix_spawn(&pid, prog, NULL, &attr, argv, environ) == 0) {
+            int spawned = posix_spawn(&pid, prog, &fa, &attr, argv, environ) == 0;
+            posix_spawn_file_actions_destroy(&fa);
+            if (spawned) {
                 /* The first process exits once the agent listens (or lost the race). */
                 int status;
                 while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
