@@ -11,7 +11,7 @@ DEB_PACKAGES  := libssl-dev libsqlite3-dev libp11-kit-dev p11-kit opensc softhsm
                  libengine-pkcs11-openssl openssh-client libnss3-tools zip unzip openssl python3 pkg-config strace \
                  p11-kit-modules openssh-server openvpn curl iproute2 openjdk-17-jdk-headless gdb sqlite3 \
                  pcscd vsmartcard-vpcd opensc-pkcs11 libcacard-dev util-linux \
-                 swtpm swtpm-tools tpm2-tools libtpm2-pkcs11-1 libtpm2-pkcs11-tools
+                 swtpm swtpm-tools tpm2-tools libtpm2-pkcs11-1 libtpm2-pkcs11-tools systemd
 P11_MODULE_DIR  = $(shell pkg-config --variable=p11_module_path p11-kit-1 2>/dev/null || echo /usr/lib/x86_64-linux-gnu/pkcs11)
 P11_CONFIG_DIR  = $(shell pkg-config --variable=p11_module_configs p11-kit-1 2>/dev/null || echo /usr/share/p11-kit/modules)
 
@@ -91,17 +91,19 @@ test: unit-test integration-test integration-test-in-process-subset test-cards
 demo: build
 	@bash Tests/integration/demo.sh "$(KEYSHARE)" "$(MODULE)"
 
-## bench: keyshare's module vs SoftHSM2 vs raw OpenSSL, one table (docs/benchmarks.md); BENCH_SMOKE=1 for a quick run.
+## bench: keyshare's module (through its agent; BENCH_IN_PROCESS=1 for in-process) vs SoftHSM2 vs raw OpenSSL,
+## one table (docs/benchmarks.md); BENCH_SMOKE=1 for a quick run.
 BENCH_BIN := Benchmarks/p11bench
 $(BENCH_BIN): Benchmarks/p11bench.c
 	$(CC) -O2 -Wall -I/usr/include/p11-kit-1 $$(pkg-config --cflags p11-kit-1 2>/dev/null) -o $@ $< -lcrypto -lsqlite3 -ldl -lpthread
 
 bench: build $(BENCH_BIN)
-	@bash Benchmarks/run.sh "$(KEYSHARE)" "$(MODULE)" "$(BENCH_BIN)"
+	@BENCH_AGENT=$${BENCH_AGENT:-1} bash Benchmarks/run.sh "$(KEYSHARE)" "$(MODULE)" "$(BENCH_BIN)"
 
 ## stress: long reliability runs (docs/reliability.md): 4 processes x 2 threads x 1000 operations with the
 ## CLI alongside, 200 SIGKILLs, 100 forks with 4 busy threads, the password-service exec races 25 times
-## each (issue 12), 50 smart-card insert/remove cycles per event path (docs/benchmarks.md), and the
+## each (issue 12), 50 smart-card insert/remove cycles per event path (docs/benchmarks.md), 20 kill -9
+## of the agent under a 4-process mixed load for 60 s (issue 16), and the
 ## in-process run under ThreadSanitizer (module in .build-tsan).
 SANITIZE := KEYSHARE_SANITIZE=1 $(SWIFT) build -c release
 stress: build $(CARD_BRIDGE)
@@ -110,6 +112,7 @@ stress: build $(CARD_BRIDGE)
 	@bash Tests/stress/crash.sh "$(KEYSHARE)" "$(MODULE)" 200
 	@RACE_RUNS=25 bash Tests/integration/21-share-hardening.sh "$(KEYSHARE)" "$(MODULE)"
 	@bash Tests/integration/55-fork.sh "$(KEYSHARE)" "$(MODULE)" 100
+	@bash Tests/integration/77-agent-kill.sh "$(KEYSHARE)" "$(MODULE)" 4 60 20
 	$(SANITIZE) --scratch-path .build-tsan -Xswiftc -sanitize=thread --product keyshare-pkcs11
 	@bash Tests/stress/tsan.sh "$(KEYSHARE)" .build-tsan/release/libkeyshare-pkcs11.so 4 1000
 

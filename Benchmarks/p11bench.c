@@ -31,6 +31,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -926,7 +927,9 @@ static double find_ms(mod_t *m, long i, int bylabel, double *samples, int *ns) {
 
 static const char *SELF;
 
-/* Child: dlopen, C_Initialize, login, finalize; prints "dlopen_init_ms init_login_fin_ms login_ms". */
+/* Child: dlopen, C_Initialize, login, finalize; prints "load_ms dlopen_init_ms init_login_fin_ms login_ms
+ * find_ms dlopen_init_opensession_ms" (the last: what an application pays before its first real call,
+ * through the agent when it runs already). */
 static int child_init(const char *path) {
     double t0 = now();
     void *dl;
@@ -949,7 +952,8 @@ static int child_init(const char *path) {
     double t5 = now();
     f->C_Finalize(NULL);
     double t6 = now();
-    printf("%f %f %f %f %f\n", (t1 - t0) * 1e3, (t2 - t0) * 1e3, (t6 - t1) * 1e3, (t4 - t3) * 1e3, (t5 - t4) * 1e3);
+    printf("%f %f %f %f %f %f\n", (t1 - t0) * 1e3, (t2 - t0) * 1e3, (t6 - t1) * 1e3, (t4 - t3) * 1e3, (t5 - t4) * 1e3,
+           (t3 - t0) * 1e3);
     return 0;
 }
 
@@ -986,6 +990,108 @@ static int child_rss(const char *path) {
     return 0;
 }
 
+/* Child: ECDSA P-256 signing in NTHREADS threads (one session each) after
+ * "ready" on stdout and a byte on stdin, so sibling processes start
+ * together; prints the summed ops/s. PATH "raw" signs with a fresh OpenSSL
+ * key instead (the raw column); else the module's key "bench-key-0". */
+static int child_sign(const char *path, int nthreads) {
+    work_t w = {0};
+    w.key = K_P256;
+    w.kind = W_PLAIN;
+    w.datalen = 32;
+    memset(w.data, 0x5a, 32);
+    mod_t mm = {.name = "child", .path = path}, *m = &mm;
+    if (!strcmp(path, "raw")) {
+        rawkey[K_P256] = gen_raw(K_P256);
+    } else {
+        module_up(m);
+        CK_OBJECT_CLASS cls = CKO_PRIVATE_KEY;
+        CK_ATTRIBUTE t[] = {{CKA_CLASS, &cls, sizeof cls}, {CKA_LABEL, "bench-key-0", 11}};
+        CK_ULONG got = 0;
+        CK(m->f->C_FindObjectsInit(m->s, t, 2));
+        CK(m->f->C_FindObjects(m->s, &privh[SUBJ][K_P256], 1, &got));
+        CK(m->f->C_FindObjectsFinal(m->s));
+        if (got != 1) return 1;
+        w.col = SUBJ;
+        w.m = m;
+        w.s = m->s;
+    }
+    printf("ready\n");
+    fflush(stdout);
+    char go;
+    if (read(0, &go, 1) != 1) return 1;
+    double v = run_threads(w.m ? p11_sign : raw_sign, &w, nthreads);
+    printf("%f\n", v);
+    if (m->f) m->f->C_Finalize(NULL);
+    return v < 0;
+}
+
+/* NPROC children of child_sign at once; the sum of their ops/s, or -1. */
+static double run_sign_procs(const char *path, int nproc, int nthreads) {
+    int to[8][2], from[8][2];
+    pid_t pid[8];
+    char nt[8];
+    snprintf(nt, sizeof nt, "%d", nthreads);
+    for (int i = 0; i < nproc; i++) {
+        if (pipe(to[i]) || pipe(from[i])) return -1;
+        pid[i] = fork();
+        if (pid[i] == 0) {
+            dup2(to[i][0], 0);
+            dup2(from[i][1], 1);
+            for (int j = 0; j <= i; j++) { close(to[j][0]); close(to[j][1]); close(from[j][0]); close(from[j][1]); }
+            execl(SELF, SELF, "--child", "sign", path, "--token", TOKEN, "--threads", nt, (char *)NULL);  /* BENCH_PIN inherited */
+            _exit(127);
+        }
+        close(to[i][0]);
+        close(from[i][1]);
+    }
+    FILE *in[8];
+    int ok = 1;
+    signal(SIGPIPE, SIG_IGN); /* a child that died early must not kill the run */
+    char line[64];
+    for (int i = 0; i < nproc; i++) {
+        in[i] = fdopen(from[i][0], "r");
+        if (!in[i] || !fgets(line, sizeof line, in[i]) || strncmp(line, "ready", 5)) ok = 0;
+    }
+    for (int i = 0; i < nproc; i++) { if (write(to[i][1], "g", 1) != 1) ok = 0; close(to[i][1]); }
+    double sum = 0;
+    for (int i = 0; i < nproc; i++) {
+        double v = -1;
+        if (!in[i] || fscanf(in[i], "%lf", &v) != 1 || v < 0) ok = 0;
+        sum += v;
+        if (in[i]) fclose(in[i]);
+        int st;
+        waitpid(pid[i], &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st)) ok = 0;
+    }
+    return ok ? sum : -1;
+}
+
+/* The issue's scaling target: 2 processes x 2 threads of ECDSA P-256 signing
+ * against the 1-thread row of the same run (in-process figure of the parent). */
+static void multiproc_rows(void) {
+    const char *name = "sign ECDSA P-256, 2 processes × 2 threads";
+    if (!wanted(name)) return;
+    snprintf(cursection, sizeof cursection, "sign (C_SignInit+C_Sign)");
+    row_t *r = row("ops/s", HIGHER, "%s", name);
+    row_t *q = row("×", HIGHER, "  2 processes × 2 threads ÷ 1 thread (ECDSA P-256)");
+    const row_t *one = NULL;
+    for (int i = 0; i < nrows; i++)
+        if (!strcmp(rows[i].name, "sign ECDSA P-256 (CKM_ECDSA, 32-byte digest), 1 thread")) one = &rows[i];
+    double samples[NCOL][64];
+    int ns[NCOL] = {0};
+    for (int rep = 0; rep < REPS; rep++)
+        for (int c = 0; c <= nmods; c++) {
+            double v = run_sign_procs(c ? mods[c].path : "raw", 2, 2);
+            if (v >= 0) samples[c][ns[c]++] = v;
+        }
+    for (int c = 0; c <= nmods; c++) {
+        if (!ns[c]) { note(r, c, "n/a (child failed)"); continue; }
+        put(r, c, samples[c], ns[c]);
+        if (one && one->have[c] && one->med[c] > 0) put1(q, c, r->med[c] / one->med[c]);
+    }
+}
+
 static int run_child(const char *mode, const char *path, double *vals, int nvals) {
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "'%s' --child %s '%s' --token '%s'", SELF, mode, path, TOKEN);  /* BENCH_PIN is inherited */
@@ -1006,15 +1112,16 @@ static void cold_rows(long nobjs) {
     row_t *r3 = row("ms", LOWER, "  of which C_Login, %ld objects", nobjs);
     row_t *r4 = row("ms", LOWER, "  of which first find after login, %ld objects", nobjs);
     row_t *r5 = row("ms", LOWER, "  all but C_Login (the KDF's share), %ld objects", nobjs);
+    row_t *r6 = row("ms", LOWER, "dlopen + C_Initialize + C_OpenSession, %ld objects", nobjs);
     for (int c = 1; c <= nmods; c++) {
-        double s1[64], s2[64], s3[64], s4[64], s5[64];
+        double s1[64], s2[64], s3[64], s4[64], s5[64], s6[64];
         int n = 0;
         for (int rep = 0; rep < REPS; rep++) {
-            double v[5];
-            if (run_child("init", mods[c].path, v, 5)) { note(r1, c, "n/a (child failed)"); break; }
-            s1[n] = v[1]; s2[n] = v[2]; s3[n] = v[3]; s4[n] = v[4]; s5[n] = v[2] - v[3]; n++;
+            double v[6];
+            if (run_child("init", mods[c].path, v, 6)) { note(r1, c, "n/a (child failed)"); break; }
+            s1[n] = v[1]; s2[n] = v[2]; s3[n] = v[3]; s4[n] = v[4]; s5[n] = v[2] - v[3]; s6[n] = v[5]; n++;
         }
-        put(r1, c, s1, n); put(r2, c, s2, n); put(r3, c, s3, n); put(r4, c, s4, n); put(r5, c, s5, n);
+        put(r1, c, s1, n); put(r2, c, s2, n); put(r3, c, s3, n); put(r4, c, s4, n); put(r5, c, s5, n); put(r6, c, s6, n);
     }
 }
 
@@ -1380,6 +1487,7 @@ int main(int argc, char **argv) {
     if (ONLY && !*ONLY) ONLY = NULL;
 
     const char *child = NULL, *childpath = NULL;
+    int childthreads = 2;
     nmods = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--module") && i + 1 < argc) {
@@ -1393,10 +1501,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--cli") && i + 1 < argc) CLI = argv[++i];
         else if (!strcmp(argv[i], "--cli-home") && i + 1 < argc) CLI_HOME = argv[++i];
         else if (!strcmp(argv[i], "--child") && i + 2 < argc) { child = argv[++i]; childpath = argv[++i]; }
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) childthreads = atoi(argv[++i]);
         else die("usage: BENCH_PIN=PIN p11bench --module NAME=PATH [--module NAME=PATH] [--token L] [--cli BIN] [--cli-home DIR]");
     }
     PIN = getenv("BENCH_PIN");
     if (!PIN || !*PIN) die("set BENCH_PIN to the tokens' user PIN");
+    if (child && !strcmp(child, "sign")) return child_sign(childpath, childthreads);
     if (child) return !strcmp(child, "init") ? child_init(childpath) : child_rss(childpath);
     if (nmods == 0) die("give at least one --module NAME=PATH");
     colname[SUBJ] = mods[1].name;
@@ -1426,6 +1536,7 @@ int main(int argc, char **argv) {
         for (int c = 1; c <= nmods; c++) import_key(c, &mods[c], (keyid_t)k);
     }
     crypto_rows();
+    multiproc_rows();
     sym_rows();
     object_rows();
     keygen_rows();

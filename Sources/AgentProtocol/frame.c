@@ -3,19 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include "agent_protocol.h"
-
-static int write_all(int fd, const uint8_t *p, size_t n) {
-    while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
 
 static int read_all(int fd, uint8_t *p, size_t n) {
     while (n) {
@@ -28,20 +18,51 @@ static int read_all(int fd, uint8_t *p, size_t n) {
     return 0;
 }
 
+/* Header and payload in one sendmsg (two iovecs): one syscall and no copy
+ * of the payload (an earlier version copied frames up to 4 KiB into a stack
+ * buffer, then wiped it, per message). */
 int ksa_write_frame(int fd, const uint8_t *p, size_t n) {
     if (n > KSA_MAX_FRAME) return -1;
     uint8_t h[4] = {(uint8_t)n, (uint8_t)(n >> 8), (uint8_t)(n >> 16), (uint8_t)(n >> 24)};
-    /* One send for small frames: header and payload in one segment. */
-    if (n <= 4096) {
-        uint8_t tmp[4 + 4096];
-        for (int i = 0; i < 4; i++) tmp[i] = h[i];
-        for (size_t i = 0; i < n; i++) tmp[4 + i] = p[i];
-        int rc = write_all(fd, tmp, 4 + n);
-        for (size_t i = 0; i < 4 + n; i++) ((volatile uint8_t *)tmp)[i] = 0;
-        return rc;
+    struct iovec iov[2] = {{h, 4}, {(void *)p, n}};
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = n ? 2 : 1};
+    size_t left = 4 + n;
+    while (left) {
+        ssize_t w = sendmsg(fd, &m, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        left -= (size_t)w;
+        /* A partial send (a large frame): skip what went. */
+        while (m.msg_iovlen && (size_t)w >= m.msg_iov[0].iov_len) {
+            w -= (ssize_t)m.msg_iov[0].iov_len;
+            m.msg_iov++;
+            m.msg_iovlen--;
+        }
+        if (m.msg_iovlen) {
+            m.msg_iov[0].iov_base = (uint8_t *)m.msg_iov[0].iov_base + w;
+            m.msg_iov[0].iov_len -= (size_t)w;
+        }
     }
-    if (write_all(fd, h, 4)) return -1;
-    return write_all(fd, p, n);
+    return 0;
+}
+
+/* Zeroes, for the tail copies read_frame_next leaves beyond len. */
+static void wipe(uint8_t *p, size_t n) {
+    if (p && n) {
+        memset(p, 0, n);
+        __asm__ __volatile__("" : : "r"(p) : "memory");
+    }
+}
+
+/* A buffer of at least n bytes; the old block (maybe a PIN) wiped before it goes. */
+static int ensure_cap(ksa_buf *b, size_t n) {
+    if (b->cap >= n) return 0;
+    uint8_t *d = malloc(n);
+    if (!d) return -1;
+    ksa_buf_free(b);
+    b->data = d;
+    b->cap = n;
+    return 0;
 }
 
 int ksa_read_frame(int fd, ksa_buf *b) {
@@ -50,14 +71,45 @@ int ksa_read_frame(int fd, ksa_buf *b) {
     if (read_all(fd, h, 4)) return -1;
     size_t n = (size_t)h[0] | (size_t)h[1] << 8 | (size_t)h[2] << 16 | (size_t)h[3] << 24;
     if (n > KSA_MAX_FRAME) return -1;
-    if (b->cap < n) {
-        ksa_buf_free(b);
-        b->data = malloc(n);
-        if (!b->data) return -1;
-        b->cap = n;
-    }
+    if (ensure_cap(b, n)) return -1;
     b->len = n;
     return read_all(fd, b->data, n);
+}
+
+/* As ksa_read_frame, in one recv for a frame that fits the buffer: reads
+ * whatever is there, up to the buffer's capacity (at least 4 KiB). Only
+ * where the peer never sends ahead (calls and replies strictly alternate
+ * once the hello is done: the hello's descriptor byte must not be swallowed,
+ * so the hello itself is read with ksa_read_frame). Bytes past the frame
+ * are a protocol violation (-1). */
+int ksa_read_frame_next(int fd, ksa_buf *b) {
+    ksa_buf_reset(b);
+    if (ensure_cap(b, 4096)) return -1;
+    ssize_t got;
+    do got = recv(fd, b->data, b->cap, 0); while (got < 0 && errno == EINTR);
+    if (got <= 0) return -1;
+    if (got < 4 && read_all(fd, b->data + got, 4 - (size_t)got)) return -1;
+    if (got < 4) got = 4;
+    uint8_t *d = b->data;
+    size_t n = (size_t)d[0] | (size_t)d[1] << 8 | (size_t)d[2] << 16 | (size_t)d[3] << 24;
+    if (n > KSA_MAX_FRAME || (size_t)got > 4 + n) {
+        wipe(b->data, (size_t)got);
+        return -1;
+    }
+    size_t have = (size_t)got - 4;
+    if (b->cap < n) {
+        uint8_t *big = malloc(n);
+        if (!big) { wipe(b->data, (size_t)got); return -1; }
+        memcpy(big, d + 4, have);
+        ksa_buf_free(b);
+        b->data = big;
+        b->cap = n;
+    } else {
+        memmove(d, d + 4, have);
+        wipe(d + have, 4);  /* the last 4 bytes read, copied down: no second copy */
+    }
+    b->len = n;
+    return read_all(fd, b->data + have, n - have);
 }
 
 /* The client's debug-log descriptor (docs/agent.md, "Debug log"): one byte

@@ -6,6 +6,10 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <fcntl.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 /// PR_SET_DUMPABLE: 0 makes the process non-dumpable (no core, no same-uid
@@ -55,5 +59,43 @@ static inline int keyshare_peer_cred(int fd, pid_t *pid, uid_t *uid) {
 static inline int keyshare_accept_cloexec(int fd) {
     extern int accept4(int, struct sockaddr *, socklen_t *, int);
     return accept4(fd, 0, 0, SOCK_CLOEXEC);
+}
+
+/// The glibc malloc settings under which the agent runs (docs/reliability.md,
+/// "Agent: key material zeroed at logout"): every free() overwrites the
+/// chunk (perturb), and no per-thread cache (tcache) keeps small chunks
+/// aside without that overwrite. So a decrypted PKCS #8, a token key copy
+/// or a parsed component leaves nothing behind once freed, whichever Swift
+/// array or OpenSSL buffer held it. Tunables are read only at exec.
+#define KEYSHARE_AGENT_MALLOC_TUNABLES "glibc.malloc.perturb=165:glibc.malloc.tcache_count=0"
+
+/// 1 when this process runs under KEYSHARE_AGENT_MALLOC_TUNABLES.
+static inline int keyshare_agent_heap_scrubbed(void) {
+    const char *t = getenv("GLIBC_TUNABLES");
+    return t && strstr(t, KEYSHARE_AGENT_MALLOC_TUNABLES) != NULL;
+}
+
+/// Re-executes the running program (/proc/self/exe, same argv, same pid, so
+/// systemd's LISTEN_PID still matches) with KEYSHARE_AGENT_MALLOC_TUNABLES
+/// added to GLIBC_TUNABLES, unless they are in force already. Returns only
+/// when they are (0) or the exec failed (-1; the caller goes on with
+/// mallopt(M_PERTURB) alone).
+static inline int keyshare_agent_scrub_heap(char *const argv[]) {
+    if (keyshare_agent_heap_scrubbed()) return 0;
+    const char *old = getenv("GLIBC_TUNABLES");
+    char value[1024];
+    int n = snprintf(value, sizeof value, "%s%s%s", old && *old ? old : "", old && *old ? ":" : "",
+                     KEYSHARE_AGENT_MALLOC_TUNABLES);
+    if (n < 0 || (size_t)n >= sizeof value || setenv("GLIBC_TUNABLES", value, 1) != 0) return -1;
+    execv("/proc/self/exe", argv);
+    if (old) setenv("GLIBC_TUNABLES", old, 1); else unsetenv("GLIBC_TUNABLES");
+    mallopt(M_PERTURB, 165);
+    return -1;
+}
+
+/// Closes every descriptor from 3 up: a daemonizing agent keeps nothing its
+/// starter held open without close-on-exec (a lock, a pipe someone waits on).
+static inline void keyshare_close_from(int lowfd) {
+    closefrom(lowfd);
 }
 #endif

@@ -5,7 +5,8 @@ import KeyshareCrypto
 
 /// A token's unwrapped 256-bit key, held only by a logged-in caller. Opaque so
 /// it cannot be logged or compared by value; its bytes live in a buffer of its
-/// own that is zeroised on deinit (a Swift array could leave copies behind).
+/// own that is zeroised on deinit (a Swift array could leave copies behind),
+/// in locked memory when the process started it (LockedMemory: the agent).
 public final class TokenKey: @unchecked Sendable {
     public enum Role: Sendable, Equatable { case user, securityOfficer }
 
@@ -19,26 +20,21 @@ public final class TokenKey: @unchecked Sendable {
         precondition(bytes.count == AESGCM.keySize)
         self.tokenID = tokenID
         self.role = role
-        storage = .allocate(capacity: bytes.count)
-        _ = storage.initialize(from: bytes)
         // A separate key for the lookup index, so index digests reveal nothing
         // about the encryption key and cannot be used as an oracle for it.
-        let ik = try HMAC.mac(.sha256, key: bytes, data: Array("keyshare attribute index v1".utf8))
-        indexStorage = .allocate(capacity: ik.count)
+        // (Computed first: a throw after an allocation would leak it unzeroed.)
+        var ik = try HMAC.mac(.sha256, key: bytes, data: Array("keyshare attribute index v1".utf8))
+        defer { wipe(&ik) }
+        storage = LockedMemory.allocate(bytes.count)
+        _ = storage.initialize(from: bytes)
+        indexStorage = LockedMemory.allocate(ik.count)
         _ = indexStorage.initialize(from: ik)
     }
 
     deinit {
-        Self.wipe(storage)
-        Self.wipe(indexStorage)
-        storage.deallocate()
-        indexStorage.deallocate()
-    }
-
-    private static func wipe(_ b: UnsafeMutableBufferPointer<UInt8>) {
-        guard let base = b.baseAddress else { return }
-        // Through a volatile-ish C call so the store is not optimised away.
-        explicit_bzero(base, b.count)
+        // Zeroed (OPENSSL_cleanse) and freed.
+        LockedMemory.free(storage)
+        LockedMemory.free(indexStorage)
     }
 
     var keyBytes: [UInt8] { Array(storage) }

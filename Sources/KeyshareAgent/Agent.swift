@@ -70,6 +70,18 @@ public final class Agent: @unchecked Sendable {
         // driver) or a helper it starts must never connect back to it.
         setenv("KEYSHARE_IN_PROCESS", "1", 1)
         harden()
+        // Socket-activated: the directory (lock, pid file, log) is the one the
+        // socket is in, whatever this process's environment says: a manager
+        // that does not pass XDG_RUNTIME_DIR (systemd-socket-activate without
+        // -E) would otherwise put the agent lock elsewhere than an
+        // auto-started agent's, and two agents could serve one socket.
+        let inherited = systemdSocket()
+        if let fd = inherited, let path = Self.boundPath(fd) {
+            setenv("KEYSHARE_AGENT_SOCKET", path, 1)
+            // The manager made it (SocketMode= of the unit); the 0700 directory
+            // is what protects it, but 0600 as when the agent binds it itself.
+            chmod(path, 0o600)
+        }
         var dirBuf = [CChar](repeating: 0, count: 512)
         var pathBuf = [CChar](repeating: 0, count: 128)
         guard ksa_agent_dir(&dirBuf, dirBuf.count) == 0, ksa_socket_path(&pathBuf, pathBuf.count) == 0 else {
@@ -93,7 +105,7 @@ public final class Agent: @unchecked Sendable {
             ready("0")
             return 0
         }
-        if let fd = systemdSocket() {
+        if let fd = inherited {
             listenFD = fd
             activated = true
         } else {
@@ -126,25 +138,58 @@ public final class Agent: @unchecked Sendable {
     }
 
     /// Non-dumpable (no core, no same-uid ptrace or /proc/PID/mem), no core
-    /// file, and every page locked when RLIMIT_MEMLOCK allows it.
+    /// file, every page locked when RLIMIT_MEMLOCK allows it, else the key
+    /// material alone (docs/reliability.md, "Agent: key material zeroed at
+    /// logout"). Each choice is one log line.
     private func harden() {
         var none = rlimit(rlim_cur: 0, rlim_max: 0)
         setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &none)
         if keyshare_set_dumpable(0) != 0 {
             AgentLog.line("warning: cannot make the agent non-dumpable")
         }
+        // `keyshare agent` re-executed itself under these (AgentCommand):
+        // freed memory keeps no key bytes, so what a logout drops is gone.
+        AgentLog.line(keyshare_agent_heap_scrubbed() != 0
+            ? "freed heap memory is overwritten (glibc malloc perturb, no tcache): dropped key copies do not linger"
+            : "warning: glibc malloc tunables not in force: freed key copies may linger until reused")
         // mlockall only when the limit is large enough for the whole process:
         // with MCL_FUTURE, allocations past the limit would fail later.
         var lim = rlimit()
         getrlimit(__rlimit_resource_t(8) /* RLIMIT_MEMLOCK */, &lim)
         if lim.rlim_cur == rlim_t.max || lim.rlim_cur >= 1 << 30 {
             if mlockall(MCL_CURRENT | MCL_FUTURE) == 0 {
-                AgentLog.line("all agent memory is locked (mlockall)")
-            } else {
-                AgentLog.line("mlockall failed: \(String(cString: strerror(errno))); memory is not locked")
+                AgentLog.line("all agent memory is locked (mlockall), key material included")
+                return
             }
-        } else {
-            AgentLog.line("RLIMIT_MEMLOCK is \(lim.rlim_cur) bytes: memory is not locked (docs/agent.md)")
+            AgentLog.line("mlockall failed: \(String(cString: strerror(errno)))")
+        }
+        lockKeyMaterial(limit: Int(lim.rlim_cur))
+    }
+
+    /// The part of RLIMIT_MEMLOCK the secure heap takes: half of it, at most
+    /// 16 MiB (a power of two: 4 MiB under Debian's 8 MiB default, room for
+    /// the private numbers of about 4,000 parsed RSA-2048 keys at once).
+    static func lockedHeapSize(limit: Int) -> Int { min(limit / 2, 16 << 20) }
+
+    /// Without mlockall: the private numbers of parsed keys (OpenSSL puts
+    /// them in its secure heap once it exists) and the token keys
+    /// (TokenKey) go to one locked arena, not swapped, not dumped, zeroed on
+    /// free. Below 1 MiB of limit nothing is locked: a full arena makes a
+    /// key parse fail, and a few hundred kilobytes would be too tight.
+    private func lockKeyMaterial(limit: Int) {
+        let size = Self.lockedHeapSize(limit: limit)
+        guard size >= 512 << 10 else {
+            AgentLog.line("RLIMIT_MEMLOCK is \(limit) bytes: key material is not locked (needs 1 MiB; docs/agent.md)")
+            return
+        }
+        switch LockedMemory.start(bytes: size) {
+        case .locked:
+            AgentLog.line("RLIMIT_MEMLOCK is \(limit) bytes, too small for mlockall: key material is locked "
+                + "(\(size >> 10) KiB secure heap: token keys, private key numbers; decrypted PKCS #8 copies are not locked)")
+        case .notLocked:
+            AgentLog.line("key material is in a secure heap (zeroed on free, not dumped) but mlock failed: not locked")
+        case .failed:
+            AgentLog.line("RLIMIT_MEMLOCK is \(limit) bytes: the secure heap failed; key material is not locked")
         }
     }
 
@@ -162,6 +207,20 @@ public final class Agent: @unchecked Sendable {
         unsetenv("LISTEN_PID")
         _ = fcntl(3, F_SETFD, FD_CLOEXEC)
         return 3
+    }
+
+    /// The filesystem path a listening Unix socket is bound to (nil: abstract or unnamed).
+    static func boundPath(_ fd: Int32) -> String? {
+        var addr = sockaddr_un()
+        var len = socklen_t(MemoryLayout<sockaddr_un>.size)
+        let rc = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
+        guard rc == 0, addr.sun_family == sa_family_t(AF_UNIX) else { return nil }
+        let path = withUnsafeBytes(of: &addr.sun_path) { raw in
+            String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+        }
+        return path.hasPrefix("/") ? path : nil
     }
 
     private func writePID(_ path: String) {

@@ -160,7 +160,8 @@ struct AgentConnection {
         ksa_buf_init(&out)
         defer { ksa_buf_free(&out) }
         let table = ks_function_list_3_0()
-        while ksa_read_frame(fd, &buf) == 0 {
+        // Calls and replies alternate from here: one recv per call (frame.c).
+        while ksa_read_frame_next(fd, &buf) == 0 {
             ksa_buf_reset(&out)
             // `keyshare unlock` (docs/agent.md): the client's shared logins follow the agent's table.
             client.module.applySharedUnlocks(agent.sharedUnlocks(for: client))

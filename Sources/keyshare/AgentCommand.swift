@@ -23,11 +23,17 @@ struct AgentCommand: ParsableCommand {
     var daemonize = false
 
     func run() throws {
+        // First: run under malloc settings that overwrite freed memory
+        // (CLinux KEYSHARE_AGENT_MALLOC_TUNABLES); returns when in force.
+        _ = keyshare_agent_scrub_heap(CommandLine.unsafeArgv)
         let idle = idleTimeout
             ?? ProcessInfo.processInfo.environment["KEYSHARE_AGENT_IDLE_TIMEOUT"].flatMap(Double.init) ?? 600
         guard idle >= 0 else { throw ValidationError("--idle-timeout must be 0 or more") }
         var readyFD: Int32?
         if daemonize {
+            // Started by a client (agent_client.c spawns with closefrom(3)) or by
+            // hand: either way nothing of the starter's stays open in the agent.
+            keyshare_close_from(3)
             var dirBuf = [CChar](repeating: 0, count: 512)
             guard ksa_agent_dir(&dirBuf, dirBuf.count) == 0, ksa_prepare_dir(dirBuf, 1) == 0 else {
                 throw CLIError("the agent directory is missing or not private (owner \(getuid()), mode 0700)")

@@ -215,6 +215,37 @@ import Glibc
         #expect(Array(UnsafeBufferPointer(start: b.data, count: b.len)) == payload)
     }
 
+    /// frame.c's one-recv reader: small and large frames (past its first
+    /// 4 KiB read, and past a frame the size of the first buffer) read back
+    /// byte for byte; bytes sent ahead of the reply are refused; an
+    /// oversize header is refused.
+    @Test func readFrameNextReadsWholeFramesAndRefusesBytesAhead() {
+        var fds: [Int32] = [0, 0]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
+        defer { close(fds[0]); close(fds[1]) }
+        var b = ksa_buf()
+        ksa_buf_init(&b)
+        defer { ksa_buf_free(&b) }
+        for size in [0, 1, 3, 4092, 4096, 5000, 100_000] {
+            let payload = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
+            // A writer thread for the frames bigger than the socket buffer.
+            let fd0 = fds[0], done = DispatchGroup()
+            DispatchQueue.global().async(group: done) { _ = ksa_write_frame(fd0, payload, payload.count) }
+            #expect(ksa_read_frame_next(fds[1], &b) == 0)
+            done.wait()
+            #expect(b.len == size)
+            #expect(Array(UnsafeBufferPointer(start: b.data, count: b.len)) == payload)
+        }
+        let one: [UInt8] = [9]
+        #expect(ksa_write_frame(fds[0], one, 1) == 0)
+        #expect(ksa_write_frame(fds[0], one, 1) == 0)
+        #expect(ksa_read_frame_next(fds[1], &b) == -1)
+        let n = UInt32(KSA_MAX_FRAME) + 1
+        var header: [UInt8] = [UInt8(n & 0xff), UInt8(n >> 8 & 0xff), UInt8(n >> 16 & 0xff), UInt8(n >> 24)]
+        _ = write(fds[0], &header, 4)
+        #expect(ksa_read_frame_next(fds[1], &b) == -1)
+    }
+
     @Test func getAttributeReplyCannotWritePastTheCallersCapacity() {
         var value = [UInt8](repeating: 0, count: 4)
         value.withUnsafeMutableBytes { vp in

@@ -141,4 +141,17 @@ exec {HOST[1]}>&-; wait "$hp" 2>/dev/null
 [ "$r3" = 0x0 ] && ok "a new session logs in and signs (the agent was restarted on demand)" || bad "new session after restart" "got $r3"
 [ "$(agent_pid)" != "$AGENT" ] && [ -n "$(agent_pid)" ] && ok "a new agent runs" || bad "a new agent runs"
 check "the store passes integrity_check after the kill" sh -c "sqlite3 '$KEYSHARE_HOME/keychain.db' 'PRAGMA integrity_check' | grep -qx ok"
+
+# --- the auto-started agent keeps none of its starter's descriptors ----------------------
+# A starter's descriptor without close-on-exec (a shell's `exec 9>lock` held
+# by flock, a pipe someone waits to see closed) must not live on in the agent.
+old=$(agent_pid); kill "$old" 2>/dev/null
+for _ in $(seq 50); do kill -0 "$old" 2>/dev/null || break; sleep 0.1; done
+: >"$WORK/starter.lock"
+( exec 7>>"$WORK/starter.lock"; flock 7; pkcs11-tool --module "$MODULE" -L >/dev/null 2>&1 )
+new=$(agent_pid)
+held=$(ls -l "/proc/$new/fd" 2>/dev/null | grep -c "starter.lock")
+[ -n "$new" ] && [ "$new" != "$old" ] && [ "$held" = 0 ] && flock -n "$WORK/starter.lock" true \
+  && ok "the auto-started agent holds none of its starter's descriptors (the starter's flock is free)" \
+  || bad "the auto-started agent holds none of its starter's descriptors" "agent $new holds starter.lock $held times"
 finish

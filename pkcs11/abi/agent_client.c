@@ -36,6 +36,7 @@ extern char **environ;
 struct kc_conn {
     int fd;
     unsigned generation;
+    ksa_buf buf;                         /* the call buffer, kept across calls (wiped after each) */
     struct kc_conn *next;                /* the idle pool */
     struct kc_conn *all_prev, *all_next; /* every open connection, idle or in use */
 };
@@ -69,6 +70,7 @@ static void conn_free_locked(struct kc_conn *c) {
     if (c->all_prev) c->all_prev->all_next = c->all_next; else kc_all = c->all_next;
     if (c->all_next) c->all_next->all_prev = c->all_prev;
     close(c->fd);
+    ksa_buf_free(&c->buf);
     free(c);
 }
 
@@ -208,9 +210,17 @@ static int connect_or_start(void) {
             posix_spawnattr_t attr;
             posix_spawnattr_init(&attr);
             posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+            /* The agent outlives this process: it must not keep what this
+             * process holds open without close-on-exec (a shell's `exec 9>lock`
+             * held by flock, a pipe a caller waits to see closed). */
+            posix_spawn_file_actions_t fa;
+            posix_spawn_file_actions_init(&fa);
+            posix_spawn_file_actions_addclosefrom_np(&fa, 3);
             pid_t pid;
             char **env = agent_env();
-            if (env && posix_spawn(&pid, prog, NULL, &attr, argv, env) == 0) {
+            int spawned = env && posix_spawn(&pid, prog, &fa, &attr, argv, env) == 0;
+            posix_spawn_file_actions_destroy(&fa);
+            if (spawned) {
                 /* The first process exits once the agent listens (or lost the race). */
                 int status;
                 while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
@@ -295,27 +305,39 @@ static int hello(int fd, int attach) {
     return rc;
 }
 
-/* One call on one connection. -1: the connection is broken. */
-static int exchange(int fd, uint32_t fn, ksa_arg *args, CK_RV *rv) {
-    ksa_buf b;
-    ksa_buf_init(&b);
+/* One call on one connection, in the connection's buffer `b` (kept, so a
+ * call makes no allocation once it has grown; wiped after each call: a
+ * request may hold a PIN). -1: the connection is broken. */
+static int exchange_in(int fd, ksa_buf *bp, uint32_t fn, ksa_arg *args, CK_RV *rv) {
+    ksa_buf_reset(bp);
     uint32_t id = __atomic_add_fetch(&kc_next_id, 1, __ATOMIC_RELAXED);
-    ksa_put_u32(&b, id);
-    ksa_put_u32(&b, fn);
-    CK_RV erv = ksa_encode_request(fn, args, &b);
+    ksa_put_u32(bp, id);
+    ksa_put_u32(bp, fn);
+    CK_RV erv = ksa_encode_request(fn, args, bp);
     if (erv != CKR_OK) {
-        ksa_buf_free(&b);
+        ksa_buf_reset(bp);
         *rv = erv;
         return 0;
     }
     int rc = -1;
-    if (ksa_write_frame(fd, b.data, b.len) == 0 && ksa_read_frame(fd, &b) == 0) {
-        ksa_rd r = {b.data, b.len, 0};
+    if (ksa_write_frame(fd, bp->data, bp->len) == 0 && ksa_read_frame_next(fd, bp) == 0) {
+        ksa_rd r = {bp->data, bp->len, 0};
         if (ksa_get_u32(&r) == id && !r.failed) {
             *rv = ksa_apply_reply(fn, args, &r);
             rc = 0;
         }
     }
+    ksa_buf_reset(bp);
+    /* An idle connection keeps a small buffer, not the one a big call grew. */
+    if (bp->cap > (1u << 16)) ksa_buf_free(bp);
+    return rc;
+}
+
+/* A call on a descriptor without a connection yet (C_Initialize after the hello). */
+static int exchange(int fd, uint32_t fn, ksa_arg *args, CK_RV *rv) {
+    ksa_buf b;
+    ksa_buf_init(&b);
+    int rc = exchange_in(fd, &b, fn, args, rv);
     ksa_buf_free(&b);
     return rc;
 }
@@ -419,7 +441,7 @@ static CK_RV kc_call(uint32_t fn, ksa_arg *args) {
     struct kc_conn *c;
     CK_RV rv = acquire(&c);
     if (rv != CKR_OK) return rv;
-    int broken = exchange(c->fd, fn, args, &rv) != 0;
+    int broken = exchange_in(c->fd, &c->buf, fn, args, &rv) != 0;
     release(c, broken);
     return broken ? CKR_DEVICE_REMOVED : rv;
 }
@@ -515,7 +537,7 @@ static CK_RV kc_C_Finalize(CK_VOID_PTR pReserved) {
         if (!lost) {
             ksa_arg a[1] = {{0}};
             CK_RV rv;
-            (void)exchange(c->fd, KSA_FN_Finalize, a, &rv);
+            (void)exchange_in(c->fd, &c->buf, KSA_FN_Finalize, a, &rv);
         }
         pthread_mutex_lock(&kc_lock);
         conn_free_locked(c);

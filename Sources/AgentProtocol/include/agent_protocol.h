@@ -159,6 +159,9 @@ int ksa_prepare_dir(const char *dir, int create);
 int ksa_write_frame(int fd, const uint8_t *p, size_t n);
 /* Reads one frame into b (reset first). 0, or -1 (EOF, error, oversize). */
 int ksa_read_frame(int fd, ksa_buf *b);
+/* The same, in one recv when the frame fits: for calls and replies after the
+ * hello (the peer never sends ahead there). */
+int ksa_read_frame_next(int fd, ksa_buf *b);
 
 /* The hello's flags (u16): a new client's debug-log descriptor follows the
  * hello frame as one SCM_RIGHTS byte (ksa_send_fd). */

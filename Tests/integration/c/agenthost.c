@@ -4,6 +4,9 @@
  * and then, for each line on stdin:
  *   "sign"  signs on the same session and prints the CK_RV in hex
  *   "renew" opens a new session, logs in, signs, prints the CK_RV
+ *   "logout" C_Logout, "closeall" C_CloseAllSessions(slot), "close"
+ *           C_CloseSession, "finalize" C_Finalize then C_Initialize: each
+ *           prints the CK_RV (76-agent-keys: the agent's memory after each)
  * EOF ends it. Used for the core-dump check (gcore while it holds a logged-in
  * session) and the agent-restart check (kill -9 of the agent in between).
  */
@@ -15,6 +18,7 @@
 
 static CK_FUNCTION_LIST_PTR f;
 static CK_SESSION_HANDLE s;
+static CK_SLOT_ID slot;
 
 static CK_RV session_and_sign(int fresh) {
     CK_RV rv;
@@ -23,6 +27,7 @@ static CK_RV session_and_sign(int fresh) {
         CK_ULONG n = 8;
         if ((rv = f->C_GetSlotList(CK_TRUE, slots, &n)) != CKR_OK) return rv;
         if (n == 0) return CKR_TOKEN_NOT_PRESENT;
+        slot = slots[0];
         if ((rv = f->C_OpenSession(slots[0], CKF_SERIAL_SESSION, NULL, NULL, &s)) != CKR_OK) return rv;
         const char *pin = getenv("KEYSHARE_TEST_PIN");
         rv = f->C_Login(s, CKU_USER, (CK_UTF8CHAR_PTR)pin, strlen(pin));
@@ -58,7 +63,13 @@ int main(int argc, char **argv) {
     fflush(stdout);
     char line[64];
     while (fgets(line, sizeof line, stdin)) {
-        rv = session_and_sign(strncmp(line, "renew", 5) == 0);
+        if (strncmp(line, "logout", 6) == 0) rv = f->C_Logout(s);
+        else if (strncmp(line, "closeall", 8) == 0) rv = f->C_CloseAllSessions(slot);
+        else if (strncmp(line, "close", 5) == 0) rv = f->C_CloseSession(s);
+        else if (strncmp(line, "finalize", 8) == 0) {
+            rv = f->C_Finalize(NULL);
+            if (rv == CKR_OK) rv = f->C_Initialize(NULL);
+        } else rv = session_and_sign(strncmp(line, "renew", 5) == 0);
         printf("0x%lx\n", rv);
         fflush(stdout);
     }

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Key material in the agent (issue 16, docs/reliability.md "Agent: key
+# material zeroed at logout"): while a client is logged in and has signed, the
+# agent's memory holds the RSA key (its prime p); after C_Logout, after
+# C_CloseAllSessions, after the last C_CloseSession, after C_Finalize and after
+# the client process exits, a root read of the agent's writable memory
+# (/proc/PID/mem, which works on the non-dumpable agent) holds no 24-byte
+# window of p in either byte order. Also: the agent says in its log what it
+# keeps in locked memory.
+set -u
+KS=${1:?keyshare binary}
+MODULE=${2:?module path}
+source "$(dirname "$0")/lib.sh"
+new_home
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=$(mktemp -d /tmp/keyshare-agentkeys.XXXXXX)
+export XDG_RUNTIME_DIR=$WORK/run
+mkdir -m 0700 "$XDG_RUNTIME_DIR"
+# The agent is what this script tests, whatever mode the suite runs in.
+export KEYSHARE_AGENT=1 KEYSHARE_AGENT_IDLE_TIMEOUT=60 KEYSHARE_AGENT_PROGRAM=$KS
+unset KEYSHARE_IN_PROCESS
+export PIN=1234-user SOPIN=9876-so P12PASS=keyshare-test KEYSHARE_TEST_PIN=1234-user
+HP=
+agent_pid() { cat "$XDG_RUNTIME_DIR/keyshare/agent.pid" 2>/dev/null; }
+cleanup() {
+  [ -n "$HP" ] && kill "$HP" 2>/dev/null
+  p=$(agent_pid)
+  if [ -n "$p" ] && kill "$p" 2>/dev/null; then  # not our child: wait until it is gone
+    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
+  fi
+  wait 2>/dev/null
+  rm -rf "$WORK" "$KEYSHARE_HOME"
+}
+trap cleanup EXIT
+ID="$FIXTURES/identities"
+
+check "token create" "$KS" token create --label keys --pin-source env:PIN --so-pin-source env:SOPIN
+check "import an RSA identity" "$KS" import "$ID/device-ds-ke.modern.p12" --pin-source env:PIN --password-source env:P12PASS
+check "compile the signing host" cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -o "$WORK/agenthost" \
+  "$ROOT/Tests/integration/c/agenthost.c" -ldl
+NEEDLE=$(openssl pkcs12 -in "$ID/device-ds-ke.modern.p12" -nocerts -nodes -passin env:P12PASS 2>/dev/null |
+  openssl rsa -noout -text 2>/dev/null | awk '/^prime1:/{f=1;next} /^prime2:/{f=0} f' | tr -d ' :\n' | sed 's/^00//')
+[ ${#NEEDLE} -ge 128 ] && ok "the key's prime read for the search" || bad "the key's prime read for the search"
+
+# hits: how many places in the agent's writable mappings hold a window of p.
+hits() {
+  python3 - "$(agent_pid)" "$NEEDLE" <<'PY'
+import re, sys
+pid, p = sys.argv[1], bytes.fromhex(sys.argv[2])
+windows = [p[16:40], p[::-1][16:40]]
+n = 0
+with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
+    for line in maps:
+        f = line.split()
+        if f[1][1] != 'w':
+            continue
+        lo, hi = (int(x, 16) for x in f[0].split('-'))
+        try:
+            mem.seek(lo)
+            data = mem.read(hi - lo)
+        except OSError:
+            continue
+        n += sum(data.count(w) for w in windows)
+print(n)
+PY
+}
+
+coproc HOST { exec "$WORK/agenthost" "$MODULE"; }
+HP=$HOST_PID
+read -r -t 20 line <&"${HOST[0]}"
+[ "${line%% *}" = ready ] && ok "a host logs in and signs through the agent" || bad "a host signs through the agent" "$line"
+say() { echo "$1" >&"${HOST[1]}"; read -r -t 20 r <&"${HOST[0]}"; echo "$r"; }
+
+# What is locked depends on RLIMIT_MEMLOCK: all (mlockall), the key material
+# (a secure heap: VmLck > 0), or nothing (said so). The log names the case.
+LOG="$XDG_RUNTIME_DIR/keyshare/agent.log"
+locked_kb=$(awk '/^VmLck:/ {print $2}' "/proc/$(agent_pid)/status")
+if grep -q "key material is locked" "$LOG"; then
+  [ "${locked_kb:-0}" -gt 0 ] && ok "the agent locks its key material (log says so; VmLck $locked_kb kB, RLIMIT_MEMLOCK $(ulimit -l) kB)" \
+    || bad "the key material is locked" "VmLck $locked_kb kB; $(cat "$LOG")"
+elif grep -Eq "all agent memory is locked|key material is not locked" "$LOG"; then
+  ok "the agent's log says what it locks (VmLck $locked_kb kB, RLIMIT_MEMLOCK $(ulimit -l) kB)"
+else
+  bad "the agent's log says what key memory is locked" "$(cat "$LOG")"
+fi
+grep -q "freed heap memory is overwritten" "$LOG" && ok "the agent runs with freed memory overwritten" \
+  || bad "the agent runs with freed memory overwritten" "$(cat "$LOG")"
+
+# after EVENT: sign (so the key is in use), count (the control: > 0), EVENT, count (0).
+after() {
+  local ev=$1 expect=${2:-0x0} r n0 n1
+  [ "$ev" = logout ] || r=$(say renew)
+  r=$(say sign)
+  n0=$(hits)
+  if [ "$ev" = exit ]; then
+    exec {HOST[1]}>&-; wait "$HP" 2>/dev/null; HP=
+    for _ in $(seq 50); do grep -q "client pid .* gone" "$XDG_RUNTIME_DIR/keyshare/agent.log" && break; sleep 0.1; done
+    r=0x0
+  else
+    r=$(say "$ev")
+  fi
+  n1=$(hits)
+  [ "${n0:-0}" -gt 0 ] && ok "logged in and signing: the agent's memory holds the prime ($n0 places; the search can fail)" \
+    || bad "control before $ev: the prime is in the agent's memory" "found $n0"
+  [ "$r" = "$expect" ] && [ "$n1" = 0 ] && ok "after $ev the agent's memory holds none of the prime" \
+    || bad "after $ev the agent's memory holds none of the prime" "rv $r, $n1 places"
+}
+after logout
+after closeall
+after close
+after finalize
+after exit
+check "the store passes integrity_check" sh -c "sqlite3 '$KEYSHARE_HOME/keychain.db' 'PRAGMA integrity_check' | grep -qx ok"
+finish
