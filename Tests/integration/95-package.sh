@@ -37,7 +37,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-VERSION=$("$KS" --version)
+VERSION=$("$KS" --version | sed -n 1p)
 ARCH=$(dpkg --print-architecture)
 DEB=$WORK/keyshare_${VERSION}_${ARCH}.deb
 P11DIR=$(pkg-config --variable=p11_module_path p11-kit-1)
