@@ -20,6 +20,14 @@ public enum CryptoEngine {
         isBundled ? "\(name) (bundled, linked statically; not updated by the system)" : "\(name) (system, linked dynamically)"
     }
 
+    /// OpenSSL 3.2+ answers an RSA PKCS #1 v1.5 decryption with bad padding with a synthetic
+    /// message derived from the key and ciphertext (implicit rejection, the Marvin-attack
+    /// countermeasure) instead of an error; 3.0 reports the error. keyshare keeps the engine's
+    /// behaviour: turning it off would reopen the timing oracle (SoftHSM2 and Kryoptic on 3.2+ do the same).
+    public static var rsaImplicitRejection: Bool {
+        OPENSSL_version_major() > 3 || (OPENSSL_version_major() == 3 && OPENSSL_version_minor() >= 2)
+    }
+
     /// OpenSSL 3.5 brought ML-DSA, ML-KEM and SLH-DSA; older engines list none of them.
     public static var hasPostQuantum: Bool {
         OPENSSL_version_major() > 3 || (OPENSSL_version_major() == 3 && OPENSSL_version_minor() >= 5)
