@@ -43,7 +43,7 @@ endif
 P11_MODULE_DIR  = $(shell pkg-config --variable=p11_module_path p11-kit-1 2>/dev/null || echo /usr/lib/x86_64-linux-gnu/pkcs11)
 P11_CONFIG_DIR  = $(shell pkg-config --variable=p11_module_configs p11-kit-1 2>/dev/null || echo /usr/share/p11-kit/modules)
 
-.PHONY: all deps openssl-bundle build test unit-test integration-test integration-test-agent integration-test-in-process test-cards demo install uninstall clean bench stress fuzz
+.PHONY: all deps openssl-bundle openssl-mode build test unit-test integration-test integration-test-agent integration-test-in-process test-cards demo install uninstall clean bench stress fuzz
 
 all: build
 
@@ -73,9 +73,19 @@ $(OPENSSL_STAMP): dist/openssl/fetch.sh | deps
 
 openssl-bundle: $(OPENSSL_STAMP)
 
+## openssl-mode: clang's cached COpenSSL module is keyed without the -I paths, so after a switch
+## between the bundled and the system OpenSSL it would keep the other one's headers (seen: a system
+## build that still believed it was bundled). A switch therefore drops the module caches.
+OPENSSL_MODE_STAMP := $(CURDIR)/.build/openssl-mode
+openssl-mode:
+	@mkdir -p $(CURDIR)/.build
+	@if [ "$$(cat $(OPENSSL_MODE_STAMP) 2>/dev/null)" != "$(OPENSSL_MODE)" ]; then \
+	  rm -rf $(CURDIR)/.build/*/release/ModuleCache $(CURDIR)/.build/*/debug/ModuleCache; \
+	  echo "$(OPENSSL_MODE)" > $(OPENSSL_MODE_STAMP); fi
+
 ## build: release binaries with the Swift runtime linked in (the module must be self-contained).
 ## With the bundled OpenSSL, its legacy provider is copied next to them (keyshare-ossl-modules/).
-build: deps $(OPENSSL_DEP)
+build: deps $(OPENSSL_DEP) openssl-mode
 	@echo "OpenSSL: $(OPENSSL_MODE) ($(if $(filter bundled,$(OPENSSL_MODE)),$(OPENSSL_DEB_VERSION) static,$(SYSTEM_OPENSSL) dynamic))"
 	$(SWIFT) build $(BUILD_FLAGS) --product keyshare
 	$(SWIFT) build $(BUILD_FLAGS) --product keyshare-pkcs11
@@ -85,7 +95,7 @@ build: deps $(OPENSSL_DEP)
 	@echo "built $(KEYSHARE)"
 	@echo "built $(MODULE)"
 
-unit-test: deps $(OPENSSL_DEP)
+unit-test: deps $(OPENSSL_DEP) openssl-mode
 	$(SWIFT) test
 
 integration-test: build

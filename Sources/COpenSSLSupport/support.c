@@ -35,6 +35,13 @@ int ks_self_object_dir(char *buf, size_t size) {
     return 1;
 }
 
+int ks_same_object(const void *address) {
+    Dl_info self, other;
+    if (address == NULL) return 0;
+    if (dladdr((void *)&ks_same_object, &self) == 0 || dladdr(address, &other) == 0) return 0;
+    return self.dli_fbase == other.dli_fbase;
+}
+
 #if !__GLIBC_PREREQ(2, 38)
 /// Debian 13's libcrypto.a was compiled against glibc 2.41, whose <stdlib.h> maps strtol to the C23
 /// entry point __isoc23_strtol, which differs from strtol only in accepting "0b" prefixes with

@@ -1,4 +1,5 @@
 import COpenSSL
+import COpenSSLSupport
 
 /// The OpenSSL keyshare runs on (issue 18, docs/architecture.md "The crypto engine"). On Debian 12
 /// the default build links Debian 13's OpenSSL 3.5 statically (`bundled`); `make OPENSSL=system`,
@@ -6,8 +7,13 @@ import COpenSSL
 /// C_GetInfo's library description name it, because a bundled OpenSSL does not receive the
 /// system's security updates and a user must be able to tell which one a binary carries.
 public enum CryptoEngine {
-    /// True when libcrypto is the fetched Debian 13 archive linked into this binary.
-    public static var isBundled: Bool { ks_openssl_bundle_legacy() != nil }
+    /// True when libcrypto is linked into this binary (the fetched Debian 13 archive), false when it is
+    /// a shared libcrypto.so. Decided at run time from where OpenSSL_version lives, not from which
+    /// headers were compiled in: a build directory switched between modes must not mislabel itself.
+    public static let isBundled: Bool = {
+        let fn: @convention(c) (Int32) -> UnsafePointer<CChar>? = OpenSSL_version
+        return ks_same_object(unsafeBitCast(fn, to: UnsafeRawPointer.self)) == 1
+    }()
 
     /// The runtime version, "3.5.9" (OpenSSL_version, not the headers: a dynamic libcrypto may be newer).
     public static let version: String = String(cString: OpenSSL_version(OPENSSL_VERSION_STRING))
