@@ -11,11 +11,39 @@ DEB_PACKAGES  := libssl-dev libsqlite3-dev libp11-kit-dev p11-kit opensc softhsm
                  libengine-pkcs11-openssl openssh-client libnss3-tools zip unzip openssl python3 pkg-config strace \
                  p11-kit-modules openssh-server openvpn curl iproute2 openjdk-17-jdk-headless gdb sqlite3 \
                  pcscd vsmartcard-vpcd opensc-pkcs11 libcacard-dev util-linux \
-                 swtpm swtpm-tools tpm2-tools libtpm2-pkcs11-1 libtpm2-pkcs11-tools systemd
+                 swtpm swtpm-tools tpm2-tools libtpm2-pkcs11-1 libtpm2-pkcs11-tools systemd \
+                 libzstd-dev zlib1g-dev libbrotli-dev
+## The crypto engine (docs/architecture.md, "The crypto engine"). OPENSSL=auto (default): the system
+## libcrypto where it is 3.5 or newer (linked dynamically), else Debian 13's OpenSSL fetched into
+## $(OPENSSL_BUNDLE) (checksums pinned below) and linked statically into the module, the agent and the
+## CLI. OPENSSL=system: the system libcrypto whatever its version (Debian 12: 3.0, no post-quantum
+## mechanisms). OPENSSL=bundled: the fetched one whatever the system has.
+OPENSSL       ?= auto
+OPENSSL_DEB_VERSION       := 3.5.9-1~deb13u1
+OPENSSL_DEB_SHA256_DEV    := 9988be213bb31bb87b07a61e6e201b1b570b500a607e4449725442add3a4d3e8
+OPENSSL_DEB_SHA256_LEGACY := 67c70904c8d494b4631e136a6bdb692cbb44515757d63c55e7bd1d2016f9f09f
+OPENSSL_BUNDLE := $(CURDIR)/.build/openssl-3.5
+OPENSSL_STAMP  := $(OPENSSL_BUNDLE)/stamp-$(OPENSSL_DEB_VERSION)
+SYSTEM_OPENSSL := $(shell pkg-config --modversion libcrypto 2>/dev/null)
+ifeq ($(OPENSSL),auto)
+OPENSSL_MODE  := $(shell dpkg --compare-versions "$(or $(SYSTEM_OPENSSL),0)" ge 3.5 && echo system || echo bundled)
+else ifneq ($(filter system bundled,$(OPENSSL)),)
+OPENSSL_MODE  := $(OPENSSL)
+else
+$(error OPENSSL=$(OPENSSL): use auto, system or bundled)
+endif
+ifeq ($(OPENSSL_MODE),bundled)
+# SwiftPM's COpenSSL target reads libcrypto.pc: the bundle's comes first (every swift invocation below).
+export PKG_CONFIG_PATH := $(OPENSSL_BUNDLE)/lib/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
+OPENSSL_DEP   := $(OPENSSL_STAMP)
+else
+OPENSSL_DEP   :=
+endif
+
 P11_MODULE_DIR  = $(shell pkg-config --variable=p11_module_path p11-kit-1 2>/dev/null || echo /usr/lib/x86_64-linux-gnu/pkcs11)
 P11_CONFIG_DIR  = $(shell pkg-config --variable=p11_module_configs p11-kit-1 2>/dev/null || echo /usr/share/p11-kit/modules)
 
-.PHONY: all deps build test unit-test integration-test integration-test-agent integration-test-in-process \
+.PHONY: all deps openssl-bundle openssl-mode build test unit-test integration-test integration-test-agent integration-test-in-process \
         integration-test-in-process-subset test-cards demo install uninstall clean bench stress fuzz
 
 all: build
@@ -37,14 +65,38 @@ deps:
 	  exit $$rc; \
 	fi
 
+## openssl-bundle: fetch and lay out Debian 13's OpenSSL (only when OPENSSL resolves to bundled).
+$(OPENSSL_STAMP): dist/openssl/fetch.sh | deps
+	@rm -f $(OPENSSL_BUNDLE)/stamp-*
+	@bash dist/openssl/fetch.sh "$(OPENSSL_BUNDLE)" "$(OPENSSL_DEB_VERSION)" \
+	  "$(OPENSSL_DEB_SHA256_DEV)" "$(OPENSSL_DEB_SHA256_LEGACY)"
+	@touch $@
+
+openssl-bundle: $(OPENSSL_STAMP)
+
+## openssl-mode: clang's cached COpenSSL module is keyed without the -I paths, so after a switch
+## between the bundled and the system OpenSSL it would keep the other one's headers (seen: a system
+## build that still believed it was bundled). A switch therefore drops the module caches.
+OPENSSL_MODE_STAMP := $(CURDIR)/.build/openssl-mode
+openssl-mode:
+	@mkdir -p $(CURDIR)/.build
+	@if [ "$$(cat $(OPENSSL_MODE_STAMP) 2>/dev/null)" != "$(OPENSSL_MODE)" ]; then \
+	  rm -rf $(CURDIR)/.build/*/release/ModuleCache $(CURDIR)/.build/*/debug/ModuleCache; \
+	  echo "$(OPENSSL_MODE)" > $(OPENSSL_MODE_STAMP); fi
+
 ## build: release binaries with the Swift runtime linked in (the module must be self-contained).
-build: deps
+## With the bundled OpenSSL, its legacy provider is copied next to them (keyshare-ossl-modules/).
+build: deps $(OPENSSL_DEP) openssl-mode
+	@echo "OpenSSL: $(OPENSSL_MODE) ($(if $(filter bundled,$(OPENSSL_MODE)),$(OPENSSL_DEB_VERSION) static,$(SYSTEM_OPENSSL) dynamic))"
 	$(SWIFT) build $(BUILD_FLAGS) --product keyshare
 	$(SWIFT) build $(BUILD_FLAGS) --product keyshare-pkcs11
+	@rm -rf $(BIN_DIR)/keyshare-ossl-modules
+	@if [ "$(OPENSSL_MODE)" = bundled ]; then mkdir -p $(BIN_DIR)/keyshare-ossl-modules && \
+	  cp $(OPENSSL_BUNDLE)/ossl-modules/legacy.so $(BIN_DIR)/keyshare-ossl-modules/; fi
 	@echo "built $(KEYSHARE)"
 	@echo "built $(MODULE)"
 
-unit-test: deps
+unit-test: deps $(OPENSSL_DEP) openssl-mode
 	$(SWIFT) test
 
 ## integration-test: every script in the default mode: the module is a client of the per-user agent
@@ -197,6 +249,13 @@ install-files:
 	install -m 0755 $(KEYSHARE) $(DESTDIR)$(BINDIR)/keyshare
 	install -m 0644 $(MODULE) $(DESTDIR)$(P11_MODULE_DIR)/libkeyshare-pkcs11.so
 	install -m 0644 dist/p11-kit/keyshare.module $(DESTDIR)$(P11_CONFIG_DIR)/keyshare.module
+	@# The bundled OpenSSL's legacy provider (issue 18): next to the module, and under PREFIX/lib for the CLI.
+	@if [ -f $(BIN_DIR)/keyshare-ossl-modules/legacy.so ]; then set -e; \
+	  install -d -m 0755 $(DESTDIR)$(P11_MODULE_DIR)/keyshare-ossl-modules $(DESTDIR)$(PREFIX)/lib/keyshare/ossl-modules; \
+	  install -m 0644 $(BIN_DIR)/keyshare-ossl-modules/legacy.so $(DESTDIR)$(P11_MODULE_DIR)/keyshare-ossl-modules/legacy.so; \
+	  install -m 0644 $(BIN_DIR)/keyshare-ossl-modules/legacy.so $(DESTDIR)$(PREFIX)/lib/keyshare/ossl-modules/legacy.so; \
+	  echo "install legacy.so (bundled OpenSSL) -> $(DESTDIR)$(P11_MODULE_DIR)/keyshare-ossl-modules, $(DESTDIR)$(PREFIX)/lib/keyshare/ossl-modules"; \
+	fi
 	install -m 0644 $(GEN)/man/man1/*.1.gz $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 $(GEN)/man/man7/*.7.gz $(DESTDIR)$(MANDIR)/man7/
 	install -m 0644 $(GEN)/completions/keyshare $(DESTDIR)$(BASHCOMPDIR)/keyshare
@@ -217,7 +276,7 @@ uninstall:
 	  $(DESTDIR)$(MANDIR)/man7/keyshare-pkcs11.7.gz \
 	  $(DESTDIR)$(BASHCOMPDIR)/keyshare $(DESTDIR)$(ZSHCOMPDIR)/_keyshare $(DESTDIR)$(FISHCOMPDIR)/keyshare.fish \
 	  $(addprefix $(DESTDIR)$(USERUNITDIR)/,$(notdir $(UNITS)))
-	rm -rf $(DESTDIR)$(DOCDIR)
+	rm -rf $(DESTDIR)$(DOCDIR) $(DESTDIR)$(P11_MODULE_DIR)/keyshare-ossl-modules $(DESTDIR)$(PREFIX)/lib/keyshare
 
 ## deb: keyshare_<version>_<arch>.deb in DEB_DIR (default: here), with dpkg-deb: `make install`'s
 ## files under /usr, stripped, Depends from dpkg-shlibdeps. VERSION_OVERRIDE=... for tests only.

@@ -47,9 +47,11 @@ let package = Package(
         .systemLibrary(name: "CPKCS11", path: "pkcs11/types"),
         // Linux calls with variadic C prototypes (prctl), as inline wrappers.
         .systemLibrary(name: "CLinux"),
+        // dladdr (where the bundled OpenSSL's legacy provider is) and the bundle's glibc shim (issue 18).
+        .target(name: "COpenSSLSupport", path: "Sources/COpenSSLSupport"),
 
         // Layers.
-        .target(name: "KeyshareCrypto", dependencies: ["COpenSSL"], swiftSettings: strict),
+        .target(name: "KeyshareCrypto", dependencies: ["COpenSSL", "COpenSSLSupport"], swiftSettings: strict),
         .target(name: "Keychain", dependencies: ["KeyshareCrypto", "CSQLite"], swiftSettings: strict),
         .target(name: "Tokens", dependencies: ["Keychain", "KeyshareCrypto", "CPKCS11"], swiftSettings: strict),
         .target(name: "PKCS11", dependencies: ["Tokens", "Keychain", "KeyshareCrypto", "CPKCS11"], swiftSettings: strict),

@@ -24,6 +24,19 @@
 #include <openssl/provider.h>
 #include <openssl/pkcs7.h>
 #include <openssl/asn1.h>
+#include <openssl/opensslv.h>
+
+// The bundled OpenSSL (issue 18; dist/openssl/fetch.sh generates this header next to the bundle's
+// headers). Absent when keyshare links the system libcrypto: then NULL.
+#if __has_include(<keyshare_openssl_bundle.h>)
+#include <keyshare_openssl_bundle.h>
+static inline const char *ks_openssl_bundle_legacy(void) { return KS_OPENSSL_BUNDLE_LEGACY; }
+#else
+static inline const char *ks_openssl_bundle_legacy(void) { return (const char *)0; }
+#endif
+/// OPENSSL_VERSION_NUMBER of the headers compiled against (a macro with a cast-free value, but
+/// kept as a function like the others).
+static inline unsigned long ks_openssl_header_version(void) { return OPENSSL_VERSION_NUMBER; }
 
 /// SubjectPublicKeyInfo DER of an EC (named curve: pass its NID) or Ed25519
 /// (pass NID_undef) key, assembled by the ASN.1 layer. i2d_PUBKEY goes

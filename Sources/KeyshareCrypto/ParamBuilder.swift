@@ -42,6 +42,17 @@ final class ParamBuilder {
         ok = ok && OSSL_PARAM_BLD_push_octet_string(bld, copy(name), p, value.count) == 1
     }
 
+    func int(_ name: String, _ value: Int32) {
+        ok = ok && OSSL_PARAM_BLD_push_int(bld, copy(name), value) == 1
+    }
+
+    /// The pushed parameters as an OSSL_PARAM array; the caller OSSL_PARAM_frees it. The builder
+    /// must outlive the array (the array points at the builder's copies).
+    func params(_ op: String) throws -> UnsafeMutablePointer<OSSL_PARAM> {
+        guard ok, let params = OSSL_PARAM_BLD_to_param(bld) else { throw CryptoError.openssl(op) }
+        return params
+    }
+
     /// Builds an EVP_PKEY of `type` from the pushed parameters.
     func makeKey(_ type: String, selection: Int32, _ op: String) throws -> OpaquePointer {
         guard ok, let params = OSSL_PARAM_BLD_to_param(bld) else { throw CryptoError.openssl(op) }

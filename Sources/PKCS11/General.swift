@@ -183,6 +183,7 @@ public enum AccessGroupChoice: Sendable, Equatable {
 public struct ModuleInfo: Sendable {
     public static let cryptokiVersion = (major: UInt8(3), minor: UInt8(0))
     public static let manufacturer = "keyshare"
-    public static let description = "keyshare keychain PKCS#11 module"
+    /// Names the OpenSSL in use (issue 18): "keyshare, OpenSSL 3.5.9" (at most 32 characters).
+    public static let description = String("keyshare, \(CryptoEngine.name)".prefix(32))
     public static let libraryVersion = (major: KeyshareVersion.major, minor: KeyshareVersion.minor)
 }

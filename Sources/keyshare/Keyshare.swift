@@ -13,7 +13,8 @@ struct Keyshare: ParsableCommand {
             The store lives in $KEYSHARE_HOME/keychain.db (default ~/.local/share/keyshare).
             Applications use its keys through libkeyshare-pkcs11.so.
             """,
-        version: KeyshareVersion.string,
+        // Line 1 is the version scripts parse; line 2 names the crypto engine (issue 18).
+        version: KeyshareVersion.string + "\n" + CryptoEngine.summary,
         subcommands: [
             TokenCommand.self, DriverCommand.self, ImportCommand.self, ListCommand.self, ShowCommand.self,
             DeleteCommand.self, ExportCommand.self, PasswordCommand.self,

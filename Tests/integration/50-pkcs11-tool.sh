@@ -20,9 +20,26 @@ ID=$FIXTURES/identities
 # Exports and loading.
 syms=$(nm -D --defined-only "$MODULE" | awk '$2 ~ /^[A-Z]$/ {print $3}' | sort | tr '\n' ' ')
 if [ "$syms" = "C_GetFunctionList C_GetInterface C_GetInterfaceList " ]; then ok "exports only the three getters"; else bad "exports only the three getters" "$syms"; fi
+# The crypto engine (issue 18): a bundled OpenSSL is linked in and private (no OpenSSL symbol in the
+# dynamic table, defined or imported, and no libcrypto.so NEEDED); a system one is imported. Either
+# way C_GetInfo's description names the same OpenSSL as `keyshare --version`.
+if [ $# -ge 2 ]; then KSBIN=$1; else KSBIN=$(dirname "$MODULE")/keyshare; fi
+engine=$("$KSBIN" --version | sed -n 2p)
+ossl_dyn=$(nm -D "$MODULE" | awk '$NF ~ /^(EVP|OSSL|OPENSSL|ERR|BIO|X509|PEM|CRYPTO)_/' | wc -l)
+case $engine in
+  *bundled*) if [ "$ossl_dyn" -eq 0 ] && ! readelf -d "$MODULE" | grep -q 'libcrypto'; then
+               ok "bundled OpenSSL: no OpenSSL symbol in the module's dynamic table, no libcrypto.so needed"
+             else bad "bundled OpenSSL: no OpenSSL symbol in the module's dynamic table" "$ossl_dyn symbols; $(readelf -d "$MODULE" | grep NEEDED)"; fi ;;
+  *system*)  if [ "$ossl_dyn" -gt 0 ]; then ok "system OpenSSL: imported from libcrypto.so ($ossl_dyn symbols)"
+             else bad "system OpenSSL: imported from libcrypto.so" "no OpenSSL symbols"; fi ;;
+  *) bad "keyshare --version names the OpenSSL in use (line 2)" "$engine" ;;
+esac
+engine_name=${engine%% (*}
+check_out "C_GetInfo's description names $engine_name" "Library +keyshare, ${engine_name//./\\.}" "${P[@]}" -I
 if ldd "$MODULE" | grep -qi swift; then bad "no Swift runtime libraries linked" "$(ldd "$MODULE")"; else ok "no Swift runtime libraries linked"; fi
 
-check_out "-I reports Cryptoki 3.0" 'Cryptoki version 3\.0' "${P[@]}" -I
+# pkcs11-tool takes the default interface, the newest: PKCS #11 3.2 (issue 18).
+check_out "-I reports Cryptoki 3.2" 'Cryptoki version 3\.2' "${P[@]}" -I
 check_out "-L shows the free slot" 'free slot.*' "${P[@]}" -L
 check_out "-T lists the free slot's token" 'uninitialized' "${P[@]}" -T
 check_out "-M lists mechanisms" 'ECDSA-SHA256' "${P[@]}" -M --slot 1

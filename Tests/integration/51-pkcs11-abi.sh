@@ -30,6 +30,7 @@ cat > "$WORK/abi.c" <<'EOF'
 #include <sys/wait.h>
 #include <unistd.h>
 #include "pkcs11_shim.h"
+#include "pkcs11_3_2.h"
 
 static int pass, fail;
 #define CHECK(name, cond) do { if (cond) { pass++; printf("ok   - %s\n", name); } \
@@ -89,19 +90,37 @@ int main(int argc, char **argv) {
     CHECK("three getters resolve", gfl && gil && gi);
     CHECK("C_GetFunctionList(NULL)", gfl(NULL) == CKR_ARGUMENTS_BAD);
     CK_FUNCTION_LIST_PTR l2; CHECK("C_GetFunctionList gives 2.40", gfl(&l2) == CKR_OK && l2->version.major == 2 && l2->version.minor == 40);
-    CK_ULONG n = 0; CHECK("interface count", gil(NULL, &n) == CKR_OK && n == 2);
-    CK_INTERFACE ifs[2]; n = 1; CHECK("interface list too small", gil(ifs, &n) == CKR_BUFFER_TOO_SMALL && n == 2);
+    CK_ULONG n = 0; CHECK("interface count", gil(NULL, &n) == CKR_OK && n == 3);
+    CK_INTERFACE ifs[3]; n = 2; CHECK("interface list too small", gil(ifs, &n) == CKR_BUFFER_TOO_SMALL && n == 3);
     CHECK("interface list NULL count", gil(ifs, NULL) == CKR_ARGUMENTS_BAD);
-    n = 2; CHECK("interface list", gil(ifs, &n) == CKR_OK && strcmp((char *)ifs[0].pInterfaceName, "PKCS 11") == 0);
+    n = 3; CHECK("interface list", gil(ifs, &n) == CKR_OK && strcmp((char *)ifs[0].pInterfaceName, "PKCS 11") == 0);
+    /* PKCS #11 3.2 first, then 3.0, then 2.40 (issue 18). */
+    CHECK("interface list order: 3.2, 3.0, 2.40", n == 3 &&
+          ((CK_VERSION *)ifs[0].pFunctionList)->major == 3 && ((CK_VERSION *)ifs[0].pFunctionList)->minor == 2 &&
+          ((CK_VERSION *)ifs[1].pFunctionList)->major == 3 && ((CK_VERSION *)ifs[1].pFunctionList)->minor == 0 &&
+          ((CK_VERSION *)ifs[2].pFunctionList)->major == 2 && ((CK_VERSION *)ifs[2].pFunctionList)->minor == 40);
     CK_INTERFACE_PTR ip;
-    CHECK("C_GetInterface default is 3.0", gi(NULL, NULL, &ip, 0) == CKR_OK && ((CK_VERSION *)ip->pFunctionList)->major == 3);
+    CHECK("C_GetInterface default is 3.2", gi(NULL, NULL, &ip, 0) == CKR_OK &&
+          ((CK_VERSION *)ip->pFunctionList)->major == 3 && ((CK_VERSION *)ip->pFunctionList)->minor == 2);
+    void *dflt = ip->pFunctionList;
+    CK_VERSION v30 = {3, 0}, v32 = {3, 2};
+    CK_INTERFACE_PTR ip30 = NULL, ip32 = NULL;
+    CHECK("C_GetInterface 3.0 by version", gi((CK_UTF8CHAR_PTR)"PKCS 11", &v30, &ip30, 0) == CKR_OK &&
+          ((CK_VERSION *)ip30->pFunctionList)->minor == 0);
+    CHECK("C_GetInterface 3.2 by version", gi((CK_UTF8CHAR_PTR)"PKCS 11", &v32, &ip32, 0) == CKR_OK && ip32->pFunctionList == dflt);
+    /* Only a table that says 3.2 is read as one (an older module's would be read past its end). */
+    CK_FUNCTION_LIST_3_2 *f32 = ip32 != NULL && ((CK_VERSION *)ip32->pFunctionList)->minor == 2 ? ip32->pFunctionList : NULL;
+    int nulls32 = 0;
+    for (void **p = f32 ? (void **)&f32->C_Initialize : NULL; f32 && p <= (void **)&f32->C_UnwrapKeyAuthenticated; p++) nulls32 += *p == NULL;
+    CHECK("no NULL entry in the 3.2 table", f32 != NULL && nulls32 == 0);
+    fflush(stdout);
     CK_VERSION v240 = {2, 40};
     CHECK("C_GetInterface 2.40", gi((CK_UTF8CHAR_PTR)"PKCS 11", &v240, &ip, 0) == CKR_OK && ip->pFunctionList == (void *)l2);
     CHECK("C_GetInterface unknown name", gi((CK_UTF8CHAR_PTR)"Vendor", NULL, &ip, 0) == CKR_ARGUMENTS_BAD);
     CHECK("C_GetInterface fork-safe not offered", gi(NULL, NULL, &ip, CKF_INTERFACE_FORK_SAFE) == CKR_ARGUMENTS_BAD);
     CHECK("C_GetInterface NULL out", gi(NULL, NULL, NULL, 0) == CKR_ARGUMENTS_BAD);
-    gi(NULL, NULL, &ip, 0);
-    f = ip->pFunctionList;
+    /* The 3.0 interface, as before: the sweeps below cover its entries; the 3.2 ones after. */
+    f = ip30->pFunctionList;
     int nulls = 0;
     for (void **p = (void **)&f->C_Initialize; p <= (void **)&f->C_MessageVerifyFinal; p++) nulls += *p == NULL;
     CHECK("no NULL entry in the 3.0 table", nulls == 0);
@@ -118,6 +137,21 @@ int main(int argc, char **argv) {
     CHECK("C_Initialize twice", f->C_Initialize(NULL) == CKR_CRYPTOKI_ALREADY_INITIALIZED);
 
     CHECK("zero-argument sweep after init never crashes nor succeeds", sweep((CK_RV)-1, 1) == 0);
+
+    /* PKCS #11 3.2 (issue 18): C_GetInfo says 3.2 only through the 3.2 table; hosts asking for 3.0 or
+     * 2.40 see 3.0 as before. Its twelve new entries answer CKR_FUNCTION_NOT_SUPPORTED for now. */
+    CK_INFO gi32, gi30, gi240;
+    CHECK("C_GetInfo through 3.2 reports 3.2", f32 != NULL && f32->C_GetInfo(&gi32) == CKR_OK &&
+          gi32.cryptokiVersion.major == 3 && gi32.cryptokiVersion.minor == 2);
+    CHECK("C_GetInfo through 3.0 reports 3.0", f->C_GetInfo(&gi30) == CKR_OK &&
+          gi30.cryptokiVersion.major == 3 && gi30.cryptokiVersion.minor == 0);
+    CHECK("C_GetInfo through 2.40 reports 3.0", l2->C_GetInfo(&gi240) == CKR_OK &&
+          gi240.cryptokiVersion.major == 3 && gi240.cryptokiVersion.minor == 0);
+    CHECK("3.2 and 3.0 tables share the 3.0 entries", f32 != NULL && f32->C_Sign == f->C_Sign && f32->C_MessageVerifyFinal == f->C_MessageVerifyFinal);
+    int unsupported = 0;
+    for (void **p = f32 ? (void **)&f32->C_EncapsulateKey : NULL; f32 && p <= (void **)&f32->C_UnwrapKeyAuthenticated; p++)
+        unsupported += ((any_fn)*p)(0, 0, 0, 0, 0, 0, 0, 0, 0) == CKR_FUNCTION_NOT_SUPPORTED;
+    CHECK("the twelve 3.2 entries: CKR_FUNCTION_NOT_SUPPORTED", unsupported == 12);
 
     CK_SLOT_ID slots[8]; n = 0;
     CHECK("slot count", f->C_GetSlotList(CK_TRUE, NULL, &n) == CKR_OK && n == 2);
@@ -171,7 +205,7 @@ int main(int argc, char **argv) {
     return fail != 0;
 }
 EOF
-if cc -O1 -Wall -Werror -Wno-unused-result -I "$ROOT/pkcs11/types" -o "$WORK/abi" "$WORK/abi.c" -ldl -lpthread; then
+if cc -O1 -Wall -Werror -Wno-unused-result -I "$ROOT/pkcs11/types" -I "$ROOT/pkcs11/abi/include" -o "$WORK/abi" "$WORK/abi.c" -ldl -lpthread; then
   "$WORK/abi" "$MODULE"
 else
   echo "0 passed, 1 failed"

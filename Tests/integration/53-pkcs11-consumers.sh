@@ -141,6 +141,11 @@ print(next(i["uri"] for i in json.load(sys.stdin) if i.get("itemClass")=="privat
   printf 'cn = "gnutls-self-signed"\nexpiration_days = 2\nsigning_key\n' > "$UH/tmpl"; chown 1000 "$UH/tmpl"
   check_out "certtool --generate-self-signed with the token key" 'BEGIN CERTIFICATE' asuser certtool --generate-self-signed \
     --load-privkey "$key_uri" --template "$UH/tmpl"
+  # One process holding OpenSSL 3.0 (openssl, the libp11 engine), p11-kit-proxy and the module with
+  # its own OpenSSL (issue 18: bundled 3.5, every symbol private): no PKCS11_MODULE_PATH, so the
+  # engine loads p11-kit-proxy, which loads the user's module file.
+  check_out "openssl 3.0 + libp11 engine + p11-kit-proxy + the module in one process: public key" 'BEGIN PUBLIC KEY' \
+    asuser openssl pkey -engine pkcs11 -inform engine -in 'pkcs11:token=user-tok;type=public' -pubin -pubout
   stop_agent "$UH/run"
 fi
 

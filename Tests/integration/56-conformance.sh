@@ -23,8 +23,12 @@ export KS_TEST_PIN=0000 KS_TEST_SO_PIN=1234
 
 # One version everywhere: `keyshare --version`, CHANGELOG.md's newest entry,
 # and (checked by the C host) C_GetInfo and the token versions.
-VERSION=$("$KEYSHARE" --version)
+# Line 1 is the version, line 2 names the OpenSSL in use (issue 18).
+VERSION_OUT=$("$KEYSHARE" --version)
+VERSION=$(printf '%s\n' "$VERSION_OUT" | sed -n 1p)
 check_out "keyshare --version is major.minor.patch" '^[0-9]+\.[0-9]+\.[0-9]+$' echo "$VERSION"
+check_out "keyshare --version names the OpenSSL in use" '^OpenSSL [0-9]+\.[0-9]+\.[0-9]+ \((bundled|system)' \
+  sh -c 'printf "%s\n" "$1" | sed -n 2p' _ "$VERSION_OUT"
 TOP=$(grep -m1 -oE '^## \[?[0-9]+\.[0-9]+\.[0-9]+' "$ROOT/CHANGELOG.md" | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' || true)
 check "CHANGELOG.md's newest entry is $VERSION" test "$TOP" = "$VERSION"
 MAJOR=${VERSION%%.*}; REST=${VERSION#*.}; MINOR=${REST%%.*}

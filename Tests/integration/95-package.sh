@@ -37,7 +37,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-VERSION=$("$KS" --version)
+VERSION=$("$KS" --version | sed -n 1p)
 ARCH=$(dpkg --print-architecture)
 DEB=$WORK/keyshare_${VERSION}_${ARCH}.deb
 P11DIR=$(pkg-config --variable=p11_module_path p11-kit-1)
@@ -78,10 +78,14 @@ check_out "dpkg-deb --info: package keyshare, version $VERSION, $ARCH" "^keyshar
   echo "$(field Package) $(field Version) $(field Architecture)"
 check_out "dpkg-deb --info: Installed-Size, Maintainer, Description" '^[0-9]+ .+@.+ key store' \
   echo "$(field Installed-Size) $(field Maintainer) $(field Description | head -1)"
-# Depends must name exactly the packages that own the libraries the two binaries link (NEEDED).
+# Depends must name exactly the packages that own the libraries the binaries link (NEEDED): the
+# CLI, the module and, with the bundled OpenSSL (issue 18), its legacy provider (which links libssl3's
+# libcrypto.so.3 for its low-level ciphers).
+LEGACY=$(dirname "$MODULE")/keyshare-ossl-modules/legacy.so
+ELVES=("$KS" "$MODULE"); [ -f "$LEGACY" ] && ELVES+=("$LEGACY")
 needed_pkgs() {
   local so path c r
-  for so in $(readelf -d "$KS" "$MODULE" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort -u); do
+  for so in $(readelf -d "${ELVES[@]}" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort -u); do
     path=$(ldconfig -p | awk -v so="$so" '$1 == so && /x86-64/ {print $NF; exit}')
     r=""
     for c in "$path" "$(readlink -f "$path")" "${path#/usr}" "/usr$path"; do
@@ -121,6 +125,7 @@ for p in /usr/bin/keyshare "$SYSMOD" "$P11CONF/keyshare.module" /usr/share/man/m
          /usr/share/bash-completion/completions/keyshare /usr/share/zsh/vendor-completions/_keyshare \
          /usr/share/fish/vendor_completions.d/keyshare.fish /usr/share/doc/keyshare/copyright \
          /usr/share/doc/keyshare/changelog.gz /usr/share/doc/keyshare/README.md /usr/share/doc/keyshare/CHANGELOG.md \
+         $([ -f "$LEGACY" ] && echo "$P11DIR/keyshare-ossl-modules/legacy.so /usr/lib/keyshare/ossl-modules/legacy.so") \
          $(cat "$WORK/want-man"); do
   has "$p" || missing="$missing $p"
 done

@@ -657,5 +657,25 @@ static const CK_FUNCTION_LIST_3_0 kc_functions_3_0 = {
     KS_FUNCTIONS_3_0_EXTRA(kc)
 };
 
+/* PKCS #11 3.2 (issue 18): C_GetInfo reports 3.2 only through this table; the twelve 3.2 entries
+ * are the shared not-yet-supported ones (functions_3_2.c), which need no round trip. */
+static CK_RV kc_C_GetInfo_3_2(CK_INFO_PTR p)
+{
+    CK_RV rv = kc_C_GetInfo(p);
+    if (rv == CKR_OK)
+        p->cryptokiVersion = (CK_VERSION){3, 2};
+    return rv;
+}
+
+static const CK_FUNCTION_LIST_3_2 kc_functions_3_2 = {
+    .version = {3, 2},
+    KS_FUNCTIONS_2_40_GETINFO(kc, kc_C_GetInfo_3_2)
+    .C_GetInterfaceList = ks_get_interface_list,
+    .C_GetInterface = ks_get_interface,
+    KS_FUNCTIONS_3_0_EXTRA(kc)
+    KS_FUNCTIONS_3_2_EXTRA(ks32)
+};
+
 const CK_FUNCTION_LIST *kc_function_list_2_40(void) { return &kc_functions_2_40; }
 const CK_FUNCTION_LIST_3_0 *kc_function_list_3_0(void) { return &kc_functions_3_0; }
+const CK_FUNCTION_LIST_3_2 *kc_function_list_3_2(void) { return &kc_functions_3_2; }

@@ -6,9 +6,9 @@
  * (the ks_C_* implementations are local by the version script), so the tables
  * need no interposable dynamic relocations.
  *
- * Designated initialisers, in the OASIS order of CK_FUNCTION_LIST_3_0, so a
+ * Designated initialisers, in the OASIS order of CK_FUNCTION_LIST_3_0/_3_2, so a
  * misplaced entry is a compile error rather than a wrong call; the static
- * assert below checks the 3.0 list is the 2.40 list plus 24 entries.
+ * asserts below check the 3.0 list is the 2.40 list plus 24 entries, and 3.2 is 3.0 plus 12.
  */
 #include <string.h>
 #include "keyshare_abi.h"
@@ -36,27 +36,51 @@ static const CK_FUNCTION_LIST_3_0 ks_functions_3_0 = {
 _Static_assert(sizeof(CK_FUNCTION_LIST_3_0) == sizeof(CK_FUNCTION_LIST) + 24 * sizeof(void (*)(void)),
                "CK_FUNCTION_LIST_3_0 must be the 2.40 list plus the 24 functions of 3.0");
 
+/* PKCS #11 3.2 (issue 18): the 3.0 list plus twelve entries. Only this table's C_GetInfo reports
+ * cryptokiVersion 3.2; hosts that ask for 3.0 or 2.40 see what they saw before. */
+static CK_RV ks_C_GetInfo_3_2(CK_INFO_PTR pInfo)
+{
+    CK_RV rv = ks_C_GetInfo(pInfo);
+    if (rv == CKR_OK)
+        pInfo->cryptokiVersion = (CK_VERSION){3, 2};
+    return rv;
+}
+
+static const CK_FUNCTION_LIST_3_2 ks_functions_3_2 = {
+    .version = {3, 2},
+    KS_FUNCTIONS_2_40_GETINFO(ks, ks_C_GetInfo_3_2)
+    .C_GetInterfaceList = ks_get_interface_list,
+    .C_GetInterface = ks_get_interface,
+    KS_FUNCTIONS_3_0_EXTRA(ks)
+    KS_FUNCTIONS_3_2_EXTRA(ks32)
+};
+
+_Static_assert(sizeof(CK_FUNCTION_LIST_3_2) == sizeof(CK_FUNCTION_LIST_3_0) + 12 * sizeof(void (*)(void)),
+               "CK_FUNCTION_LIST_3_2 must be the 3.0 list plus the 12 functions of 3.2");
+
 static CK_CHAR ks_interface_name[] = "PKCS 11";
 
-/* The 3.0 table first: a caller taking the first entry gets the newest.
- * Not CKF_INTERFACE_FORK_SAFE: after fork the child must call C_Initialize. */
+/* The newest table first (3.2, 3.0, 2.40): a caller taking the first entry gets the newest, as
+ * in Kryoptic. Not CKF_INTERFACE_FORK_SAFE: after fork the child must call C_Initialize. */
 static CK_INTERFACE ks_interfaces_in_process[] = {
+    { ks_interface_name, (CK_VOID_PTR)&ks_functions_3_2, 0 },
     { ks_interface_name, (CK_VOID_PTR)&ks_functions_3_0, 0 },
     { ks_interface_name, (CK_VOID_PTR)&ks_functions_2_40, 0 },
 };
 /* Agent mode (docs/agent.md): the same shape over the client's tables. */
-static CK_INTERFACE ks_interfaces_agent[2];
+static CK_INTERFACE ks_interfaces_agent[3];
 static CK_INTERFACE *ks_interfaces = ks_interfaces_in_process;
 
 /* Chooses the tables once, when the library is loaded, before any caller
  * can ask for them. */
 __attribute__((constructor)) static void ks_choose_tables(void) {
     if (!ks_agent_mode()) return;
-    ks_interfaces_agent[0] = (CK_INTERFACE){ ks_interface_name, (CK_VOID_PTR)kc_function_list_3_0(), 0 };
-    ks_interfaces_agent[1] = (CK_INTERFACE){ ks_interface_name, (CK_VOID_PTR)kc_function_list_2_40(), 0 };
+    ks_interfaces_agent[0] = (CK_INTERFACE){ ks_interface_name, (CK_VOID_PTR)kc_function_list_3_2(), 0 };
+    ks_interfaces_agent[1] = (CK_INTERFACE){ ks_interface_name, (CK_VOID_PTR)kc_function_list_3_0(), 0 };
+    ks_interfaces_agent[2] = (CK_INTERFACE){ ks_interface_name, (CK_VOID_PTR)kc_function_list_2_40(), 0 };
     ks_interfaces = ks_interfaces_agent;
 }
-#define KS_INTERFACE_COUNT 2
+#define KS_INTERFACE_COUNT 3
 
 const CK_FUNCTION_LIST_3_0 *ks_function_list_3_0(void) { return &ks_functions_3_0; }
 

@@ -8,10 +8,12 @@
 #define KEYSHARE_FUNCTION_LISTS_H
 
 /* The 2.40 entries, shared by both tables (the 3.0 list starts with them). */
-#define KS_FUNCTIONS_2_40(P) \
+#define KS_FUNCTIONS_2_40(P) KS_FUNCTIONS_2_40_GETINFO(P, P##_C_GetInfo)
+/* The same with another C_GetInfo: the 3.2 tables' reports cryptokiVersion 3.2 (issue 18). */
+#define KS_FUNCTIONS_2_40_GETINFO(P, GETINFO) \
     .C_Initialize = P##_C_Initialize, \
     .C_Finalize = P##_C_Finalize, \
-    .C_GetInfo = P##_C_GetInfo, \
+    .C_GetInfo = GETINFO, \
     .C_GetFunctionList = ks_get_function_list, \
     .C_GetSlotList = P##_C_GetSlotList, \
     .C_GetSlotInfo = P##_C_GetSlotInfo, \
@@ -102,5 +104,20 @@
     .C_VerifyMessageBegin = P##_C_VerifyMessageBegin, \
     .C_VerifyMessageNext = P##_C_VerifyMessageNext, \
     .C_MessageVerifyFinal = P##_C_MessageVerifyFinal,
+
+/* The 12 entries 3.2 adds after the 3.0 list (pkcs11_3_2.h), in pkcs11f.h order. */
+#define KS_FUNCTIONS_3_2_EXTRA(P) \
+    .C_EncapsulateKey = P##_C_EncapsulateKey, \
+    .C_DecapsulateKey = P##_C_DecapsulateKey, \
+    .C_VerifySignatureInit = P##_C_VerifySignatureInit, \
+    .C_VerifySignature = P##_C_VerifySignature, \
+    .C_VerifySignatureUpdate = P##_C_VerifySignatureUpdate, \
+    .C_VerifySignatureFinal = P##_C_VerifySignatureFinal, \
+    .C_GetSessionValidationFlags = P##_C_GetSessionValidationFlags, \
+    .C_AsyncComplete = P##_C_AsyncComplete, \
+    .C_AsyncGetID = P##_C_AsyncGetID, \
+    .C_AsyncJoin = P##_C_AsyncJoin, \
+    .C_WrapKeyAuthenticated = P##_C_WrapKeyAuthenticated, \
+    .C_UnwrapKeyAuthenticated = P##_C_UnwrapKeyAuthenticated,
 
 #endif

@@ -1,0 +1,61 @@
+import COpenSSL
+import COpenSSLSupport
+
+/// The OpenSSL keyshare runs on (issue 18, docs/architecture.md "The crypto engine"). On Debian 12
+/// the default build links Debian 13's OpenSSL 3.5 statically (`bundled`); `make OPENSSL=system`,
+/// or a system OpenSSL ≥ 3.5, links the system libcrypto dynamically. `keyshare --version` and
+/// C_GetInfo's library description name it, because a bundled OpenSSL does not receive the
+/// system's security updates and a user must be able to tell which one a binary carries.
+public enum CryptoEngine {
+    /// True when libcrypto is linked into this binary (the fetched Debian 13 archive), false when it is
+    /// a shared libcrypto.so. Decided at run time from where OpenSSL_version lives, not from which
+    /// headers were compiled in: a build directory switched between modes must not mislabel itself.
+    public static let isBundled: Bool = {
+        let fn: @convention(c) (Int32) -> UnsafePointer<CChar>? = OpenSSL_version
+        return ks_same_object(unsafeBitCast(fn, to: UnsafeRawPointer.self)) == 1
+    }()
+
+    /// The runtime version, "3.5.9" (OpenSSL_version, not the headers: a dynamic libcrypto may be newer).
+    public static let version: String = String(cString: OpenSSL_version(OPENSSL_VERSION_STRING))
+
+    /// "OpenSSL 3.5.9": fits C_GetInfo's 32-character description with a prefix.
+    public static var name: String { "OpenSSL \(version)" }
+
+    /// One line for `keyshare --version`.
+    public static var summary: String {
+        isBundled ? "\(name) (bundled, linked statically; not updated by the system)" : "\(name) (system, linked dynamically)"
+    }
+
+    /// OpenSSL 3.2+ answers an RSA PKCS #1 v1.5 decryption with bad padding with a synthetic
+    /// message derived from the key and ciphertext (implicit rejection, the Marvin-attack
+    /// countermeasure) instead of an error; 3.0 reports the error. keyshare keeps the engine's
+    /// behaviour: turning it off would reopen the timing oracle (SoftHSM2 and Kryoptic on 3.2+ do the same).
+    public static var rsaImplicitRejection: Bool {
+        OPENSSL_version_major() > 3 || (OPENSSL_version_major() == 3 && OPENSSL_version_minor() >= 2)
+    }
+
+    /// OpenSSL 3.5 brought ML-DSA, ML-KEM and SLH-DSA; older engines list none of them.
+    public static var hasPostQuantum: Bool {
+        OPENSSL_version_major() > 3 || (OPENSSL_version_major() == 3 && OPENSSL_version_minor() >= 5)
+    }
+}
+
+extension CryptoEngine {
+    /// Every provider loaded in OpenSSL's default library context, with the version it reports
+    /// ("default" and, once a PKCS #12 was parsed, the legacy one). With the bundled engine every
+    /// one of them must be 3.5: a 3.0 legacy.so from the system would be a mismatched pair.
+    public static func loadedProviders() -> [(name: String, version: String)] {
+        final class Box { var out: [(name: String, version: String)] = [] }
+        let box = Box()
+        _ = withExtendedLifetime(box) {
+            OSSL_PROVIDER_do_all(nil, { prov, arg in
+                guard let prov, let arg else { return 1 }
+                let box = Unmanaged<Box>.fromOpaque(arg).takeUnretainedValue()
+                let name = String(cString: OSSL_PROVIDER_get0_name(prov))
+                box.out.append((name, LegacyProvider.providerVersion(prov) ?? "?"))
+                return 1
+            }, Unmanaged.passUnretained(box).toOpaque())
+        }
+        return box.out
+    }
+}

@@ -1,0 +1,289 @@
+import COpenSSL
+
+// ML-DSA (FIPS 204) and ML-KEM (FIPS 203) over OpenSSL 3.5's EVP interface (issue 18). Only
+// EVP calls that OpenSSL 3.0 also declares are used, so a `make OPENSSL=system` build on
+// Debian 12 compiles; there every operation fails with `.unsupported` (the algorithms cannot be
+// fetched) and `CryptoEngine.hasPostQuantum` is false.
+
+/// ML-DSA parameter sets, numbered as PKCS #11 3.2 numbers CKA_PARAMETER_SET (CKP_ML_DSA_44 = 1).
+public enum MLDSAParameterSet: UInt, Sendable, CaseIterable {
+    case mlDSA44 = 1, mlDSA65 = 2, mlDSA87 = 3
+
+    /// OpenSSL's (and FIPS 204's) name.
+    public var name: String {
+        switch self {
+        case .mlDSA44: "ML-DSA-44"
+        case .mlDSA65: "ML-DSA-65"
+        case .mlDSA87: "ML-DSA-87"
+        }
+    }
+
+    public init?(name: String) {
+        guard let s = Self.allCases.first(where: { $0.name == name }) else { return nil }
+        self = s
+    }
+
+    /// FIPS 204 table 2: |pk|, |sk|, |σ|.
+    public var publicKeyLength: Int { [1312, 1952, 2592][Int(rawValue) - 1] }
+    public var privateKeyLength: Int { [2560, 4032, 4896][Int(rawValue) - 1] }
+    public var signatureLength: Int { [2420, 3309, 4627][Int(rawValue) - 1] }
+}
+
+/// ML-KEM parameter sets, numbered as PKCS #11 3.2 numbers CKA_PARAMETER_SET (CKP_ML_KEM_512 = 1).
+public enum MLKEMParameterSet: UInt, Sendable, CaseIterable {
+    case mlKEM512 = 1, mlKEM768 = 2, mlKEM1024 = 3
+
+    public var name: String {
+        switch self {
+        case .mlKEM512: "ML-KEM-512"
+        case .mlKEM768: "ML-KEM-768"
+        case .mlKEM1024: "ML-KEM-1024"
+        }
+    }
+
+    public init?(name: String) {
+        guard let s = Self.allCases.first(where: { $0.name == name }) else { return nil }
+        self = s
+    }
+
+    /// FIPS 203 table 3: |ek|, |dk|, |c|; the shared secret is always 32 bytes.
+    public var encapsulationKeyLength: Int { [800, 1184, 1568][Int(rawValue) - 1] }
+    public var decapsulationKeyLength: Int { [1632, 2400, 3168][Int(rawValue) - 1] }
+    public var ciphertextLength: Int { [768, 1088, 1568][Int(rawValue) - 1] }
+    public static let sharedSecretLength = 32
+}
+
+/// How the message reaches ML-DSA's internal signing (FIPS 204 §5.2 against Algorithm 7).
+public enum MLDSAMessageEncoding: Sendable {
+    /// ML-DSA.Sign: M' = 0 || |ctx| || ctx || M (what CKM_ML_DSA signs).
+    case pure
+    /// ML-DSA.Sign_internal on M' as given (ACVP's "internal" interface; the context must be empty).
+    case `internal`
+}
+
+/// One ML-DSA key (private, or public only), immutable once made.
+public final class MLDSAKey: @unchecked Sendable {
+    let pkey: OpaquePointer
+    public let parameterSet: MLDSAParameterSet
+    public let hasPrivateKey: Bool
+
+    private init(owning pkey: OpaquePointer, _ set: MLDSAParameterSet, privateKey: Bool) {
+        self.pkey = pkey
+        self.parameterSet = set
+        self.hasPrivateKey = privateKey
+    }
+
+    deinit { EVP_PKEY_free(pkey) }
+
+    /// A new key pair; from `seed` (FIPS 204 ξ, 32 bytes) when given, so the same seed gives the same key.
+    public static func generate(_ set: MLDSAParameterSet, seed: [UInt8]? = nil) throws -> MLDSAKey {
+        if let seed, seed.count != 32 { throw CryptoError(.invalidInput, "ML-DSA seed", reason: "must be 32 bytes") }
+        let pkey = try PQ.generate(set.name, seed: seed, op: "\(set.name) key generation")
+        return MLDSAKey(owning: pkey, set, privateKey: true)
+    }
+
+    /// From the FIPS 204 encoded private key (sk); the public key is derived from it.
+    public convenience init(privateKey sk: [UInt8], _ set: MLDSAParameterSet) throws {
+        guard sk.count == set.privateKeyLength else {
+            throw CryptoError(.invalidInput, "\(set.name) private key", reason: "must be \(set.privateKeyLength) bytes")
+        }
+        self.init(owning: try PQ.fromData(set.name, "priv", sk, selection: ks_EVP_PKEY_KEYPAIR()), set, privateKey: true)
+    }
+
+    /// From the FIPS 204 encoded public key (pk).
+    public convenience init(publicKey pk: [UInt8], _ set: MLDSAParameterSet) throws {
+        guard pk.count == set.publicKeyLength else {
+            throw CryptoError(.invalidInput, "\(set.name) public key", reason: "must be \(set.publicKeyLength) bytes")
+        }
+        self.init(owning: try PQ.fromData(set.name, "pub", pk, selection: ks_EVP_PKEY_PUBLIC_KEY()), set, privateKey: false)
+    }
+
+    /// The encoded public key (CKA_VALUE of the public key object).
+    public func publicKeyBytes() throws -> [UInt8] {
+        guard let v = PKeyInfo.octetParam(pkey, "pub") else { throw CryptoError.openssl("\(parameterSet.name) public key") }
+        return v
+    }
+
+    /// The encoded private key (sk). Callers keep it sealed; it never leaves through the module.
+    public func privateKeyBytes() throws -> [UInt8] {
+        guard hasPrivateKey, let v = PKeyInfo.octetParam(pkey, "priv") else {
+            throw CryptoError(.noPrivateKey, "\(parameterSet.name) private key", reason: "not available")
+        }
+        return v
+    }
+
+    /// The 32-byte seed the key was generated from, when OpenSSL kept it (keys imported from sk have none).
+    public func seed() -> [UInt8]? { PKeyInfo.octetParam(pkey, "seed") }
+
+    /// Signs `message`. `context` (at most 255 bytes) is FIPS 204's ctx; `deterministic` uses rnd = 0^32
+    /// (ACVP's deterministic tests), otherwise fresh randomness (the "hedged" variant, the default).
+    /// `testEntropy` (32 bytes) replaces the randomness: for known-answer tests only.
+    public func sign(_ message: [UInt8], context: [UInt8] = [], deterministic: Bool = false,
+                     encoding: MLDSAMessageEncoding = .pure, testEntropy: [UInt8]? = nil) throws -> [UInt8] {
+        guard hasPrivateKey else { throw CryptoError(.noPrivateKey, "\(parameterSet.name) sign", reason: "public key only") }
+        let op = "\(parameterSet.name) sign"
+        let b = try PQ.signatureParams(context: context, deterministic: deterministic, encoding: encoding,
+                                       testEntropy: testEntropy, op: op)
+        let params = try b.params(op)
+        defer { OSSL_PARAM_free(params) }
+        guard let mctx = EVP_MD_CTX_new() else { throw CryptoError.openssl(op) }
+        defer { EVP_MD_CTX_free(mctx) }
+        guard EVP_DigestSignInit_ex(mctx, nil, nil, nil, nil, pkey, params) == 1 else { throw CryptoError.openssl(op) }
+        var len = 0
+        guard EVP_DigestSign(mctx, nil, &len, message, message.count) == 1, len > 0 else { throw CryptoError.openssl(op) }
+        var sig = [UInt8](repeating: 0, count: len)
+        guard EVP_DigestSign(mctx, &sig, &len, message, message.count) == 1 else { throw CryptoError.openssl(op) }
+        return Array(sig[0..<len])
+    }
+
+    /// True when `signature` is valid for `message` and `context`; false for any invalid signature
+    /// (wrong length included); throws only when the engine cannot verify at all.
+    public func verify(_ signature: [UInt8], message: [UInt8], context: [UInt8] = [],
+                       encoding: MLDSAMessageEncoding = .pure) throws -> Bool {
+        let op = "\(parameterSet.name) verify"
+        guard signature.count == parameterSet.signatureLength else { return false }
+        let b = try PQ.signatureParams(context: context, deterministic: false, encoding: encoding, testEntropy: nil, op: op)
+        let params = try b.params(op)
+        defer { OSSL_PARAM_free(params) }
+        guard let mctx = EVP_MD_CTX_new() else { throw CryptoError.openssl(op) }
+        defer { EVP_MD_CTX_free(mctx) }
+        guard EVP_DigestVerifyInit_ex(mctx, nil, nil, nil, nil, pkey, params) == 1 else { throw CryptoError.openssl(op) }
+        let rc = EVP_DigestVerify(mctx, signature, signature.count, message, message.count)
+        CryptoError.clearQueue()
+        return rc == 1
+    }
+}
+
+/// One ML-KEM key (decapsulation key, or encapsulation key only).
+public final class MLKEMKey: @unchecked Sendable {
+    let pkey: OpaquePointer
+    public let parameterSet: MLKEMParameterSet
+    public let hasPrivateKey: Bool
+
+    private init(owning pkey: OpaquePointer, _ set: MLKEMParameterSet, privateKey: Bool) {
+        self.pkey = pkey
+        self.parameterSet = set
+        self.hasPrivateKey = privateKey
+    }
+
+    deinit { EVP_PKEY_free(pkey) }
+
+    /// A new key pair; from `seed` = d || z (FIPS 203 Algorithm 19, 64 bytes) when given.
+    public static func generate(_ set: MLKEMParameterSet, seed: [UInt8]? = nil) throws -> MLKEMKey {
+        if let seed, seed.count != 64 { throw CryptoError(.invalidInput, "ML-KEM seed", reason: "must be 64 bytes (d || z)") }
+        let pkey = try PQ.generate(set.name, seed: seed, op: "\(set.name) key generation")
+        return MLKEMKey(owning: pkey, set, privateKey: true)
+    }
+
+    /// From the FIPS 203 decapsulation key (dk); OpenSSL checks its embedded hash H(ek).
+    public convenience init(decapsulationKey dk: [UInt8], _ set: MLKEMParameterSet) throws {
+        guard dk.count == set.decapsulationKeyLength else {
+            throw CryptoError(.invalidInput, "\(set.name) decapsulation key", reason: "must be \(set.decapsulationKeyLength) bytes")
+        }
+        self.init(owning: try PQ.fromData(set.name, "priv", dk, selection: ks_EVP_PKEY_KEYPAIR()), set, privateKey: true)
+    }
+
+    /// From the FIPS 203 encapsulation key (ek); OpenSSL runs FIPS 203's modulus check.
+    public convenience init(encapsulationKey ek: [UInt8], _ set: MLKEMParameterSet) throws {
+        guard ek.count == set.encapsulationKeyLength else {
+            throw CryptoError(.invalidInput, "\(set.name) encapsulation key", reason: "must be \(set.encapsulationKeyLength) bytes")
+        }
+        self.init(owning: try PQ.fromData(set.name, "pub", ek, selection: ks_EVP_PKEY_PUBLIC_KEY()), set, privateKey: false)
+    }
+
+    public func encapsulationKeyBytes() throws -> [UInt8] {
+        guard let v = PKeyInfo.octetParam(pkey, "pub") else { throw CryptoError.openssl("\(parameterSet.name) public key") }
+        return v
+    }
+
+    public func decapsulationKeyBytes() throws -> [UInt8] {
+        guard hasPrivateKey, let v = PKeyInfo.octetParam(pkey, "priv") else {
+            throw CryptoError(.noPrivateKey, "\(parameterSet.name) private key", reason: "not available")
+        }
+        return v
+    }
+
+    /// (ciphertext, 32-byte shared secret). `testEntropy` (FIPS 203's m, 32 bytes) replaces the
+    /// randomness: for known-answer tests only.
+    public func encapsulate(testEntropy: [UInt8]? = nil) throws -> (ciphertext: [UInt8], sharedSecret: [UInt8]) {
+        let op = "\(parameterSet.name) encapsulate"
+        if let m = testEntropy, m.count != 32 { throw CryptoError(.invalidInput, op, reason: "m must be 32 bytes") }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl(op) }
+        defer { EVP_PKEY_CTX_free(ctx) }
+        let b = try ParamBuilder()
+        if let m = testEntropy { b.octets("ikme", m) }
+        let params = try b.params(op)
+        defer { OSSL_PARAM_free(params) }
+        guard EVP_PKEY_encapsulate_init(ctx, params) == 1 else { throw CryptoError.openssl(op) }
+        var clen = 0, slen = 0
+        guard EVP_PKEY_encapsulate(ctx, nil, &clen, nil, &slen) == 1 else { throw CryptoError.openssl(op) }
+        var c = [UInt8](repeating: 0, count: clen)
+        var s = [UInt8](repeating: 0, count: slen)
+        guard EVP_PKEY_encapsulate(ctx, &c, &clen, &s, &slen) == 1 else { throw CryptoError.openssl(op) }
+        return (Array(c[0..<clen]), Array(s[0..<slen]))
+    }
+
+    /// The shared secret for `ciphertext`. A well-formed but wrong ciphertext gives FIPS 203's
+    /// implicit-rejection secret (not an error); a ciphertext of the wrong length is `.invalidInput`.
+    public func decapsulate(_ ciphertext: [UInt8]) throws -> [UInt8] {
+        let op = "\(parameterSet.name) decapsulate"
+        guard hasPrivateKey else { throw CryptoError(.noPrivateKey, op, reason: "encapsulation key only") }
+        guard ciphertext.count == parameterSet.ciphertextLength else {
+            throw CryptoError(.invalidInput, op, reason: "ciphertext must be \(parameterSet.ciphertextLength) bytes")
+        }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl(op) }
+        defer { EVP_PKEY_CTX_free(ctx) }
+        guard EVP_PKEY_decapsulate_init(ctx, nil) == 1 else { throw CryptoError.openssl(op) }
+        var slen = 0
+        guard EVP_PKEY_decapsulate(ctx, nil, &slen, ciphertext, ciphertext.count) == 1 else { throw CryptoError.openssl(op) }
+        var s = [UInt8](repeating: 0, count: slen)
+        guard EVP_PKEY_decapsulate(ctx, &s, &slen, ciphertext, ciphertext.count) == 1 else { throw CryptoError.openssl(op) }
+        return Array(s[0..<slen])
+    }
+}
+
+/// The EVP plumbing both families share.
+enum PQ {
+    /// A key of algorithm `name`, from `seed` when given.
+    static func generate(_ name: String, seed: [UInt8]?, op: String) throws -> OpaquePointer {
+        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, name, nil) else {
+            throw CryptoError.openssl(op, kind: CryptoEngine.hasPostQuantum ? .openssl : .unsupported)
+        }
+        defer { EVP_PKEY_CTX_free(ctx) }
+        guard EVP_PKEY_keygen_init(ctx) == 1 else { throw CryptoError.openssl(op) }
+        if let seed {
+            let b = try ParamBuilder()
+            b.octets("seed", seed)
+            let params = try b.params(op)
+            defer { OSSL_PARAM_free(params) }
+            guard EVP_PKEY_CTX_set_params(ctx, params) == 1 else { throw CryptoError.openssl(op, kind: .invalidInput) }
+        }
+        var key: OpaquePointer? = nil
+        guard EVP_PKEY_generate(ctx, &key) == 1, let key else { throw CryptoError.openssl(op) }
+        return key
+    }
+
+    static func fromData(_ name: String, _ param: String, _ value: [UInt8], selection: Int32) throws -> OpaquePointer {
+        guard CryptoEngine.hasPostQuantum else {
+            throw CryptoError(.unsupported, name, reason: "needs OpenSSL 3.5 (this is \(CryptoEngine.name))")
+        }
+        let b = try ParamBuilder()
+        b.octets(param, value)
+        return try b.makeKey(name, selection: selection, "\(name) key import")
+    }
+
+    static func signatureParams(context: [UInt8], deterministic: Bool, encoding: MLDSAMessageEncoding,
+                                testEntropy: [UInt8]?, op: String) throws -> ParamBuilder {
+        guard context.count <= 255 else { throw CryptoError(.invalidInput, op, reason: "context longer than 255 bytes") }
+        if encoding == .internal && !context.isEmpty {
+            throw CryptoError(.invalidInput, op, reason: "the internal interface takes no context")
+        }
+        if let e = testEntropy, e.count != 32 { throw CryptoError(.invalidInput, op, reason: "test entropy must be 32 bytes") }
+        let b = try ParamBuilder()
+        if !context.isEmpty { b.octets("context-string", context) }
+        b.int("message-encoding", encoding == .pure ? 1 : 0)
+        if deterministic { b.int("deterministic", 1) }
+        if let e = testEntropy { b.octets("test-entropy", e) }
+        return b
+    }
+}
