@@ -41,7 +41,10 @@ extension Runtime {
         defer { for i in ciphertext.indices { ciphertext[i] = 0 } }
         let natural = SymmetricKeys.fixedSize(r.keyType) ?? (r.keyType == CKK_AES ? min(32, ciphertext.count) : ciphertext.count)
         let n = try r.resolvedLength(natural: natural)
-        guard n <= ciphertext.count else { throw PKCS11Error.templateInconsistent }
+        // Data too short for the key asked for: the parameter is what falls short (its data
+        // makes the key), so CKR_MECHANISM_PARAM_INVALID, as python-pkcs11's negative tests
+        // expect (they accept it or CKR_FUNCTION_FAILED, SoftHSM2's answer).
+        guard n <= ciphertext.count else { throw PKCS11Error.mechanismParamInvalid }
         var value = Array(ciphertext.prefix(n))
         defer { for i in value.indices { value[i] = 0 } }
         if Self.encryptDataKeyTypes.contains(r.keyType) { DES.setOddParity(&value) }

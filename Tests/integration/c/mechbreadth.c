@@ -422,6 +422,9 @@ static void encrypt_data(CK_SESSION_HANDLE s) {
     cp.length = 20;
     CHECK("CKM_AES_CBC_ENCRYPT_DATA with 20 bytes (not whole blocks): CKR_MECHANISM_PARAM_INVALID",
           (derive(s, &cbc, base, CKK_GENERIC_SECRET, 0, &rv), rv) == CKR_MECHANISM_PARAM_INVALID);
+    cp.length = 16;
+    CHECK("CKM_AES_CBC_ENCRYPT_DATA, 16 bytes of data for a 32-byte AES key: CKR_MECHANISM_PARAM_INVALID (python-pkcs11's NEGATIVE_256_BIT_SHORT_DATA)",
+          (derive(s, &cbc, base, CKK_AES, 32, &rv), rv) == CKR_MECHANISM_PARAM_INVALID);
     CK_MECHANISM shortp = {CKM_AES_CBC_ENCRYPT_DATA, &cp, sizeof cp - 1};
     CHECK("CKM_AES_CBC_ENCRYPT_DATA with ulParameterLen one short: CKR_MECHANISM_PARAM_INVALID",
           (derive(s, &shortp, base, CKK_GENERIC_SECRET, 0, &rv), rv) == CKR_MECHANISM_PARAM_INVALID);
