@@ -53,8 +53,8 @@ let package = Package(
                 linkerSettings: ["tss2-esys", "tss2-tctildr", "tss2-mu", "tss2-rc"].map { .linkedLibrary($0) }),
         .target(name: "KeyshareTPM", dependencies: ["TPMCore", "KeyshareCrypto"], swiftSettings: strict),
         .target(name: "Keychain", dependencies: ["KeyshareCrypto", "KeyshareTPM", "CSQLite"], swiftSettings: strict),
-        .target(name: "Tokens", dependencies: ["Keychain", "KeyshareCrypto", "CPKCS11"], swiftSettings: strict),
-        .target(name: "PKCS11", dependencies: ["Tokens", "Keychain", "KeyshareCrypto", "CPKCS11"], swiftSettings: strict),
+        .target(name: "Tokens", dependencies: ["Keychain", "KeyshareCrypto", "KeyshareTPM", "CPKCS11"], swiftSettings: strict),
+        .target(name: "PKCS11", dependencies: ["Tokens", "Keychain", "KeyshareCrypto", "KeyshareTPM", "CPKCS11"], swiftSettings: strict),
         .target(
             name: "KeySharing",
             dependencies: ["Tokens", "Keychain", "KeyshareCrypto", .product(name: "ZIPFoundation", package: "ZIPFoundation")],

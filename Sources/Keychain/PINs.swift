@@ -52,6 +52,10 @@ extension KeychainStore {
     func unlock(_ id: TokenID, pin: [UInt8], role: TokenKey.Role) throws -> TokenKey {
         guard !inTransaction else { throw KeychainError.invalidArgument("a PIN cannot be checked inside a transaction") }
         let c = columns(role)
+        // A token sealed to a TPM is opened there first: on another machine
+        // (or with the PCRs changed) that fails before any PIN is counted.
+        let binding = try bindingSecret(id)
+        let tcti = tpmTCTI()
         let charge: Charge
         do {
             charge = try write {
@@ -72,7 +76,7 @@ extension KeychainStore {
                 return .proceed(wrap, folded: pending, ledger: ledger)
             }
         } catch let error as KeychainError where error.isWriteImpossible {
-            return try unlockCountingElsewhere(id, pin: pin, role: role, cause: error)
+            return try unlockCountingElsewhere(id, pin: pin, role: role, cause: error, binding: binding, tcti: tcti)
         }
         let wrap: PINWrap
         switch charge {
@@ -84,7 +88,17 @@ extension KeychainStore {
             if folded > 0 { ledger.release(folded) }
             wrap = w
         }
-        if var keyBytes = try wrap.unwrap(pin: pin, token: id, role: role) {
+        let opened: [UInt8]?
+        do {
+            opened = try wrap.unwrap(pin: pin, token: id, role: role, binding: binding, tcti: tcti)
+        } catch {
+            // The TPM could not judge the PIN (absent, locked out): no attempt was made.
+            _ = try? write {
+                try db.run("UPDATE tokens SET \(c.failures) = MAX(0, \(c.failures) - 1) WHERE token_id = ?", [.text(id.description)])
+            }
+            throw error
+        }
+        if var keyBytes = opened {
             defer { wipe(&keyBytes) }
             do {
                 try write {
@@ -121,7 +135,8 @@ extension KeychainStore {
     /// of the store's own count, and the ledger is cleared when the PIN is right. If the
     /// ledger cannot be written either, the login is refused: a correct PIN
     /// then cannot log in, but no guess goes uncounted.
-    private func unlockCountingElsewhere(_ id: TokenID, pin: [UInt8], role: TokenKey.Role, cause: KeychainError) throws -> TokenKey {
+    private func unlockCountingElsewhere(_ id: TokenID, pin: [UInt8], role: TokenKey.Role, cause: KeychainError,
+                                         binding: [UInt8]?, tcti: String) throws -> TokenKey {
         let row = try read { try pinRow(id, role: role) }
         if role == .user && !row.userPINInitialized { throw KeychainError.pinNotInitialized }
         guard let wrap = row.wrap else { throw role == .user ? KeychainError.pinNotInitialized : KeychainError.pinLocked }
@@ -138,7 +153,7 @@ extension KeychainStore {
             throw KeychainError.storage(why)
         }
         guard charged else { throw KeychainError.pinLocked }
-        if var keyBytes = try wrap.unwrap(pin: pin, token: id, role: role) {
+        if var keyBytes = try wrap.unwrap(pin: pin, token: id, role: role, binding: binding, tcti: tcti) {
             defer { wipe(&keyBytes) }
             // As a good login clears the store's counter, it clears the
             // ledger; the store's own count waits for a writable login.
@@ -186,7 +201,7 @@ extension KeychainStore {
 
     /// One UPDATE, so the PIN change is all-or-nothing.
     private func rewrap(_ id: TokenID, key: TokenKey, role: TokenKey.Role, newPIN: [UInt8]) throws {
-        let wrap = try PINWrap.make(tokenKey: key.keyBytes, pin: newPIN, token: id, role: role, log2N: kdfLog2N)
+        let wrap = try makeWrap(id, tokenKey: key.keyBytes, pin: newPIN, role: role)
         let c = columns(role)
         let initialized = role == .user ? ", user_pin_initialized = 1" : ""
         try write {
@@ -199,6 +214,18 @@ extension KeychainStore {
                 """, [.blob(wrap.salt), .text(wrap.cost), .blob(wrap.wrapped), .text(id.description)])
             guard db.changes == 1 else { throw KeychainError.tokenNotFound }
         }
+    }
+
+    /// A new wrap of the token key under a PIN, of the token's kind: sealed in
+    /// the TPM for a TPM token, scrypt (with the sealed secret if device-bound) otherwise.
+    private func makeWrap(_ id: TokenID, tokenKey: [UInt8], pin: [UInt8], role: TokenKey.Role) throws -> PINWrap {
+        guard let rec = try token(id) else { throw KeychainError.tokenNotFound }
+        if isTPMToken(rec) {
+            return try PINWrap.makeTPM(tokenKey: tokenKey, pin: pin, token: id, role: role, tcti: tpmTCTI())
+        }
+        var binding = try bindingSecret(id)
+        defer { if binding != nil { wipe(&binding!) } }
+        return try PINWrap.make(tokenKey: tokenKey, pin: pin, token: id, role: role, log2N: kdfLog2N, binding: binding)
     }
 
     /// Whether `key` is still this token's key: a canary sealed under it.
@@ -221,7 +248,7 @@ extension KeychainStore {
         _ = try unlockSO(id, pin: soPIN)
         var tokenKey = try SecureRandom.bytes(AESGCM.keySize)
         defer { wipe(&tokenKey) }
-        let so = try PINWrap.make(tokenKey: tokenKey, pin: soPIN, token: id, role: .securityOfficer, log2N: kdfLog2N)
+        let so = try makeWrap(id, tokenKey: tokenKey, pin: soPIN, role: .securityOfficer)
         try write {
             try db.run("INSERT OR IGNORE INTO retired_refs (pref) SELECT pref FROM items WHERE token_id = ?", [.text(id.description)])
             try db.run("DELETE FROM items WHERE token_id = ?", [.text(id.description)])
