@@ -18,17 +18,19 @@ extension Runtime {
         let pub = try TPM.publicKey(ofBlob: blob)
         let scheme: TPMSignOperation.Scheme
         var digest: DigestAlgorithm?
-        switch (m, pub) {
-        case (.ecdsa, .ec): scheme = .ecdsa
-        case (.ecdsaWith(let d), .ec): scheme = .ecdsa; digest = d
-        case (.rsaPKCS, .rsa): scheme = .pkcs1(nil)
-        case (.rsaPKCSWith(let d), .rsa): scheme = .pkcs1(d); digest = d
-        case (.rsaPSS(let p), .rsa): scheme = .pss(p)
-        case (.rsaPSSWith(let d, let p), .rsa):
+        // Matched on the key's kind, not on the TPMPublicKey enum (whose payload-less patterns are easy to get wrong).
+        let rsa = pub.kind.isRSA
+        switch m {
+        case .ecdsa where !rsa: scheme = .ecdsa
+        case .ecdsaWith(let d) where !rsa: scheme = .ecdsa; digest = d
+        case .rsaPKCS where rsa: scheme = .pkcs1(nil)
+        case .rsaPKCSWith(let d) where rsa: scheme = .pkcs1(d); digest = d
+        case .rsaPSS(let p) where rsa: scheme = .pss(p)
+        case .rsaPSSWith(let d, let p) where rsa:
             guard p.hash == d else { throw PKCS11Error.mechanismParamInvalid }
             scheme = .pss(p); digest = d
-        case (.rsaX509, .rsa): scheme = .raw
-        case (.ecdsa, _), (.ecdsaWith, _), (.rsaPKCS, _), (.rsaPKCSWith, _), (.rsaPSS, _), (.rsaPSSWith, _), (.rsaX509, _):
+        case .rsaX509 where rsa: scheme = .raw
+        case .ecdsa, .ecdsaWith, .rsaPKCS, .rsaPKCSWith, .rsaPSS, .rsaPSSWith, .rsaX509:
             throw PKCS11Error.keyTypeInconsistent
         default:
             throw PKCS11Error.mechanismInvalid
