@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import KeyshareCrypto
+import KeyshareTPM
 
 /// Login and PIN management. A failed attempt is charged *before* the slow
 /// KDF runs, in its own committed transaction, and refunded on success: a
@@ -55,7 +56,7 @@ extension KeychainStore {
         // A token sealed to a TPM is opened there first: on another machine
         // (or with the PCRs changed) that fails before any PIN is counted.
         let binding = try bindingSecret(id)
-        let tcti = tpmTCTI()
+        let tcti = tpmSite()
         let charge: Charge
         do {
             charge = try write {
@@ -136,7 +137,7 @@ extension KeychainStore {
     /// ledger cannot be written either, the login is refused: a correct PIN
     /// then cannot log in, but no guess goes uncounted.
     private func unlockCountingElsewhere(_ id: TokenID, pin: [UInt8], role: TokenKey.Role, cause: KeychainError,
-                                         binding: [UInt8]?, tcti: String) throws -> TokenKey {
+                                         binding: [UInt8]?, tcti: TPMSite) throws -> TokenKey {
         let row = try read { try pinRow(id, role: role) }
         if role == .user && !row.userPINInitialized { throw KeychainError.pinNotInitialized }
         guard let wrap = row.wrap else { throw role == .user ? KeychainError.pinNotInitialized : KeychainError.pinLocked }
@@ -221,7 +222,7 @@ extension KeychainStore {
     private func makeWrap(_ id: TokenID, tokenKey: [UInt8], pin: [UInt8], role: TokenKey.Role) throws -> PINWrap {
         guard let rec = try token(id) else { throw KeychainError.tokenNotFound }
         if isTPMToken(rec) {
-            return try PINWrap.makeTPM(tokenKey: tokenKey, pin: pin, token: id, role: role, tcti: tpmTCTI())
+            return try PINWrap.makeTPM(tokenKey: tokenKey, pin: pin, token: id, role: role, tcti: tpmSite())
         }
         var binding = try bindingSecret(id)
         defer { if binding != nil { wipe(&binding!) } }

@@ -79,6 +79,11 @@ extension KeychainStore {
         TPMLocation.tcti(configured: (try? configuredTCTI()) ?? nil)
     }
 
+    /// The TPM and the lock file its users in this store take turns with (TPMSite).
+    public func tpmSite() -> TPMSite {
+        TPMSite(tcti: tpmTCTI(), lockFile: home + "/tpm.lock")
+    }
+
     // MARK: device binding of soft tokens
 
     func bindingLocked(_ id: TokenID) throws -> TokenBinding? {
@@ -94,16 +99,16 @@ extension KeychainStore {
     /// The sealed secret of a bound token, unsealed by the TPM (nil when not bound).
     func bindingSecret(_ id: TokenID) throws -> [UInt8]? {
         guard let b = try read({ try bindingLocked(id) }) else { return nil }
-        let tcti = tpmTCTI()
-        return try TPMErrors.map(id) { try TPM.with(tcti: tcti) { try $0.unseal(b.blob, pcrs: b.pcrs) } }
+        let tcti = tpmSite()
+        return try TPMErrors.map(id) { try TPM.with(tcti) { try $0.unseal(b.blob, pcrs: b.pcrs) } }
     }
 
     /// A fresh secret sealed in this TPM. Its own authorization is empty and it
     /// is `noDA`: the PIN is checked (and counted) by the store's wrap.
     func newBinding(_ id: TokenID, pcrs: [Int]) throws -> (secret: [UInt8], binding: TokenBinding) {
         let secret = try SecureRandom.bytes(32)
-        let tcti = tpmTCTI()
-        let blob = try TPMErrors.map(id) { try TPM.with(tcti: tcti) { try $0.seal(secret, noDA: true, pcrs: pcrs) } }
+        let tcti = tpmSite()
+        let blob = try TPMErrors.map(id) { try TPM.with(tcti) { try $0.seal(secret, noDA: true, pcrs: pcrs) } }
         return (secret, TokenBinding(pcrs: pcrs, blob: blob))
     }
 
@@ -152,7 +157,7 @@ extension KeychainStore {
                                maxPINAttempts: Int = 10) throws -> TokenRecord {
         var tokenKey = try SecureRandom.bytes(AESGCM.keySize)
         defer { wipe(&tokenKey) }
-        let tcti = tpmTCTI()
+        let tcti = tpmSite()
         let so = try PINWrap.makeTPM(tokenKey: tokenKey, pin: soPIN, token: id, role: .securityOfficer, tcti: tcti)
         let user = try PINWrap.makeTPM(tokenKey: tokenKey, pin: userPIN, token: id, role: .user, tcti: tcti)
         return try write {

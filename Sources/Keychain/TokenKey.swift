@@ -96,9 +96,9 @@ struct PINWrap {
     }
 
     /// A TPM token's wrap: the token key sealed in the TPM, its authorization derived from the PIN.
-    static func makeTPM(tokenKey: [UInt8], pin: [UInt8], token: TokenID, role: TokenKey.Role, tcti: String) throws -> PINWrap {
+    static func makeTPM(tokenKey: [UInt8], pin: [UInt8], token: TokenID, role: TokenKey.Role, tcti: TPMSite) throws -> PINWrap {
         let blob = try TPMErrors.map(token) {
-            try TPM.with(tcti: tcti) { try $0.seal(tokenKey, auth: tpmAuth(pin: pin, token: token, role: role), noDA: false) }
+            try TPM.with(tcti) { try $0.seal(tokenKey, auth: tpmAuth(pin: pin, token: token, role: role), noDA: false) }
         }
         return PINWrap(salt: [], cost: tpmSealCost, wrapped: blob)
     }
@@ -119,10 +119,10 @@ struct PINWrap {
     }
 
     /// nil when the PIN is wrong (the GCM tag does not verify, or the TPM refuses the authorization).
-    func unwrap(pin: [UInt8], token: TokenID, role: TokenKey.Role, binding: [UInt8]? = nil, tcti: String = "") throws -> [UInt8]? {
+    func unwrap(pin: [UInt8], token: TokenID, role: TokenKey.Role, binding: [UInt8]? = nil, tcti: TPMSite = TPMSite(tcti: "")) throws -> [UInt8]? {
         if cost == Self.tpmSealCost {
             do {
-                return try TPM.with(tcti: tcti) { try $0.unseal(wrapped, auth: Self.tpmAuth(pin: pin, token: token, role: role)) }
+                return try TPM.with(tcti) { try $0.unseal(wrapped, auth: Self.tpmAuth(pin: pin, token: token, role: role)) }
             } catch let e as TPMError where e.kind == .authFailed {
                 return nil
             } catch let e as TPMError {

@@ -168,13 +168,40 @@ public final class TPMConnection {
     }
 }
 
+/// Where a TPM is and how its users take turns: a TPM without a resource
+/// manager (swtpm, /dev/tpm0) interleaves the commands of several
+/// connections, and 4 processes each loading the SRK and a key exhaust its
+/// 3 transient slots (TPM_RC_OBJECT_MEMORY, measured). So every use holds an
+/// exclusive flock on `lockFile` (the store's `tpm.lock`) besides this
+/// process's own lock.
+public struct TPMSite: Sendable, Equatable {
+    public var tcti: String
+    public var lockFile: String?
+
+    public init(tcti: String, lockFile: String? = nil) {
+        self.tcti = tcti
+        self.lockFile = lockFile
+    }
+}
+
 public enum TPM {
-    /// Runs `body` on a fresh connection while holding this process's TPM lock; the connection is closed after.
-    public static func with<T>(tcti: String, _ body: (TPMConnection) throws -> T) throws -> T {
+    /// Runs `body` on a fresh connection while holding this process's TPM lock
+    /// and the site's lock file; the connection is closed after.
+    public static func with<T>(_ site: TPMSite, _ body: (TPMConnection) throws -> T) throws -> T {
         try TPMConnection.processLock.withLock {
-            let c = try TPMConnection(tcti: tcti)
+            var fd: Int32 = -1
+            if let path = site.lockFile {
+                fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+                if fd >= 0 { while flock(fd, LOCK_EX) != 0 && errno == EINTR {} }
+            }
+            defer { if fd >= 0 { close(fd) } }
+            let c = try TPMConnection(tcti: site.tcti)
             return try body(c)
         }
+    }
+
+    public static func with<T>(tcti: String, _ body: (TPMConnection) throws -> T) throws -> T {
+        try with(TPMSite(tcti: tcti), body)
     }
 
     /// Whether a TPM answers at `tcti` (it creates nothing).

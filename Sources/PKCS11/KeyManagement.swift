@@ -143,9 +143,9 @@ extension Runtime {
             throw PKCS11Error.templateInconsistent
         }
         let auth = try tpmAuth(s.tokenID)
-        let tcti = store.tpmTCTI()
+        let tcti = store.tpmSite()
         let blob = try Runtime.tpmCall {
-            try TPM.with(tcti: tcti) { c -> [UInt8] in
+            try TPM.with(tcti) { c -> [UInt8] in
                 guard c.supports(kind) else { throw PKCS11Error(CKR_KEY_SIZE_RANGE) }
                 return try c.createKey(kind, auth: auth)
             }

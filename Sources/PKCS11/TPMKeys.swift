@@ -35,7 +35,7 @@ extension Runtime {
         default:
             throw PKCS11Error.mechanismInvalid
         }
-        return TPMSignOperation(tcti: store.tpmTCTI(), blob: blob, auth: auth, key: pub, scheme: scheme,
+        return TPMSignOperation(tcti: store.tpmSite(), blob: blob, auth: auth, key: pub, scheme: scheme,
                                 digest: try digest.map { try DigestContext($0) })
     }
 
@@ -52,7 +52,7 @@ extension Runtime {
             scheme = .oaep(hashAlgorithm: alg)
         default: throw PKCS11Error.mechanismInvalid
         }
-        return TPMDecryptOperation(tcti: store.tpmTCTI(), blob: blob, auth: auth, scheme: scheme, size: kind.size)
+        return TPMDecryptOperation(tcti: store.tpmSite(), blob: blob, auth: auth, scheme: scheme, size: kind.size)
     }
 
     static func tpmHash(_ d: DigestAlgorithm) -> UInt16? {
@@ -94,7 +94,7 @@ final class TPMSignOperation: SignOperation {
         case raw
     }
 
-    let tcti: String
+    let tcti: TPMSite
     let blob: [UInt8]
     let auth: [UInt8]
     let key: TPMPublicKey
@@ -102,7 +102,7 @@ final class TPMSignOperation: SignOperation {
     let digest: DigestContext?
     private var input: [UInt8] = []
 
-    init(tcti: String, blob: [UInt8], auth: [UInt8], key: TPMPublicKey, scheme: Scheme, digest: DigestContext?) {
+    init(tcti: TPMSite, blob: [UInt8], auth: [UInt8], key: TPMPublicKey, scheme: Scheme, digest: DigestContext?) {
         (self.tcti, self.blob, self.auth, self.key, self.scheme, self.digest) = (tcti, blob, auth, key, scheme, digest)
     }
 
@@ -126,7 +126,7 @@ final class TPMSignOperation: SignOperation {
         case .ecdsa:
             guard !data.isEmpty else { throw PKCS11Error.dataLenRange }
             let d = TPM.ecdsaInput(data, curveSize: size)
-            return try Runtime.tpmCall { try TPM.with(tcti: tcti) { try $0.signECDSA(blob: blob, auth: auth, digest: d) } }
+            return try Runtime.tpmCall { try TPM.with(tcti) { try $0.signECDSA(blob: blob, auth: auth, digest: d) } }
         case .pkcs1(let d):
             let t = try d.map { try RSASignaturePadding.digestInfo(data, $0) } ?? data
             guard t.count + 11 <= size else { throw PKCS11Error.dataLenRange }
@@ -150,21 +150,21 @@ final class TPMSignOperation: SignOperation {
     }
 
     private func raw(_ block: [UInt8]) throws -> [UInt8] {
-        let out = try Runtime.tpmCall { try TPM.with(tcti: tcti) { try $0.rsaDecrypt(blob: blob, auth: auth, scheme: .raw, input: block) } }
+        let out = try Runtime.tpmCall { try TPM.with(tcti) { try $0.rsaDecrypt(blob: blob, auth: auth, scheme: .raw, input: block) } }
         return [UInt8](repeating: 0, count: max(0, key.kind.size - out.count)) + out
     }
 }
 
 /// RSA decryption in the TPM: one block, so updates only collect.
 final class TPMDecryptOperation: CipherOperation {
-    let tcti: String
+    let tcti: TPMSite
     let blob: [UInt8]
     let auth: [UInt8]
     let scheme: TPMDecryptScheme
     let size: Int
     private var input: [UInt8] = []
 
-    init(tcti: String, blob: [UInt8], auth: [UInt8], scheme: TPMDecryptScheme, size: Int) {
+    init(tcti: TPMSite, blob: [UInt8], auth: [UInt8], scheme: TPMDecryptScheme, size: Int) {
         (self.tcti, self.blob, self.auth, self.scheme, self.size) = (tcti, blob, auth, scheme, size)
     }
 
@@ -175,7 +175,7 @@ final class TPMDecryptOperation: CipherOperation {
     func oneShot(_ data: [UInt8]) throws -> [UInt8] {
         guard data.count == size else { throw PKCS11Error(CKR_ENCRYPTED_DATA_LEN_RANGE) }
         do {
-            let out = try TPM.with(tcti: tcti) { try $0.rsaDecrypt(blob: blob, auth: auth, scheme: scheme, input: data) }
+            let out = try TPM.with(tcti) { try $0.rsaDecrypt(blob: blob, auth: auth, scheme: scheme, input: data) }
             if case .raw = scheme { return [UInt8](repeating: 0, count: max(0, size - out.count)) + out }
             return out
         } catch let e as TPMError where e.kind == .other || e.kind == .unsupported {

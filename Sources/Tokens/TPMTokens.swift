@@ -50,10 +50,10 @@ extension TokenManager {
 
     /// A TPM token on the TPM the store's TCTI names.
     public func createTPMToken(label: String, soPIN: [UInt8], userPIN: [UInt8]) throws -> TokenRecord {
-        let tcti = store.tpmTCTI()
+        let tcti = store.tpmSite()
         let ek: [UInt8]
         do {
-            ek = try TPM.with(tcti: tcti) { try $0.endorsementKeyPublic() }
+            ek = try TPM.with(tcti) { try $0.endorsementKeyPublic() }
         } catch let e as TPMError {
             throw KeychainError.tpmUnavailable("cannot create a TPM token: \(e)")
         }
@@ -75,11 +75,11 @@ extension TokenManager {
     public func generateTPMKeyPair(_ spec: KeySpec, label: String, id: [UInt8]? = nil, into token: TokenID, key: TokenKey)
         throws -> (privateKey: PersistentReference, publicKey: PersistentReference) {
         let kind = try TPMToken.keyKind(spec)
-        let tcti = store.tpmTCTI()
+        let tcti = store.tpmSite()
         let auth = try key.tpmObjectAuth()
         let blob: [UInt8]
         do {
-            blob = try TPM.with(tcti: tcti) { c in
+            blob = try TPM.with(tcti) { c in
                 guard c.supports(kind) else { throw TokensError.unsupported("this TPM does not offer \(kind) keys") }
                 return try c.createKey(kind, auth: auth)
             }
@@ -92,9 +92,9 @@ extension TokenManager {
     /// TPM2_Import of an existing key (CKA_LOCAL false: it was not born in the TPM).
     public func importIntoTPM(_ k: PrivateKey, label: String, id: [UInt8]? = nil, into token: TokenID, key: TokenKey)
         throws -> (privateKey: PersistentReference, publicKey: PersistentReference) {
-        let tcti = store.tpmTCTI()
+        let tcti = store.tpmSite()
         let auth = try key.tpmObjectAuth()
-        let blob: [UInt8] = try TPM.with(tcti: tcti) { c in
+        let blob: [UInt8] = try TPM.with(tcti) { c in
             switch k.keyType {
             case .ec:
                 guard let point = k.publicKey.ecPoint, let curve = k.publicKey.curve, curve == .p256 || curve == .p384 else {
