@@ -80,8 +80,15 @@ public final class SoftwareTPM: @unchecked Sendable {
         sigemptyset(&empty)
         posix_spawnattr_setsigmask(&attr, &empty)
         posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK))
+        // Only stdin/out/err go to the daemon: a TPM connection another test holds
+        // open, inherited by this swtpm, would keep that TPM (which serves one
+        // connection at a time) waiting on it forever once the test closes its end.
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        closeFrom3(&actions)
         var child: pid_t = 0
-        guard posix_spawn(&child, args[0], nil, &attr, &cargs, environ) == 0 else { throw POSIXError(.ECHILD) }
+        guard posix_spawn(&child, args[0], &actions, &attr, &cargs, environ) == 0 else { throw POSIXError(.ECHILD) }
         var status: Int32 = 0
         while waitpid(child, &status, 0) < 0 && errno == EINTR {}
         guard status == 0,
@@ -110,5 +117,34 @@ public final class SoftwareTPM: @unchecked Sendable {
     public func restart() throws {
         stop()
         try launch()
+    }
+}
+
+/// glibc's posix_spawn_file_actions_addclosefrom_np (2.34+), which Swift does not import (it needs _GNU_SOURCE).
+func closeFrom3(_ actions: UnsafeMutablePointer<posix_spawn_file_actions_t>) {
+    typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
+    guard let sym = dlsym(nil, "posix_spawn_file_actions_addclosefrom_np") else { return }
+    _ = unsafeBitCast(sym, to: AddCloseFrom.self)(actions, 3)
+}
+
+/// What tests do to a TPM besides using it.
+public enum TPMTestSupport {
+    /// Extends a SHA-256 PCR with tpm2-tools (a boot that measured something else).
+    public static func extend(_ tcti: String, pcr: Int) throws {
+        var env = ProcessInfo.processInfo.environment
+        env["TPM2TOOLS_TCTI"] = tcti
+        let args = ["/usr/bin/tpm2_pcrextend", "\(pcr):sha256=" + String(repeating: "ab", count: 32)]
+        var cargs = args.map { strdup($0) } + [nil]
+        var cenv = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { for a in cargs + cenv { free(a) } }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        closeFrom3(&actions)
+        var child: pid_t = 0
+        guard posix_spawn(&child, args[0], &actions, nil, &cargs, &cenv) == 0 else { throw POSIXError(.ECHILD) }
+        var status: Int32 = 0
+        while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+        guard status == 0 else { throw POSIXError(.EIO) }
     }
 }
