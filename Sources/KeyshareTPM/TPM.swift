@@ -204,6 +204,12 @@ public enum TPM {
         try with(TPMSite(tcti: tcti), body)
     }
 
+    /// Whether a connection to the TPM opens (nothing is sent: cheap enough for
+    /// a slot list). A TPM token whose TPM is not there is "not present".
+    public static func canConnect(_ site: TPMSite) -> Bool {
+        (try? TPMConnection(tcti: site.tcti)) != nil
+    }
+
     /// Whether a TPM answers at `tcti` (it creates nothing).
     public static func isReachable(tcti: String) -> Bool {
         (try? with(tcti: tcti) { try $0.endorsementKeyPublic() }) != nil

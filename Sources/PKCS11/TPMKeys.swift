@@ -1,13 +1,29 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import CPKCS11
 import Keychain
 import KeyshareCrypto
 import KeyshareTPM
+import Tokens
 
 /// Private keys of TPM tokens (docs/tpm.md): the object holds the TPM blob,
 /// and signing and RSA decryption run in the TPM, with the key's
 /// authorization derived from the logged-in token key. Each operation opens
 /// the TPM, loads the key under the storage root key, uses it and flushes both.
 extension Runtime {
+    /// A TPM token is present for this process when its TPM can be reached
+    /// (looked at most every 2 s; in agent mode only the agent looks).
+    func tpmReachable() -> Bool {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        let now = Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+        if let p = lock.withLock({ external.tpmProbe }), now - p.at < 2 { return p.reachable }
+        let ok = TPM.canConnect(store.tpmSite())
+        lock.withLock { external.tpmProbe = (now, ok) }
+        return ok
+    }
+
     func tpmAuth(_ token: TokenID) throws -> [UInt8] {
         guard let login = login(for: token) else { throw PKCS11Error.userNotLoggedIn }
         return try login.key.tpmObjectAuth()

@@ -133,4 +133,9 @@ KEYSHARE_TCTI=swtpm:host=127.0.0.1,port=$PB check_out "unbound token opens on an
 agent_stop
 KEYSHARE_TCTI=swtpm:host=127.0.0.1,port=1 check_out "no TPM: soft tokens still list and open" "soft1 " "$KS" token list
 KEYSHARE_TCTI=swtpm:host=127.0.0.1,port=1 check_fail "no TPM: the TPM token says so, one line" "no TPM reachable" "$KS" list --token T --pin-source env:PIN
+slots=$(KEYSHARE_TCTI=swtpm:host=127.0.0.1,port=1 "${P[@]}" -L 2>&1)
+grep -q "token label *: soft1" <<<"$slots" && ! grep -q "token label *: T *$" <<<"$slots" \
+  && ok "no TPM: the module lists the soft token, not the TPM token" || bad "no TPM: TPM token not present in the slot list" "$slots"
+agent_stop
+check_out "TPM back: the TPM token is listed again" "token label *: T *$" "${P[@]}" -L
 finish
