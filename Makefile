@@ -84,6 +84,7 @@ $(BENCH_BIN): Benchmarks/p11bench.c
 
 bench: build $(BENCH_BIN)
 	@bash Benchmarks/run.sh "$(KEYSHARE)" "$(MODULE)" "$(BENCH_BIN)"
+	@bash Benchmarks/tpm.sh "$(KEYSHARE)" "$(MODULE)"
 
 ## stress: long reliability runs (docs/reliability.md): 4 processes x 2 threads x 1000 operations with the
 ## CLI alongside, 200 SIGKILLs, 100 forks with 4 busy threads, the password-service exec races 25 times

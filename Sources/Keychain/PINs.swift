@@ -57,6 +57,9 @@ extension KeychainStore {
         // (or with the PCRs changed) that fails before any PIN is counted.
         let binding = try bindingSecret(id)
         let tcti = tpmSite()
+        if let row = try? read({ try pinRow(id, role: role) }), let wrap = row.wrap, wrap.cost == PINWrap.tpmSealCost {
+            return try unlockTPM(id, pin: pin, role: role, row: row, wrap: wrap, site: tcti)
+        }
         let charge: Charge
         do {
             charge = try write {
@@ -128,6 +131,38 @@ extension KeychainStore {
             let row = try read { try pinRow(id, role: role) }
             remaining = max(0, row.maxAttempts - row.failures)
         }
+        throw KeychainError.pinIncorrect(remaining: remaining)
+    }
+
+    /// A TPM token's PIN is judged by the TPM, whose dictionary-attack
+    /// protection counts and limits wrong ones across every process and every
+    /// copy of the store; nothing needs charging here first. The store's
+    /// counter only follows, for the PKCS #11 flags: a good login with no
+    /// failures recorded writes nothing (two durable writes less per C_Login).
+    private func unlockTPM(_ id: TokenID, pin: [UInt8], role: TokenKey.Role, row: PINRow, wrap: PINWrap,
+                           site: TPMSite) throws -> TokenKey {
+        let c = columns(role)
+        if role == .user && !row.userPINInitialized { throw KeychainError.pinNotInitialized }
+        if row.locked { throw KeychainError.pinLocked }
+        if var keyBytes = try wrap.unwrap(pin: pin, token: id, role: role, tcti: site) {
+            defer { wipe(&keyBytes) }
+            if row.failures > 0 {
+                _ = try? write { try db.run("UPDATE tokens SET \(c.failures) = 0 WHERE token_id = ?", [.text(id.description)]) }
+            }
+            return try TokenKey(tokenID: id, role: role, bytes: keyBytes)
+        }
+        // A store that cannot be written still answers: the TPM has counted the attempt.
+        let remaining = (try? write { () throws -> Int in
+            try db.run("UPDATE tokens SET \(c.failures) = \(c.failures) + 1 WHERE token_id = ?", [.text(id.description)])
+            let r = try db.query("SELECT \(c.failures), max_attempts FROM tokens WHERE token_id = ?", [.text(id.description)]) {
+                (Int($0.int(0)), Int($0.int(1)))
+            }
+            guard let (failures, maxAttempts) = r.first else { throw KeychainError.tokenNotFound }
+            if failures >= maxAttempts {
+                try db.run("UPDATE tokens SET \(c.locked) = 1 WHERE token_id = ?", [.text(id.description)])
+            }
+            return max(0, maxAttempts - failures)
+        }) ?? max(0, row.maxAttempts - row.failures - 1)
         throw KeychainError.pinIncorrect(remaining: remaining)
     }
 
