@@ -11,7 +11,7 @@ DEB_PACKAGES  := libssl-dev libsqlite3-dev libp11-kit-dev p11-kit opensc softhsm
                  libengine-pkcs11-openssl openssh-client libnss3-tools zip unzip openssl python3 pkg-config strace \
                  p11-kit-modules openssh-server openvpn curl iproute2 openjdk-17-jdk-headless gdb sqlite3 \
                  pcscd vsmartcard-vpcd opensc-pkcs11 libcacard-dev util-linux \
-                 swtpm swtpm-tools tpm2-tools libtpm2-pkcs11-1 libtpm2-pkcs11-tools systemd \
+                 swtpm swtpm-tools tpm2-tools libtpm2-pkcs11-1 libtpm2-pkcs11-tools systemd libtss2-dev \
                  libzstd-dev zlib1g-dev libbrotli-dev
 ## The crypto engine (docs/architecture.md, "The crypto engine"). OPENSSL=auto (default): the system
 ## libcrypto where it is 3.5 or newer (linked dynamically), else Debian 13's OpenSSL fetched into
@@ -151,6 +151,7 @@ $(BENCH_BIN): Benchmarks/p11bench.c
 
 bench: build $(BENCH_BIN)
 	@BENCH_AGENT=$${BENCH_AGENT:-1} bash Benchmarks/run.sh "$(KEYSHARE)" "$(MODULE)" "$(BENCH_BIN)"
+	@bash Benchmarks/tpm.sh "$(KEYSHARE)" "$(MODULE)"
 
 ## stress: long reliability runs (docs/reliability.md): 4 processes x 2 threads x 1000 operations with the
 ## CLI alongside, 200 SIGKILLs, 100 forks with 4 busy threads, the password-service exec races 25 times

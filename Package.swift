@@ -45,6 +45,8 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CPKCS11", path: "pkcs11/types"),
+        // tpm2-tss: ESAPI, the TCTI loader, marshalling, response codes (docs/tpm.md).
+        .systemLibrary(name: "CTSS2", pkgConfig: "tss2-esys", providers: [.apt(["libtss2-dev"])]),
         // Linux calls with variadic C prototypes (prctl), as inline wrappers.
         .systemLibrary(name: "CLinux"),
         // dladdr (where the bundled OpenSSL's legacy provider is) and the bundle's glibc shim (issue 18).
@@ -52,9 +54,14 @@ let package = Package(
 
         // Layers.
         .target(name: "KeyshareCrypto", dependencies: ["COpenSSL", "COpenSSLSupport"], swiftSettings: strict),
-        .target(name: "Keychain", dependencies: ["KeyshareCrypto", "CSQLite"], swiftSettings: strict),
-        .target(name: "Tokens", dependencies: ["Keychain", "KeyshareCrypto", "CPKCS11"], swiftSettings: strict),
-        .target(name: "PKCS11", dependencies: ["Tokens", "Keychain", "KeyshareCrypto", "CPKCS11"], swiftSettings: strict),
+        // The TPM (docs/tpm.md): C over ESAPI (TPMCore), a small Swift layer over it. Below Keychain,
+        // which seals TPM tokens' keys and device-bound soft tokens with it.
+        .target(name: "TPMCore", dependencies: ["CTSS2"], path: "Sources/TPMCore",
+                linkerSettings: ["tss2-esys", "tss2-tctildr", "tss2-mu", "tss2-rc"].map { .linkedLibrary($0) }),
+        .target(name: "KeyshareTPM", dependencies: ["TPMCore", "KeyshareCrypto"], swiftSettings: strict),
+        .target(name: "Keychain", dependencies: ["KeyshareCrypto", "KeyshareTPM", "CSQLite"], swiftSettings: strict),
+        .target(name: "Tokens", dependencies: ["Keychain", "KeyshareCrypto", "KeyshareTPM", "CPKCS11"], swiftSettings: strict),
+        .target(name: "PKCS11", dependencies: ["Tokens", "Keychain", "KeyshareCrypto", "KeyshareTPM", "CPKCS11"], swiftSettings: strict),
         .target(
             name: "KeySharing",
             dependencies: ["Tokens", "Keychain", "KeyshareCrypto", .product(name: "ZIPFoundation", package: "ZIPFoundation")],
@@ -101,6 +108,7 @@ let package = Package(
             linkerSettings: [.unsafeFlags(hardeningFlags)]),
 
         .testTarget(name: "KeyshareCryptoTests", dependencies: ["KeyshareCrypto"], swiftSettings: strict),
+        .testTarget(name: "KeyshareTPMTests", dependencies: ["KeyshareTPM", "KeyshareCrypto", "KeychainTestSupport"], swiftSettings: strict),
         // Shared test helpers (a throwaway store home); only test targets depend on it.
         .target(name: "KeychainTestSupport", dependencies: ["Keychain"], path: "Tests/KeychainTestSupport", swiftSettings: strict),
         .testTarget(name: "KeychainTests", dependencies: ["Keychain", "KeyshareCrypto", "KeychainTestSupport"], swiftSettings: strict),

@@ -11,10 +11,19 @@ public final class KeyRef: @unchecked Sendable {
     let privateKey: PrivateKey?
     /// The public key (of a private key: its public half).
     public let publicKey: PublicKey
+    /// A private key of a TPM token: it exists only inside the TPM (docs/tpm.md).
+    public let isInTPM: Bool
 
     init(item: Item, attributes: ItemAttributes) throws {
         self.attributes = attributes
-        if item.itemClass == .privateKey {
+        isInTPM = item.itemClass == .privateKey && item.attributes[CKA.keyshareTPM] != nil
+        if isInTPM {
+            guard let spki = item.attributes[CKA.publicKeyInfo] else {
+                throw KeyShareError.unsupported("TPM key item without SubjectPublicKeyInfo")
+            }
+            privateKey = nil
+            publicKey = try mapped { try PublicKey(spkiDER: spki) }
+        } else if item.itemClass == .privateKey {
             guard let der = item.attributes[CKA.keysharePKCS8] else {
                 throw KeyShareError.authenticationNeeded("the private key is sealed under its token's key")
             }
@@ -30,7 +39,7 @@ public final class KeyRef: @unchecked Sendable {
         }
     }
 
-    public var isPrivate: Bool { privateKey != nil }
+    public var isPrivate: Bool { privateKey != nil || isInTPM }
     public var keyType: KeyType { publicKey.keyType }
     public var persistentReference: PersistentReference { attributes.persistentReference }
 
@@ -43,6 +52,9 @@ public final class KeyRef: @unchecked Sendable {
     }
 
     private func requirePrivate(_ what: String) throws -> PrivateKey {
+        if isInTPM {
+            throw KeyShareError.unsupported("\(keyName) lives in the TPM: \(what) with it through the PKCS #11 module")
+        }
         guard let privateKey else { throw KeyShareError.invalidParameter("\(what) needs the private key, this is the public key") }
         return privateKey
     }
@@ -164,7 +176,13 @@ extension KeychainSession {
                     restrict(&dq, to: .only([group]))
                     if try !store.find(dq, key: key).isEmpty { throw KeyShareError.duplicateItem }
                 }
-                let (priv, pub) = try tokens.generateKeyPair(p.spec, label: p.label, into: t, key: key, extractable: p.extractable)
+                // A TPM token's keys are made in the TPM and can never leave it (docs/tpm.md).
+                if TPMToken.isTPM(t) && p.extractable {
+                    throw KeyShareError.unsupported("a TPM token's keys cannot be extractable")
+                }
+                let (priv, pub) = TPMToken.isTPM(t)
+                    ? try tokens.generateTPMKeyPair(p.spec, label: p.label, into: t, key: key)
+                    : try tokens.generateKeyPair(p.spec, label: p.label, into: t, key: key, extractable: p.extractable)
                 var privAttrs: AttributeMap = [:], pubAttrs: AttributeMap = [:]
                 if let tag = p.applicationTag {
                     privAttrs[KeyShareAttribute.applicationTag] = tag

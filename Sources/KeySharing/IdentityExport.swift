@@ -8,11 +8,13 @@ public enum IdentityExport {
     public enum ExportError: Error, CustomStringConvertible {
         case notExportable(String)
         case noPrivateKey(String)
+        case inTPM(String)
 
         public var description: String {
             switch self {
             case .notExportable(let label): "the private key of \(label) is marked non-exportable"
             case .noPrivateKey(let label): "\(label) has no private key in the keychain (certificate only)"
+            case .inTPM(let label): "the private key of \(label) lives in the TPM and can never leave it: a TPM token's keys cannot be exported"
             }
         }
     }
@@ -26,6 +28,7 @@ public enum IdentityExport {
             throw ExportError.noPrivateKey(identity.label)
         }
         let item = try store.item(keyRef, key: key)
+        if item.attributes[CKA.keyshareTPM] != nil { throw ExportError.inTPM(identity.label) }
         if let extractable = item.attributes[CKA.extractable], extractable.first == 0 {
             throw ExportError.notExportable(identity.label)
         }

@@ -20,6 +20,13 @@ public enum KeychainError: Error, Equatable, CustomStringConvertible, Sendable {
     /// A directory or file another user could have planted or could change
     /// (SecureDirectory); the message is the whole line: path, owner, mode, fix.
     case insecurePath(String)
+    /// A token sealed to a TPM that cannot be opened here: another machine's
+    /// TPM, a cleared TPM, or PCRs that changed since it was bound (docs/tpm.md).
+    case deviceBound(String)
+    /// The token needs the TPM and no TPM answers (PKCS #11: token not present).
+    case tpmUnavailable(String)
+    /// The TPM refuses every authorization until its lockout recovery time has passed.
+    case tpmLockout
 
     public var description: String {
         switch self {
@@ -37,6 +44,9 @@ public enum KeychainError: Error, Equatable, CustomStringConvertible, Sendable {
         case .readOnlyStore(let m): "read-only store: \(m)"
         case .storeFull(let m): "disk full: \(m)"
         case .insecurePath(let m): m
+        case .deviceBound(let m): m
+        case .tpmUnavailable(let m): m
+        case .tpmLockout: "the TPM is in dictionary-attack lockout after too many wrong PINs; it accepts PINs again after its recovery time"
         }
     }
 }

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import KeyshareCrypto
+import KeyshareTPM
 
 /// Login and PIN management. A failed attempt is charged *before* the slow
 /// KDF runs, in its own committed transaction, and refunded on success: a
@@ -52,6 +53,13 @@ extension KeychainStore {
     func unlock(_ id: TokenID, pin: [UInt8], role: TokenKey.Role) throws -> TokenKey {
         guard !inTransaction else { throw KeychainError.invalidArgument("a PIN cannot be checked inside a transaction") }
         let c = columns(role)
+        // A token sealed to a TPM is opened there first: on another machine
+        // (or with the PCRs changed) that fails before any PIN is counted.
+        let binding = try bindingSecret(id)
+        let tcti = tpmSite()
+        if let row = try? read({ try pinRow(id, role: role) }), let wrap = row.wrap, wrap.cost == PINWrap.tpmSealCost {
+            return try unlockTPM(id, pin: pin, role: role, row: row, wrap: wrap, site: tcti)
+        }
         let charge: Charge
         do {
             charge = try write {
@@ -72,7 +80,7 @@ extension KeychainStore {
                 return .proceed(wrap, folded: pending, ledger: ledger)
             }
         } catch let error as KeychainError where error.isWriteImpossible {
-            return try unlockCountingElsewhere(id, pin: pin, role: role, cause: error)
+            return try unlockCountingElsewhere(id, pin: pin, role: role, cause: error, binding: binding, tcti: tcti)
         }
         let wrap: PINWrap
         switch charge {
@@ -84,7 +92,17 @@ extension KeychainStore {
             if folded > 0 { ledger.release(folded) }
             wrap = w
         }
-        if var keyBytes = try wrap.unwrap(pin: pin, token: id, role: role) {
+        let opened: [UInt8]?
+        do {
+            opened = try wrap.unwrap(pin: pin, token: id, role: role, binding: binding, tcti: tcti)
+        } catch {
+            // The TPM could not judge the PIN (absent, locked out): no attempt was made.
+            _ = try? write {
+                try db.run("UPDATE tokens SET \(c.failures) = MAX(0, \(c.failures) - 1) WHERE token_id = ?", [.text(id.description)])
+            }
+            throw error
+        }
+        if var keyBytes = opened {
             defer { wipe(&keyBytes) }
             do {
                 try write {
@@ -116,12 +134,45 @@ extension KeychainStore {
         throw KeychainError.pinIncorrect(remaining: remaining)
     }
 
+    /// A TPM token's PIN is judged by the TPM, whose dictionary-attack
+    /// protection counts and limits wrong ones across every process and every
+    /// copy of the store; nothing needs charging here first. The store's
+    /// counter only follows, for the PKCS #11 flags: a good login with no
+    /// failures recorded writes nothing (two durable writes less per C_Login).
+    private func unlockTPM(_ id: TokenID, pin: [UInt8], role: TokenKey.Role, row: PINRow, wrap: PINWrap,
+                           site: TPMSite) throws -> TokenKey {
+        let c = columns(role)
+        if role == .user && !row.userPINInitialized { throw KeychainError.pinNotInitialized }
+        if row.locked { throw KeychainError.pinLocked }
+        if var keyBytes = try wrap.unwrap(pin: pin, token: id, role: role, tcti: site) {
+            defer { wipe(&keyBytes) }
+            if row.failures > 0 {
+                _ = try? write { try db.run("UPDATE tokens SET \(c.failures) = 0 WHERE token_id = ?", [.text(id.description)]) }
+            }
+            return try TokenKey(tokenID: id, role: role, bytes: keyBytes)
+        }
+        // A store that cannot be written still answers: the TPM has counted the attempt.
+        let remaining = (try? write { () throws -> Int in
+            try db.run("UPDATE tokens SET \(c.failures) = \(c.failures) + 1 WHERE token_id = ?", [.text(id.description)])
+            let r = try db.query("SELECT \(c.failures), max_attempts FROM tokens WHERE token_id = ?", [.text(id.description)]) {
+                (Int($0.int(0)), Int($0.int(1)))
+            }
+            guard let (failures, maxAttempts) = r.first else { throw KeychainError.tokenNotFound }
+            if failures >= maxAttempts {
+                try db.run("UPDATE tokens SET \(c.locked) = 1 WHERE token_id = ?", [.text(id.description)])
+            }
+            return max(0, maxAttempts - failures)
+        }) ?? max(0, row.maxAttempts - row.failures - 1)
+        throw KeychainError.pinIncorrect(remaining: remaining)
+    }
+
     /// A PIN check on a store that cannot record it (read-only mount, full
     /// disk): the attempt is charged to the PINLedger before the KDF, on top
     /// of the store's own count, and the ledger is cleared when the PIN is right. If the
     /// ledger cannot be written either, the login is refused: a correct PIN
     /// then cannot log in, but no guess goes uncounted.
-    private func unlockCountingElsewhere(_ id: TokenID, pin: [UInt8], role: TokenKey.Role, cause: KeychainError) throws -> TokenKey {
+    private func unlockCountingElsewhere(_ id: TokenID, pin: [UInt8], role: TokenKey.Role, cause: KeychainError,
+                                         binding: [UInt8]?, tcti: TPMSite) throws -> TokenKey {
         let row = try read { try pinRow(id, role: role) }
         if role == .user && !row.userPINInitialized { throw KeychainError.pinNotInitialized }
         guard let wrap = row.wrap else { throw role == .user ? KeychainError.pinNotInitialized : KeychainError.pinLocked }
@@ -138,7 +189,7 @@ extension KeychainStore {
             throw KeychainError.storage(why)
         }
         guard charged else { throw KeychainError.pinLocked }
-        if var keyBytes = try wrap.unwrap(pin: pin, token: id, role: role) {
+        if var keyBytes = try wrap.unwrap(pin: pin, token: id, role: role, binding: binding, tcti: tcti) {
             defer { wipe(&keyBytes) }
             // As a good login clears the store's counter, it clears the
             // ledger; the store's own count waits for a writable login.
@@ -186,7 +237,7 @@ extension KeychainStore {
 
     /// One UPDATE, so the PIN change is all-or-nothing.
     private func rewrap(_ id: TokenID, key: TokenKey, role: TokenKey.Role, newPIN: [UInt8]) throws {
-        let wrap = try PINWrap.make(tokenKey: key.keyBytes, pin: newPIN, token: id, role: role, log2N: kdfLog2N)
+        let wrap = try makeWrap(id, tokenKey: key.keyBytes, pin: newPIN, role: role)
         let c = columns(role)
         let initialized = role == .user ? ", user_pin_initialized = 1" : ""
         try write {
@@ -199,6 +250,18 @@ extension KeychainStore {
                 """, [.blob(wrap.salt), .text(wrap.cost), .blob(wrap.wrapped), .text(id.description)])
             guard db.changes == 1 else { throw KeychainError.tokenNotFound }
         }
+    }
+
+    /// A new wrap of the token key under a PIN, of the token's kind: sealed in
+    /// the TPM for a TPM token, scrypt (with the sealed secret if device-bound) otherwise.
+    private func makeWrap(_ id: TokenID, tokenKey: [UInt8], pin: [UInt8], role: TokenKey.Role) throws -> PINWrap {
+        guard let rec = try token(id) else { throw KeychainError.tokenNotFound }
+        if isTPMToken(rec) {
+            return try PINWrap.makeTPM(tokenKey: tokenKey, pin: pin, token: id, role: role, tcti: tpmSite())
+        }
+        var binding = try bindingSecret(id)
+        defer { if binding != nil { wipe(&binding!) } }
+        return try PINWrap.make(tokenKey: tokenKey, pin: pin, token: id, role: role, log2N: kdfLog2N, binding: binding)
     }
 
     /// Whether `key` is still this token's key: a canary sealed under it.
@@ -221,7 +284,7 @@ extension KeychainStore {
         _ = try unlockSO(id, pin: soPIN)
         var tokenKey = try SecureRandom.bytes(AESGCM.keySize)
         defer { wipe(&tokenKey) }
-        let so = try PINWrap.make(tokenKey: tokenKey, pin: soPIN, token: id, role: .securityOfficer, log2N: kdfLog2N)
+        let so = try makeWrap(id, tokenKey: tokenKey, pin: soPIN, role: .securityOfficer)
         try write {
             try db.run("INSERT OR IGNORE INTO retired_refs (pref) SELECT pref FROM items WHERE token_id = ?", [.text(id.description)])
             try db.run("DELETE FROM items WHERE token_id = ?", [.text(id.description)])

@@ -62,6 +62,10 @@ public enum CKA {
     /// On a key proxy of an external token ('KE'): the CKA_ID of the private
     /// key on the card, where every operation is routed. Not secret.
     public static let keyshareExternal: AttributeType = 0x8000_4B45
+    /// On a private key of a TPM token ('KM', not 'KT': that is KeyShare's application tag): the key's TPM blob (public area
+    /// and the private area encrypted by the TPM under its storage root key).
+    /// Useless without that TPM; every operation with the key runs in it.
+    public static let keyshareTPM: AttributeType = 0x8000_4B4D
 }
 
 public enum CKO {

@@ -68,13 +68,19 @@ extension KeychainStore {
     /// A soft token: a fresh random token key wrapped under the SO PIN and,
     /// if given, the user PIN. The scrypt work happens before the write lock.
     public func createToken(_ id: TokenID, label: String, soPIN: [UInt8], userPIN: [UInt8]?,
-                            serial: String? = nil, maxPINAttempts: Int = 10) throws -> TokenRecord {
+                            serial: String? = nil, maxPINAttempts: Int = 10, bindPCRs: [Int]? = nil) throws -> TokenRecord {
         guard !inTransaction else { throw KeychainError.invalidArgument("createToken cannot run inside a transaction") }
         guard maxPINAttempts > 0 else { throw KeychainError.invalidArgument("maxPINAttempts must be positive") }
         var tokenKey = try SecureRandom.bytes(AESGCM.keySize)
         defer { wipe(&tokenKey) }
-        let so = try PINWrap.make(tokenKey: tokenKey, pin: soPIN, token: id, role: .securityOfficer, log2N: kdfLog2N)
-        let user = try userPIN.map { try PINWrap.make(tokenKey: tokenKey, pin: $0, token: id, role: .user, log2N: kdfLog2N) }
+        // Sealed to this machine's TPM: both wraps also need the sealed secret (docs/tpm.md).
+        var fresh = try bindPCRs.map { try newBinding(id, pcrs: $0) }
+        defer { if fresh != nil { wipe(&fresh!.secret) } }
+        let so = try PINWrap.make(tokenKey: tokenKey, pin: soPIN, token: id, role: .securityOfficer, log2N: kdfLog2N,
+                                  binding: fresh?.secret)
+        let user = try userPIN.map {
+            try PINWrap.make(tokenKey: tokenKey, pin: $0, token: id, role: .user, log2N: kdfLog2N, binding: fresh?.secret)
+        }
         return try write {
             guard try tokenLocked(id) == nil else { throw KeychainError.tokenExists }
             let slot = try allocateSlot(id)
@@ -91,6 +97,9 @@ extension KeychainStore {
                     .int(Int64(maxPINAttempts)),
                 ])
             try storeCanary(id, tokenKey: tokenKey)
+            if let b = fresh?.binding {
+                try db.run("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", [.text("binding:" + id.description), .blob(b.encoded)])
+            }
             try bumpPresence(id)
             guard let rec = try tokenLocked(id) else { throw KeychainError.storage("token vanished after insert") }
             return rec
@@ -149,6 +158,7 @@ extension KeychainStore {
             try db.run("DELETE FROM items WHERE token_id = ?", [.text(id.description)])
             try db.run("DELETE FROM tokens WHERE token_id = ?", [.text(id.description)])
             try db.run("DELETE FROM meta WHERE key = ?", [.text("canary:" + id.description)])
+            try db.run("DELETE FROM meta WHERE key = ?", [.text("binding:" + id.description)])
         }
     }
 

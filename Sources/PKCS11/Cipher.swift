@@ -202,6 +202,7 @@ extension Runtime {
             guard view.objectClass == CKO_PRIVATE_KEY else { throw PKCS11Error.keyTypeInconsistent }
             // A key of an external token: decrypted on the card (ExternalTokens.swift).
             if view.isExternalKey { return try externalDecryptOperation(view, m) }
+            if let blob = view.tpmBlob { return try tpmDecryptOperation(view, blob: blob, m) }  // TPMKeys.swift
             let k = try privateKey(view)
             return RSACipherOperation(padding: padding, publicKey: nil, privateKey: k, bits: k.bits)
         case .aesCBC(let iv, let pad):

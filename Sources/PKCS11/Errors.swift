@@ -67,6 +67,9 @@ public func returnValue(for error: any Error) -> CK_RV {
         case .storeFull: return CKR_DEVICE_MEMORY
         // A store another user could have planted is refused (C_Initialize).
         case .insecurePath: return CKR_DEVICE_ERROR
+        case .deviceBound: return CKR_DEVICE_ERROR
+        case .tpmUnavailable: return CKR_TOKEN_NOT_PRESENT
+        case .tpmLockout: return CKR_PIN_LOCKED
         }
     case let e as CryptoError:
         switch e.kind {

@@ -17,6 +17,8 @@ struct ExternalState {
     /// This process's poller: it remembers which cards this process saw, so
     /// it can record a removal it witnessed and no other (DriverPoller).
     var poller: DriverPoller?
+    /// Whether this process reached the TPM, and when it last looked (monotonic s).
+    var tpmProbe: (at: Double, reachable: Bool)?
 }
 
 extension Runtime {

@@ -1,6 +1,7 @@
 import CPKCS11
 import Keychain
 import KeyshareCrypto
+import KeyshareTPM
 import Tokens
 
 // PKCS #11 §5.14 key generation: C_GenerateKeyPair and C_GenerateKey. The
@@ -97,6 +98,9 @@ extension Runtime {
         let pubToken = try pubT.checkedBool(CKA_TOKEN) ?? false
         try checkWritable(s, isToken: privToken, isPrivate: try privT.checkedBool(CKA_PRIVATE) ?? true)
         try checkWritable(s, isToken: pubToken, isPrivate: try pubT.checkedBool(CKA_PRIVATE) ?? false)
+        if TPMToken.isTPM(s.tokenID) {
+            return try generateTPMKeyPair(s, h, spec, pubT: pubT, privT: privT, privToken: privToken, pubToken: pubToken)
+        }
 
         let key: PrivateKey
         switch spec {
@@ -129,6 +133,51 @@ extension Runtime {
             return (pubHandle, try store(priv, in: s))
         } catch {
             // Never leave half a pair behind.
+            try? destroyObject(session: h, object: pubHandle)
+            throw error
+        }
+    }
+
+    /// C_GenerateKeyPair on a TPM token: the key is created in the TPM; it can
+    /// never be extractable or non-sensitive (CKR_TEMPLATE_INCONSISTENT if asked).
+    private func generateTPMKeyPair(_ s: Session, _ h: CK_SESSION_HANDLE, _ spec: KeyGenerationRules.PairSpec,
+                                    pubT: AttributeMap, privT: AttributeMap, privToken: Bool, pubToken: Bool)
+        throws -> (CK_OBJECT_HANDLE, CK_OBJECT_HANDLE) {
+        let kind: TPMKeyKind
+        switch spec {
+        case .rsa(2048): kind = .rsa2048
+        case .rsa(3072): kind = .rsa3072
+        case .rsa: throw PKCS11Error(CKR_KEY_SIZE_RANGE)
+        case .ec(.p256): kind = .p256
+        case .ec(.p384): kind = .p384
+        case .ec, .ecx: throw PKCS11Error(CKR_CURVE_NOT_SUPPORTED)
+        }
+        if let e = pubT[CKA_PUBLIC_EXPONENT], Array(e.drop { $0 == 0 }) != [1, 0, 1] { throw PKCS11Error.templateInconsistent }
+        guard try privT.checkedBool(CKA_EXTRACTABLE) != true, try privT.checkedBool(CKA_SENSITIVE) != false else {
+            throw PKCS11Error.templateInconsistent
+        }
+        let auth = try tpmAuth(s.tokenID)
+        let tcti = store.tpmSite()
+        let blob = try Runtime.tpmCall {
+            try TPM.with(tcti) { c -> [UInt8] in
+                guard c.supports(kind) else { throw PKCS11Error(CKR_KEY_SIZE_RANGE) }
+                return try c.createKey(kind, auth: auth)
+            }
+        }
+        let keyType: CK_KEY_TYPE = kind.isRSA ? CKK_RSA : CKK_EC
+        let privRest = try KeyGenerationRules.callerPart(privT, objectClass: CKO_PRIVATE_KEY, keyType: keyType)
+        let pubRest = try KeyGenerationRules.callerPart(pubT, objectClass: CKO_PUBLIC_KEY, keyType: keyType)
+        let id = privT[CKA_ID] ?? pubT[CKA_ID]
+        let label = privT.string(CKA_LABEL) ?? pubT.string(CKA_LABEL) ?? ""
+        var (priv, pub) = try TPMToken.keyAttributes(blob: blob, label: label, id: id, local: true)
+        priv.merge(privRest.filter { $0.key != CKA.keyshareTPM }) { _, new in new }
+        pub.merge(pubRest) { _, new in new }
+        priv[CKA_TOKEN] = AttributeCoding.bool(privToken)
+        pub[CKA_TOKEN] = AttributeCoding.bool(pubToken)
+        let pubHandle = try store(pub, in: s)
+        do {
+            return (pubHandle, try store(priv, in: s))
+        } catch {
             try? destroyObject(session: h, object: pubHandle)
             throw error
         }

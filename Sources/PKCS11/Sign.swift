@@ -161,6 +161,8 @@ extension Runtime {
         if view.isExternalKey {
             return try s.begin(.sign, try externalSignOperation(s, view, mechanism))
         }
+        // A key of a TPM token: signed in the TPM (TPMKeys.swift).
+        if let blob = view.tpmBlob { return try s.begin(.sign, try tpmSignOperation(s, view, blob: blob, mechanism)) }
         let k = try privateKey(view)
         let op = try SignatureOperation(mechanism, keyType: k.keyType, bits: k.bits, privateKey: k, publicKey: nil)
         op.keyHandle = key

@@ -58,7 +58,10 @@ extension Runtime {
     /// uninitialised one), so `tokenPresent` does not change the list.
     public func slotList(tokenPresent: Bool) throws -> [CK_SLOT_ID] {
         syncExternalTokens()  // cards of configured modules (ExternalTokens.swift)
-        return try presentTokens().map { CK_SLOT_ID($0.slotID) } + [freeSlotID]
+        let recs = try presentTokens()
+        // A TPM token without its TPM is not present here (TPMKeys.swift).
+        let tpmOK = !recs.contains { TPMToken.isTPM($0.tokenID) } || tpmReachable()
+        return recs.filter { tpmOK || !TPMToken.isTPM($0.tokenID) }.map { CK_SLOT_ID($0.slotID) } + [freeSlotID]
     }
 
     /// The token in a slot, or CKR_SLOT_ID_INVALID; nil for the free slot.
@@ -69,6 +72,7 @@ extension Runtime {
         if slot == freeSlotID { return nil }
         guard let rec = try store.token(slotID: UInt(slot)), !hidden(rec.tokenID) else { throw PKCS11Error.slotIDInvalid }
         guard rec.present else { throw PKCS11Error.tokenNotPresent }
+        if TPMToken.isTPM(rec.tokenID) && !tpmReachable() { throw PKCS11Error.tokenNotPresent }
         return rec
     }
 
@@ -81,7 +85,7 @@ extension Runtime {
             return SlotInfo(description: "keyshare free slot (C_InitToken creates a token)",
                             manufacturer: ModuleInfo.manufacturer, flags: CKF_TOKEN_PRESENT)
         }
-        let kind = rec.hasPINs ? "soft token" : "external token"
+        let kind = TPMToken.isTPM(rec.tokenID) ? "TPM token" : rec.hasPINs ? "soft token" : "external token"
         return SlotInfo(description: "keyshare \(kind) \(rec.tokenID.instance)", manufacturer: ModuleInfo.manufacturer,
                         flags: CKF_TOKEN_PRESENT | CKF_REMOVABLE_DEVICE)
     }

@@ -41,6 +41,9 @@ extension TokenManager {
     public func privateKey(_ ref: PersistentReference, key: TokenKey) throws -> PrivateKey {
         let item = try store.item(ref, key: key)
         guard let der = item.attributes[CKA.keysharePKCS8] else {
+            if item.attributes[CKA.keyshareTPM] != nil {
+                throw KeychainError.invalidArgument("the private key of item \(ref) lives in the TPM and can never leave it")
+            }
             throw KeychainError.invalidArgument("item \(ref) holds no private key material")
         }
         return try PrivateKey(der: der)

@@ -114,7 +114,7 @@ public enum ObjectTemplates {
         }
     }
 
-    static func flags(_ t: KeyType, _ usage: KeyUsage?) -> (sign: Bool, decrypt: Bool, derive: Bool) {
+    public static func flags(_ t: KeyType, _ usage: KeyUsage?) -> (sign: Bool, decrypt: Bool, derive: Bool) {
         let u = usage ?? [.digitalSignature, .nonRepudiation, .keyEncipherment, .dataEncipherment, .keyAgreement]
         let sign = !u.isDisjoint(with: [.digitalSignature, .nonRepudiation, .keyCertSign, .cRLSign])
         switch t {

@@ -27,6 +27,9 @@ struct Keyshare: ParsableCommand {
     /// becomes exactly one line on stderr and exit status 1.
     static func main() {
         ProcessHardening.apply(arguments: CommandLine.arguments)
+        // tpm2-tss logs every TPM error to stderr; the CLI says one line itself
+        // (TSS2_LOG set by the user still wins). Before any thread exists.
+        setenv("TSS2_LOG", "all+NONE", 0)
         do {
             var command = try parseAsRoot()
             try command.run()

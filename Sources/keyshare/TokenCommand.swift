@@ -7,7 +7,8 @@ struct TokenCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "token",
         abstract: "Create, list, delete, remove, insert and watch tokens and manage their PINs.",
-        subcommands: [Create.self, List.self, Delete.self, SetPIN.self, InitPIN.self, Remove.self, Insert.self, Watch.self])
+        subcommands: [Create.self, List.self, Delete.self, SetPIN.self, InitPIN.self, Remove.self, Insert.self, Watch.self,
+                      Bind.self, Unbind.self, TPMConfig.self])
 
     struct Create: ParsableCommand {
         static let configuration = CommandConfiguration(
@@ -17,16 +18,25 @@ struct TokenCommand: ParsableCommand {
                 help: "Where the SO PIN comes from (env:VAR or file:PATH; \(PINPolicy.range) bytes); prompted if absent.")
         var soPinSource: SecretSource?
         @OptionGroup var pin: PINOptions
+        @Flag(help: "A TPM token: its keys are created in the TPM and never leave it (docs/tpm.md).") var tpm = false
+        @Option(help: "Seal the soft token to this machine: --bind tpm (docs/tpm.md).") var bind: String?
+        @Option(help: "With --bind tpm: also seal to these SHA-256 PCRs' current values (comma-separated, e.g. 7).")
+        var pcrs: String?
         @Flag(help: "Print the new token as JSON.") var json = false
 
         func run() throws {
             guard !label.isEmpty, label.utf8.count <= 32 else { throw CLIError("a token label must be 1 to 32 bytes") }
+            if let bind, bind != "tpm" { throw CLIError("--bind takes tpm (the only device a token can be bound to)") }
+            if tpm && bind != nil { throw CLIError("--tpm and --bind are exclusive: a TPM token's keys are in the TPM already") }
+            if pcrs != nil && bind == nil { throw CLIError("--pcrs needs --bind tpm") }
+            let pcrList = try bind == nil ? nil : TokenCommand.parsePCRs(pcrs)
             let ctx = try Context.open()
             let so = try Secrets.obtain(soPinSource, prompt: "New SO PIN: ", what: "SO PIN", confirm: true)
             let user = try Secrets.obtain(pin.pinSource, prompt: "New user PIN: ", what: "user PIN", confirm: true)
             try PINPolicy.check(so, what: "SO PIN")
             try PINPolicy.check(user, what: "user PIN")
-            let record = try ctx.tokens.createSoftToken(label: label, soPIN: so, userPIN: user)
+            let record = tpm ? try ctx.tokens.createTPMToken(label: label, soPIN: so, userPIN: user)
+                : try ctx.tokens.createSoftToken(label: label, soPIN: so, userPIN: user, bindPCRs: pcrList)
             if json {
                 try Console.json(TokenRow(record, itemCount: 0))
             } else {
@@ -41,12 +51,16 @@ struct TokenCommand: ParsableCommand {
 
         func run() throws {
             let ctx = try Context.open()
-            let rows = try ctx.store.tokens().map { TokenRow($0, itemCount: try ctx.store.count(token: $0.tokenID)) }
+            let rows = try ctx.store.tokens().map {
+                var row = TokenRow($0, itemCount: try ctx.store.count(token: $0.tokenID))
+                row.kind = try TokenRow.kind($0, ctx.store)
+                return row
+            }
             if json { return try Console.json(rows) }
             if rows.isEmpty { return Console.out("no tokens (create one with: keyshare token create --label NAME)") }
             Console.table(
-                ["TOKEN ID", "LABEL", "SERIAL", "SLOT", "ITEMS", "STATE", "USER PIN"],
-                rows.map { [$0.tokenID, $0.label, $0.serial, String($0.slotID), String($0.items), $0.present ? "present" : "removed", $0.userPIN] })
+                ["TOKEN ID", "LABEL", "KIND", "SERIAL", "SLOT", "ITEMS", "STATE", "USER PIN"],
+                rows.map { [$0.tokenID, $0.label, $0.kind, $0.serial, String($0.slotID), String($0.items), $0.present ? "present" : "removed", $0.userPIN] })
         }
     }
 
@@ -115,6 +129,74 @@ struct TokenCommand: ParsableCommand {
     }
 }
 
+extension TokenCommand {
+    static func parsePCRs(_ text: String?) throws -> [Int] {
+        guard let text, !text.isEmpty else { return [] }
+        return try text.split(separator: ",").map {
+            guard let n = Int($0), (0...23).contains(n) else { throw CLIError("--pcrs takes PCR numbers 0 to 23, comma-separated") }
+            return n
+        }
+    }
+
+    /// Seals an existing soft token to this machine's TPM. Both PINs: each wrap of the token key is remade.
+    struct Bind: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Seal a soft token to this machine's TPM (needs the SO PIN and the user PIN).")
+        @OptionGroup var selection: TokenSelection
+        @Flag(help: "Bind to the TPM (the only device a token can be bound to).") var tpm = false
+        @Option(help: "Also seal to these SHA-256 PCRs' current values (comma-separated, e.g. 7).") var pcrs: String?
+        @Option(name: .customLong("so-pin-source"), help: "Where the SO PIN comes from.") var soPinSource: SecretSource?
+        @OptionGroup var pin: PINOptions
+
+        func run() throws {
+            guard tpm else { throw CLIError("say what to bind to: keyshare token bind --tpm") }
+            let list = try TokenCommand.parsePCRs(pcrs)
+            try TokenCommand.setBinding(selection, soPinSource, pin, pcrs: list)
+            Console.out("token bound to this machine's TPM" + (list.isEmpty ? "" : " and PCRs " + list.map(String.init).joined(separator: ",")))
+        }
+    }
+
+    struct Unbind: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Undo token bind: the token opens with its PINs alone again (needs the SO PIN and the user PIN).")
+        @OptionGroup var selection: TokenSelection
+        @Option(name: .customLong("so-pin-source"), help: "Where the SO PIN comes from.") var soPinSource: SecretSource?
+        @OptionGroup var pin: PINOptions
+
+        func run() throws {
+            try TokenCommand.setBinding(selection, soPinSource, pin, pcrs: nil)
+            Console.out("token no longer bound to a TPM")
+        }
+    }
+
+    static func setBinding(_ selection: TokenSelection, _ soSource: SecretSource?, _ pin: PINOptions, pcrs: [Int]?) throws {
+        let ctx = try Context.open()
+        let record = try ctx.token(selection)
+        guard SoftToken.isSoft(record.tokenID) else { throw CLIError("token \(record.label) is not a keyshare soft token") }
+        let bound = try ctx.store.tokenBindingPCRs(record.tokenID) != nil
+        if pcrs == nil && !bound { throw CLIError("token \(record.label) is not bound to a TPM") }
+        let so = try Secrets.obtain(soSource, prompt: "SO PIN for \(record.label): ", what: "SO PIN")
+        let user = record.userPINInitialized
+            ? try Secrets.obtain(pin.pinSource, prompt: "User PIN for \(record.label): ", what: "user PIN") : nil
+        try PINErrors.naming("PIN", of: record) {
+            try ctx.store.setTokenBinding(record.tokenID, soPIN: so, userPIN: user, pcrs: pcrs)
+        }
+    }
+
+    /// Where the TPM is, for this store: KEYSHARE_TCTI overrides it.
+    struct TPMConfig: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "tpm-config", abstract: "Show or set the TPM this store uses (a tpm2-tss TCTI string).")
+        @Option(help: "The TCTI, e.g. device:/dev/tpmrm0 or swtpm:host=127.0.0.1,port=2321; empty to clear.") var tcti: String?
+
+        func run() throws {
+            let ctx = try Context.open()
+            if let tcti { try ctx.store.setConfiguredTCTI(tcti) }
+            Console.out("TPM: \(ctx.store.tpmTCTI())")
+        }
+    }
+}
+
 /// PKCS #11 puts PIN length bounds in the token info (ulMinPinLen 4,
 /// ulMaxPinLen 255 in Sources/PKCS11/SlotToken.swift, which C_InitToken,
 /// C_InitPIN and C_SetPIN enforce); the CLI enforces the same bounds, so a PIN
@@ -160,6 +242,15 @@ struct TokenRow: Encodable {
     var present: Bool
     var userPIN: String
     var uri: String
+    /// soft, soft (bound to TPM[, PCRs]), tpm or external.
+    var kind = ""
+
+    static func kind(_ r: TokenRecord, _ store: KeychainStore) throws -> String {
+        if store.isTPMToken(r) { return "tpm" }
+        if !r.hasPINs { return "external" }
+        guard let pcrs = try store.tokenBindingPCRs(r.tokenID) else { return "soft" }
+        return pcrs.isEmpty ? "soft, bound to TPM" : "soft, bound to TPM PCRs " + pcrs.map(String.init).joined(separator: ",")
+    }
 
     init(_ r: TokenRecord, itemCount: Int) {
         tokenID = r.tokenID.description

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# TPM tokens and soft tokens sealed to this machine (issue 17, docs/tpm.md), on
+# a real software TPM: swtpm with a private state directory on loopback,
+# started here and stopped by its PID. Keys made in the TPM sign through
+# pkcs11-tool and verify with openssl; the store holds no private material of
+# them; another TPM (a fresh swtpm state, "another machine") refuses the
+# store's TPM token and bound token with one clear line; wrong PINs are
+# limited by the TPM's dictionary-attack protection and the right PIN works
+# after its recovery; a restart keeps everything usable; a PCR-bound token
+# refuses after the PCR is extended; 1,000 signatures in a row and 4
+# concurrent clients. Passes in-process and with KEYSHARE_AGENT=1.
+# Usage: 71-tpm.sh KEYSHARE MODULE.
+set -u
+KS=${1:?keyshare binary}
+MODULE=${2:?module path}
+source "$(dirname "$0")/lib.sh"
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+command -v swtpm >/dev/null || { echo "swtpm missing (make deps)"; echo "0 passed, 1 failed"; exit 1; }
+new_home
+WORK=$(mktemp -d /tmp/keyshare-tpm.XXXXXX)
+chmod 0711 "$WORK"
+if [ "${KEYSHARE_AGENT:-}" = 1 ]; then
+  export XDG_RUNTIME_DIR=$WORK/run KEYSHARE_AGENT_PROGRAM=$KS KEYSHARE_AGENT_IDLE_TIMEOUT=60
+  mkdir -m 0700 "$XDG_RUNTIME_DIR"
+fi
+export PIN=1234-user SOPIN=9876-so WRONG=0000-wrong TPMSIGN_PIN=1234-user
+agent_stop() { local p; p=$(cat "${XDG_RUNTIME_DIR:-/nonexistent}/keyshare/agent.pid" 2>/dev/null); [ -n "$p" ] && kill "$p" 2>/dev/null; sleep 0.2; }
+tpm_start() {  # tpm_start DIR PORT
+  mkdir -p "$1"
+  swtpm socket --tpmstate dir="$1" --tpm2 --server type=tcp,port="$2",bindaddr=127.0.0.1 \
+    --ctrl type=tcp,port=$(($2 + 1)),bindaddr=127.0.0.1 --flags not-need-init,startup-clear --daemon --pid file="$1/pid"
+}
+tpm_stop() { local p; p=$(cat "$1/pid" 2>/dev/null) && kill "$p" 2>/dev/null; for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done; }
+cleanup() { agent_stop; tpm_stop "$WORK/tpmA"; tpm_stop "$WORK/tpmB"; rm -rf "$KEYSHARE_HOME" "$WORK"; }
+trap cleanup EXIT
+free_port() { local p; while :; do p=$((20000 + RANDOM % 30000)); ! (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && ! (exec 3<>/dev/tcp/127.0.0.1/$((p + 1))) 2>/dev/null && { echo $p; return; }; done; }
+# A port pair that is free now may be taken by the time swtpm binds: try a few.
+tpm_start_free() {  # tpm_start_free DIR: prints the port
+  local p
+  for _ in 1 2 3 4 5; do p=$(free_port); tpm_start "$1" "$p" 2>/dev/null && { echo "$p"; return 0; }; done
+  return 1
+}
+PA=$(tpm_start_free "$WORK/tpmA") || { bad "swtpm starts"; finish; exit 1; }
+export KEYSHARE_TCTI=swtpm:host=127.0.0.1,port=$PA
+# Dictionary-attack protection as a test can wait for: 4 tries, one forgotten every 2 s.
+TPM2TOOLS_TCTI=$KEYSHARE_TCTI tpm2_dictionarylockout --setup-parameters --max-tries=4 --recovery-time=2 --lockout-recovery-time=2 >/dev/null 2>&1
+P=(pkcs11-tool --module "$MODULE")
+# check_rv NAME REGEX CMD...: CMD is expected to fail; its output must name the CK_RV.
+check_rv() { local name=$1 re=$2 out; shift 2; out=$("$@" 2>&1); grep -Eq -- "$re" <<<"$out" && ok "$name" || bad "$name" "$out"; }
+cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -o "$WORK/tpmsign" "$ROOT/Tests/integration/c/tpmsign.c" -ldl || { bad "tpmsign compiles"; finish; exit 1; }
+
+# --- a TPM token, keys made in the TPM --------------------------------------------------
+check_out "token create --tpm" "com.keyshare.tpm:" "$KS" token create --label T --tpm --pin-source env:PIN --so-pin-source env:SOPIN
+check_out "token list shows the kind" "T +tpm " "$KS" token list
+check "key generate ec in the TPM" "$KS" key generate --type ec --label tk1 --tag tk1 --token T --pin-source env:PIN
+check "key generate rsa in the TPM" "$KS" key generate --type rsa --label tk2 --tag tk2 --token T --pin-source env:PIN
+echo "a message signed in the TPM" >"$WORK/msg"
+id_of() { "${P[@]}" --token-label T -O --type pubkey 2>/dev/null | awk -v l="$1" '$1=="label:"{cur=$2} $1=="ID:" && cur==l {print $2; exit}'; }
+ID1=$(id_of tk1); ID2=$(id_of tk2)
+"${P[@]}" --token-label T --read-object --type pubkey --id "$ID1" -o "$WORK/k1.der" >/dev/null 2>&1
+"${P[@]}" --token-label T --read-object --type pubkey --id "$ID2" -o "$WORK/k2.der" >/dev/null 2>&1
+openssl pkey -pubin -inform DER -in "$WORK/k1.der" -out "$WORK/k1.pem" 2>/dev/null
+openssl pkey -pubin -inform DER -in "$WORK/k2.der" -out "$WORK/k2.pem" 2>/dev/null
+sign() { "${P[@]}" --token-label T --login --pin env:PIN -s --id "$1" -m "$2" -i "$WORK/msg" -o "$WORK/sig" "${@:3}" >/dev/null 2>&1; }
+sign "$ID1" ECDSA-SHA256 --signature-format openssl
+check_out "ECDSA P-256 in the TPM verifies with openssl" "Verified OK" openssl dgst -sha256 -verify "$WORK/k1.pem" -signature "$WORK/sig" "$WORK/msg"
+sign "$ID2" SHA256-RSA-PKCS
+check_out "RSA PKCS #1 in the TPM verifies with openssl" "Verified OK" openssl dgst -sha256 -verify "$WORK/k2.pem" -signature "$WORK/sig" "$WORK/msg"
+sign "$ID2" SHA256-RSA-PKCS-PSS
+check_out "RSA-PSS in the TPM verifies with openssl" "Verified OK" openssl dgst -sha256 -sigopt rsa_padding_mode:pss -sigopt rsa_pss_saltlen:32 -verify "$WORK/k2.pem" -signature "$WORK/sig" "$WORK/msg"
+echo "a session key" >"$WORK/secret"
+openssl pkeyutl -encrypt -pubin -inkey "$WORK/k2.pem" -pkeyopt rsa_padding_mode:oaep -pkeyopt rsa_oaep_md:sha256 -pkeyopt rsa_mgf1_md:sha256 -in "$WORK/secret" -out "$WORK/ct" 2>/dev/null
+"${P[@]}" --token-label T --login --pin env:PIN --decrypt --id "$ID2" -m RSA-PKCS-OAEP --hash-algorithm SHA256 --mgf MGF1-SHA256 -i "$WORK/ct" -o "$WORK/pt" >/dev/null 2>&1
+check "RSA-OAEP decryption in the TPM" cmp "$WORK/secret" "$WORK/pt"
+check_out "private keys: never extractable, local" "never extractable, local" "${P[@]}" --token-label T --login --pin env:PIN -O --type privkey
+# The store: no PKCS #8 item attribute for the TPM token (only the TPM blob, sealed).
+DB=$KEYSHARE_HOME/keychain.db
+n=$(sqlite3 "$DB" "SELECT count(*) FROM attributes a JOIN items i ON i.id = a.item WHERE i.token_id LIKE 'com.keyshare.tpm:%' AND a.type = $((0x80004B53))" 2>&1)
+[ "$n" = 0 ] && ok "the store holds no PKCS #8 of a TPM key" || bad "no PKCS #8 of TPM keys in the store" "$n"
+
+# --- 1,000 signatures in a row, 4 concurrent clients --------------------------------------
+check_out "1,000 ECDSA signatures in a row (transient objects flushed)" "signs=1000 failed=0" "$WORK/tpmsign" "$MODULE" T 1000
+for i in 1 2 3 4; do "$WORK/tpmsign" "$MODULE" T 100 >"$WORK/c$i.out" 2>&1 & done; wait
+c=$(cat "$WORK"/c?.out | grep -c "signs=100 failed=0")
+[ "$c" = 4 ] && ok "4 concurrent clients, 100 signatures each" || bad "4 concurrent clients" "$(cat "$WORK"/c?.out)"
+
+# --- soft tokens sealed to this machine -----------------------------------------------------
+check "token create --bind tpm" "$KS" token create --label bnd --bind tpm --pin-source env:PIN --so-pin-source env:SOPIN
+check "token create --bind tpm --pcrs 7" "$KS" token create --label pcr7 --bind tpm --pcrs 7 --pin-source env:PIN --so-pin-source env:SOPIN
+check "token create (soft, then bound)" "$KS" token create --label soft1 --pin-source env:PIN --so-pin-source env:SOPIN
+check "key in the bound token" "$KS" key generate --type ec --label bk --tag bk --token bnd --pin-source env:PIN
+check "token bind --tpm" "$KS" token bind --tpm --token soft1 --pin-source env:PIN --so-pin-source env:SOPIN
+check_out "token list: bound kinds" "soft, bound to TPM PCRs 7" "$KS" token list
+check_out "bound token logs in on this machine" "bk" "${P[@]}" --token-label bnd --login --pin env:PIN -O
+check_out "PCR-bound token logs in" "Public Key|^$" "${P[@]}" --token-label pcr7 --login --pin env:PIN -O
+
+# --- restart: same state, same TPM -----------------------------------------------------------
+agent_stop; tpm_stop "$WORK/tpmA"; tpm_start "$WORK/tpmA" "$PA"
+check_out "after a restart: the TPM key signs" "signs=20 failed=0" "$WORK/tpmsign" "$MODULE" T 20
+check_out "after a restart: the PCR-bound token opens (PCRs reset)" "Public Key|^$" "${P[@]}" --token-label pcr7 --login --pin env:PIN -O
+TPM2TOOLS_TCTI=$KEYSHARE_TCTI tpm2_pcrextend 7:sha256=$(printf 'another boot' | sha256sum | cut -d' ' -f1) >/dev/null 2>&1
+check_fail "PCR-bound token refuses after PCR 7 is extended" "boot state \(PCRs\)" "$KS" list --token pcr7 --pin-source env:PIN
+check_rv "... and through the module" "CKR_DEVICE_ERROR" "${P[@]}" --token-label pcr7 --login --pin env:PIN -O
+check_out "the unbound-PCR bound token still opens" "bk" "${P[@]}" --token-label bnd --login --pin env:PIN -O
+
+# --- wrong PINs are counted by the TPM ---------------------------------------------------------
+out=""
+for i in 1 2 3 4 5 6; do out+=$("${P[@]}" --token-label T --login --pin env:WRONG -O 2>&1 | grep -o 'CKR_PIN_[A-Z_]*')" "; done
+grep -q "CKR_PIN_INCORRECT" <<<"$out" && grep -q "CKR_PIN_LOCKED" <<<"$out" && ok "wrong PINs: PIN_INCORRECT, then the TPM locks out" || bad "TPM lockout after wrong PINs" "$out"
+check_rv "right PIN refused during the TPM's lockout" "CKR_PIN_LOCKED" "${P[@]}" --token-label T --login --pin env:PIN -O
+check_fail "CLI: the lockout is one clear line" "dictionary-attack lockout" "$KS" list --token T --pin-source env:PIN
+sleep 5
+check_out "right PIN works after the lockout recovery" "tk1" "${P[@]}" --token-label T --login --pin env:PIN -O
+
+# --- another machine: the same store, another TPM ------------------------------------------------
+agent_stop
+PB=$(tpm_start_free "$WORK/tpmB") || bad "second swtpm starts"
+KEYSHARE_TCTI=swtpm:host=127.0.0.1,port=$PB check_fail "another TPM: the TPM token refuses, one line" "sealed to another TPM" "$KS" list --token T --pin-source env:PIN
+KEYSHARE_TCTI=swtpm:host=127.0.0.1,port=$PB check_fail "another TPM: the bound token refuses, one line" "sealed to another TPM" "$KS" list --token bnd --pin-source env:PIN
+KEYSHARE_TCTI=swtpm:host=127.0.0.1,port=$PB check_rv "another TPM: login refused through the module" "CKR_DEVICE_ERROR" "${P[@]}" --token-label bnd --login --pin env:PIN -O
+agent_stop
+check_out "the original TPM still opens both" "signs=5 failed=0" "$WORK/tpmsign" "$MODULE" T 5
+check_out "... and the bound token" "bk" "${P[@]}" --token-label bnd --login --pin env:PIN -O
+
+# --- unbind needs the SO PIN --------------------------------------------------------------------
+export BADSO=1111-bad
+check_fail "unbind with a wrong SO PIN is refused" "incorrect" "$KS" token unbind --token soft1 --pin-source env:PIN --so-pin-source env:BADSO
+check "unbind with the SO PIN" "$KS" token unbind --token soft1 --pin-source env:PIN --so-pin-source env:SOPIN
+agent_stop
+KEYSHARE_TCTI=swtpm:host=127.0.0.1,port=$PB check_out "unbound token opens on another TPM" "^$|Public|Private" "${P[@]}" --token-label soft1 --login --pin env:PIN -O
+
+# --- no TPM at all: everything else works ---------------------------------------------------------
+agent_stop
+KEYSHARE_TCTI=swtpm:host=127.0.0.1,port=1 check_out "no TPM: soft tokens still list and open" "soft1 " "$KS" token list
+KEYSHARE_TCTI=swtpm:host=127.0.0.1,port=1 check_fail "no TPM: the TPM token says so, one line" "no TPM reachable" "$KS" list --token T --pin-source env:PIN
+slots=$(KEYSHARE_TCTI=swtpm:host=127.0.0.1,port=1 "${P[@]}" -L 2>&1)
+grep -q "token label *: soft1" <<<"$slots" && ! grep -q "token label *: T *$" <<<"$slots" \
+  && ok "no TPM: the module lists the soft token, not the TPM token" || bad "no TPM: TPM token not present in the slot list" "$slots"
+agent_stop
+check_out "TPM back: the TPM token is listed again" "token label *: T *$" "${P[@]}" -L
+finish

@@ -1,0 +1,83 @@
+/*
+ * tpmsign: signs N times in a row with the first EC private key of a token
+ * (CKM_ECDSA over a 32-byte digest) through any PKCS #11 module, in one
+ * process and one session, and prints the C_Login time and signatures per
+ * second. 71-tpm.sh runs it for "1,000 signatures in a row" and four at once
+ * ("4 concurrent clients"); make bench runs it against keyshare's TPM token
+ * and tpm2-pkcs11 on the same swtpm (docs/tpm.md).
+ *
+ *   TPMSIGN_PIN=PIN tpmsign MODULE TOKEN_LABEL COUNT
+ *
+ * Output: "login_ms=X signs=N failed=F ops_per_s=Y". Exit 0 when every signature was made.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "pkcs11_shim.h"
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) { fprintf(stderr, "usage: TPMSIGN_PIN=PIN tpmsign MODULE TOKEN_LABEL COUNT\n"); return 2; }
+    const char *pin = getenv("TPMSIGN_PIN");
+    if (!pin) { fprintf(stderr, "tpmsign: TPMSIGN_PIN is not set\n"); return 2; }
+    long count = atol(argv[3]);
+    void *h = dlopen(argv[1], RTLD_NOW);
+    if (!h) { fprintf(stderr, "tpmsign: %s\n", dlerror()); return 1; }
+    CK_C_GetFunctionList gfl = (CK_C_GetFunctionList)dlsym(h, "C_GetFunctionList");
+    CK_FUNCTION_LIST_PTR f;
+    if (!gfl || gfl(&f) != CKR_OK || f->C_Initialize(NULL) != CKR_OK) { fprintf(stderr, "tpmsign: module init failed\n"); return 1; }
+    CK_SLOT_ID slots[64];
+    CK_ULONG n = 64;
+    if (f->C_GetSlotList(CK_TRUE, slots, &n) != CKR_OK) { fprintf(stderr, "tpmsign: C_GetSlotList failed\n"); return 1; }
+    CK_SLOT_ID slot = (CK_SLOT_ID)-1;
+    size_t want = strlen(argv[2]);
+    for (CK_ULONG i = 0; i < n; i++) {
+        CK_TOKEN_INFO ti;
+        if (f->C_GetTokenInfo(slots[i], &ti) != CKR_OK) continue;
+        size_t len = 32;
+        while (len > 0 && ti.label[len - 1] == ' ') len--;
+        if (len == want && !memcmp(ti.label, argv[2], len)) { slot = slots[i]; break; }
+    }
+    if (slot == (CK_SLOT_ID)-1) { fprintf(stderr, "tpmsign: no token %s\n", argv[2]); return 1; }
+    CK_SESSION_HANDLE s;
+    if (f->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s) != CKR_OK) return 1;
+    double t0 = now();
+    CK_RV rv = f->C_Login(s, CKU_USER, (CK_UTF8CHAR_PTR)pin, strlen(pin));
+    double login = now() - t0;
+    if (rv != CKR_OK) { fprintf(stderr, "tpmsign: C_Login: 0x%lx\n", (unsigned long)rv); return 1; }
+    CK_OBJECT_CLASS cls = CKO_PRIVATE_KEY;
+    CK_KEY_TYPE kt = CKK_EC;
+    CK_ATTRIBUTE tmpl[] = {{CKA_CLASS, &cls, sizeof cls}, {CKA_KEY_TYPE, &kt, sizeof kt}};
+    CK_OBJECT_HANDLE key;
+    CK_ULONG found = 0;
+    if (f->C_FindObjectsInit(s, tmpl, 2) != CKR_OK || f->C_FindObjects(s, &key, 1, &found) != CKR_OK || found != 1) {
+        fprintf(stderr, "tpmsign: no EC private key\n");
+        return 1;
+    }
+    f->C_FindObjectsFinal(s);
+    unsigned char digest[32], sig[256];
+    memset(digest, 0x5A, sizeof digest);
+    CK_MECHANISM m = {CKM_ECDSA, NULL, 0};
+    long failed = 0;
+    t0 = now();
+    for (long i = 0; i < count; i++) {
+        digest[0] = (unsigned char)i;
+        CK_ULONG sl = sizeof sig;
+        if (f->C_SignInit(s, &m, key) != CKR_OK || f->C_Sign(s, digest, sizeof digest, sig, &sl) != CKR_OK || sl != 64) {
+            failed++;
+        }
+    }
+    double el = now() - t0;
+    printf("login_ms=%.2f signs=%ld failed=%ld ops_per_s=%.1f\n", login * 1000, count - failed, failed, (count - failed) / el);
+    f->C_Logout(s);
+    f->C_CloseSession(s);
+    f->C_Finalize(NULL);
+    return failed ? 1 : 0;
+}
