@@ -141,7 +141,8 @@ static int agent_program(char *out, size_t n) {
  * things (PATH, HOME, LANG, LC_ALL, XDG_RUNTIME_DIR, XDG_DATA_HOME,
  * KEYSHARE_HOME), its own settings (KEYSHARE_AGENT_*, the card driver's
  * KEYSHARE_DRIVER_*), and the configuration the external token modules it
- * loads read (SoftHSM2, OpenSC, PC/SC, tpm2-pkcs11). A starter may name more
+ * loads read (SoftHSM2, OpenSC, PC/SC, tpm2-pkcs11) and the TPM it talks to
+ * (KEYSHARE_TCTI). A starter may name more
  * in KEYSHARE_AGENT_ENV (space or comma separated): an explicit choice, as
  * `systemctl --user import-environment` is. KEYSHARE_KDF_LOG2N is not kept:
  * the agent wraps PINs at the default cost. */
@@ -150,6 +151,7 @@ static int agent_env_kept(const char *entry) {
         "PATH", "HOME", "LANG", "LC_ALL", "XDG_RUNTIME_DIR", "XDG_DATA_HOME", "KEYSHARE_HOME",
         "SOFTHSM2_CONF", "OPENSC_CONF", "PCSCLITE_CSOCK_NAME",
         "TPM2_PKCS11_STORE", "TPM2_PKCS11_TCTI", "TPM2_PKCS11_LOG_LEVEL",
+        "KEYSHARE_TCTI",  /* which TPM the agent's TPM tokens use (docs/tpm.md) */
     };
     static const char *const prefixes[] = {"KEYSHARE_AGENT_", "KEYSHARE_DRIVER_"};
     const char *eq = strchr(entry, '=');
