@@ -109,7 +109,7 @@ after() {
   if [ "$ev" = lock ] || [ "$ev" = expiry ]; then
     # The host's own login ends; `keyshare unlock` logs it in (shared), it signs.
     r=$(say logout)
-    "$KS" unlock --for "$([ "$ev" = lock ] && echo 60s || echo 2s)" --pin-source env:PIN >/dev/null \
+    "$KS" unlock --for "$([ "$ev" = lock ] && echo 60s || echo 5s)" --pin-source env:PIN >/dev/null \
       || bad "keyshare unlock before $ev"
     r=$(say shared)
     [ "$r" = 0x0 ] || bad "the host signs on the shared unlock before $ev" "rv $r"
@@ -122,7 +122,7 @@ after() {
   if [ "$ev" = lock ]; then
     "$KS" lock >/dev/null && r=0x0 || r=failed
   elif [ "$ev" = expiry ]; then
-    for _ in $(seq 60); do "$KS" unlock --status 2>/dev/null | grep -q "no token of this store is unlocked" && break; sleep 0.1; done
+    for _ in $(seq 100); do "$KS" unlock --status 2>/dev/null | grep -q "no token of this store is unlocked" && break; sleep 0.1; done
     sleep 0.6  # the agent's expiry pass runs every 500 ms
     r=0x0
   elif [ "$ev" = exit ]; then
