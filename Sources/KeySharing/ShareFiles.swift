@@ -10,22 +10,32 @@ import Tokens
 public final class ShareFiles {
     public let password: String
     public let profile: PKCS12.Profile
-    let store: KeychainStore
-    let key: TokenKey
-    let identities: [String: Identity]
+    /// Builds one identity's PKCS #12 by label (nil: only the prebuilt files exist).
+    private let build: ((String) throws -> [UInt8])?
     private var pkcs12Cache: [String: [UInt8]] = [:]
     private var zipCache: [String: [UInt8]] = [:]
     /// How many PKCS #12 files were actually built (for tests and measurements).
     public private(set) var builds = 0
 
     public init(identities: [Identity], store: KeychainStore, key: TokenKey, password: String, profile: PKCS12.Profile) {
-        self.store = store
-        self.key = key
         self.password = password
         self.profile = profile
         var byLabel: [String: Identity] = [:]
         for i in identities { byLabel[i.label] = i }
-        self.identities = byLabel
+        build = { label in
+            guard let identity = byLabel[label] else { throw KeychainError.invalidArgument("no shareable identity \(label)") }
+            return try IdentityExport.pkcs12(of: identity, store: store, key: key, password: password, profile: profile)
+        }
+    }
+
+    /// Files built elsewhere (the CLI: by the agent, which holds the keys;
+    /// docs/agent.md "The share tree through the agent"): label -> PKCS #12.
+    /// This instance builds nothing and never sees a private key or the password.
+    public init(prebuilt: [String: [UInt8]], profile: PKCS12.Profile) {
+        password = ""
+        self.profile = profile
+        pkcs12Cache = prebuilt
+        build = nil
     }
 
     /// The identities of a token that can be shared: a certificate with its
@@ -41,10 +51,8 @@ public final class ShareFiles {
     /// The PKCS #12 of one identity (by label), built on first use.
     public func pkcs12(label: String) throws -> [UInt8] {
         if let cached = pkcs12Cache[label] { return cached }
-        guard let identity = identities[label] else {
-            throw KeychainError.invalidArgument("no shareable identity \(label)")
-        }
-        let bytes = try IdentityExport.pkcs12(of: identity, store: store, key: key, password: password, profile: profile)
+        guard let build else { throw KeychainError.invalidArgument("no shareable identity \(label)") }
+        let bytes = try build(label)
         builds += 1
         pkcs12Cache[label] = bytes
         return bytes

@@ -21,7 +21,7 @@ public enum ControlProtocol {
     public static let version: UInt16 = 1
 
     public enum Op: UInt16, Sendable {
-        case unlock = 1, lock, status, resolveToken, sign, decrypt, export, csr, generate
+        case unlock = 1, lock, status, resolveToken, sign, decrypt, export, csr, generate, share
     }
 
     public struct Message: Sendable {

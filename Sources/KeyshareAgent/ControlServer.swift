@@ -111,6 +111,8 @@ struct ControlServer {
                 AgentLog.line("pid \(pid): decrypted with tag \(tag) of token \(token.label) for the CLI")
             }
             return m
+        case .share:
+            return try share(r, home: home, pin: pin)
         case .csr:
             return try csr(r, home: home, pin: pin)
         case .generate:
@@ -147,6 +149,36 @@ struct ControlServer {
             m["id"] = identity.id
             return m
         }
+    }
+
+    /// `keyshare share list/get/export-tree`: every shareable identity's
+    /// PKCS #12 (under the shared password, made on first use in the same
+    /// transaction) is built here; the reply holds, per identity, its label,
+    /// certificate and file ("label.N", "certificate.N", "pkcs12.N"; "count"),
+    /// from which the CLI lays out the tree and the zips. The private keys
+    /// and the password stay in the agent.
+    private func share(_ r: ControlProtocol.Message, home: String, pin: [UInt8]) throws -> ControlProtocol.Message {
+        let store = try KeychainStore(home: home)
+        let tokens = TokenManager(store: store)
+        guard let id = TokenID(r.string("token") ?? ""), let token = try store.token(id) else { throw KeychainError.tokenNotFound }
+        let key = try Self.naming(token) { try store.unlockUser(token.tokenID, pin: pin) }
+        guard let profile = PKCS12.Profile(rawValue: r.string("profile") ?? "modern") else {
+            throw ControlProtocol.Failure("unknown PKCS #12 profile")
+        }
+        let identities = try ShareFiles.shareable(tokens: tokens, token: token.tokenID, key: key)
+        var m = ControlProtocol.Message()
+        try store.transaction {
+            let password = try SharedPassword.obtain(store: store, token: token.tokenID, key: key)
+            let files = ShareFiles(identities: identities, store: store, key: key, password: password, profile: profile)
+            for (i, identity) in identities.enumerated() {
+                m.set("label.\(i)", identity.label)
+                m["certificate.\(i)"] = identity.certificate.der
+                m["pkcs12.\(i)"] = try files.pkcs12(label: identity.label)
+            }
+        }
+        m.set("count", String(identities.count))
+        AgentLog.line("pid \(pid): built the share tree's \(identities.count) PKCS #12 files (\(profile.rawValue)) of token \(token.label) for the CLI")
+        return m
     }
 
     /// `keyshare csr`: the PKCS #10 request is signed here; the reply carries

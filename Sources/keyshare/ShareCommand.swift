@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Keychain
+import KeyshareAgent
 import KeySharing
 import KeyshareCrypto
 import Tokens
@@ -32,18 +33,33 @@ struct TreeOptions: ParsableArguments {
 struct ShareSession {
     let tree: ShareTree
     let files: ShareFiles
+    /// PKCS #12 files the agent built (one per shareable identity).
+    let built: Int
 
+    /// The PKCS #12 files are built in the agent (docs/agent.md, "The share
+    /// tree through the agent"): this process gets the shareable identities'
+    /// labels, certificates and finished files, never a private key; the
+    /// shared password is made there on first use, before any file is built.
     static func open(_ selection: TokenSelection, _ pin: PINOptions, _ options: TreeOptions) throws -> ShareSession {
         let ctx = try Context.open()
         let token = try ctx.token(selection)
-        let key = try ctx.unlock(token, pin)
-        let identities = try ShareFiles.shareable(tokens: ctx.tokens, token: token.tokenID, key: key)
-        // Made on first use and saved before any file is built (spec §5).
-        let password = try SharedPassword.obtain(store: ctx.store, token: token.tokenID, key: key)
-        let tree = ShareTree(identities: identities.map { ShareIdentity(label: $0.label, certificate: $0.certificate) },
-                             accepting: options.selectors, now: Int64(Date().timeIntervalSince1970))
-        let files = ShareFiles(identities: identities, store: ctx.store, key: key, password: password, profile: options.profile)
-        return ShareSession(tree: tree, files: files)
+        var m = ControlProtocol.Message()
+        m.set("token", token.tokenID.description)
+        m.set("profile", options.profile.rawValue)
+        m["pin"] = try pin.userPIN(token: token.label)
+        let reply = try AgentControl.call(.share, m)
+        m["pin"] = nil
+        var identities: [ShareIdentity] = []
+        var files: [String: [UInt8]] = [:]
+        for i in 0..<(reply.string("count").flatMap(Int.init) ?? 0) {
+            guard let label = reply.string("label.\(i)"), let der = reply["certificate.\(i)"], let p12 = reply["pkcs12.\(i)"] else {
+                throw CLIError("the keyshare agent's share tree reply is incomplete")
+            }
+            identities.append(ShareIdentity(label: label, certificate: try Certificate(der: der)))
+            files[label] = p12
+        }
+        let tree = ShareTree(identities: identities, accepting: options.selectors, now: Int64(Date().timeIntervalSince1970))
+        return ShareSession(tree: tree, files: ShareFiles(prebuilt: files, profile: options.profile), built: files.count)
     }
 
     /// An item by identifier, or by its path in the exported tree
@@ -196,6 +212,6 @@ struct ShareExportTree: ParsableCommand {
             }
             for zip in session.tree.zips { try put(zip, in: root) }
         }
-        Console.out("wrote \(files) files (\(total) bytes, \(session.files.builds) PKCS #12 builds, \(options.profile.rawValue) profile) to \(directory)")
+        Console.out("wrote \(files) files (\(total) bytes, \(session.built) PKCS #12 builds, \(options.profile.rawValue) profile) to \(directory)")
     }
 }

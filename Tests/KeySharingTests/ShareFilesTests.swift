@@ -57,6 +57,27 @@ import Tokens
         #expect(files.builds == 11)
     }
 
+    /// The CLI's form (docs/agent.md "The share tree through the agent"): the
+    /// files come prebuilt from the agent; the zips are laid out from them,
+    /// byte for byte the same members, and nothing is built here.
+    @Test func prebuiltFilesMakeTheSameTree() throws {
+        let p = try Self.provider()
+        defer { try? FileManager.default.removeItem(atPath: p.home) }
+        let identities = try ShareFiles.shareable(tokens: p.tokens, token: p.token, key: p.key)
+        let password = try SharedPassword.obtain(store: p.tokens.store, token: p.token, key: p.key)
+        let built = ShareFiles(identities: identities, store: p.tokens.store, key: p.key, password: password, profile: .modern)
+        var prebuilt: [String: [UInt8]] = [:]
+        for i in identities { prebuilt[i.label] = try built.pkcs12(label: i.label) }
+        let files = ShareFiles(prebuilt: prebuilt, profile: .modern)
+        let tree = ShareTree(identities: identities.map { ShareIdentity(label: $0.label, certificate: $0.certificate) }, now: 0)
+        for entry in tree.root { #expect(try files.bytes(of: entry) == built.bytes(of: entry)) }
+        let zip = try #require(tree.entry("Unfiltered.zip"))
+        let members = try ShareZip.entries(of: files.bytes(of: zip))
+        #expect(members.map(\.bytes) == zip.children.map { prebuilt[$0.identities[0].label]! })
+        #expect(files.builds == 0)
+        #expect(throws: KeychainError.self) { try files.pkcs12(label: "no such identity") }
+    }
+
     /// A non-exportable key never appears in the tree.
     @Test func certificateOnlyIsNotShareable() throws {
         let p = try Self.provider()

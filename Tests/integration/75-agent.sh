@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The keyshare agent (issue 16, docs/agent.md): the module as a client of a
 # per-user agent that holds the keys. Checks: 8 concurrent first users start
-# exactly one agent; a logged-in signing host's core holds none of the private
-# key's bytes (and the in-process mode's does: the control); the agent is
+# exactly one agent (75-agent-core.sh: a logged-in signing host's core holds
+# none of the private keys' bytes); a relative KEYSHARE_HOME names the
+# client's store; the agent is
 # non-dumpable for another process of the same non-root uid; another uid is
 # refused; kill -9 of the agent: the call in flight gets CKR_DEVICE_REMOVED,
 # old sessions CKR_SESSION_HANDLE_INVALID, a new session works. The agent is
@@ -61,36 +62,12 @@ fi
 [ -S "$XDG_RUNTIME_DIR/keyshare/agent.sock" ] && [ "$(stat -c %a "$XDG_RUNTIME_DIR/keyshare")" = 700 ] \
   && ok "socket in \$XDG_RUNTIME_DIR/keyshare (0700)" || bad "socket directory"
 
-# --- the private key is not in a signing host's core ------------------------------
-# The RSA prime p, from the PKCS#12 (OpenSSL's text dump); searched as a
-# 24-byte window in both byte orders (DER is big-endian, BIGNUM limbs little-endian).
-NEEDLE=$(openssl pkcs12 -in "$ID/device-ds-ke.modern.p12" -nocerts -nodes -passin env:P12PASS 2>/dev/null |
-  openssl rsa -noout -text 2>/dev/null | awk '/^prime1:/{f=1;next} /^prime2:/{f=0} f' | tr -d ' :\n' | sed 's/^00//')
-[ ${#NEEDLE} -ge 128 ] && ok "the key's prime read for the search" || bad "the key's prime read for the search"
-core_has_key() {  # MODE-ENV...: runs the host, gcore's it, searches the core
-  local out="$WORK/core.$1"; shift
-  coproc HOST { exec env "$@" "$WORK/agenthost" "$MODULE"; }
-  local hp=$HOST_PID; pids+=("$hp")
-  read -r -t 20 line <&"${HOST[0]}"
-  [ "${line%% *}" = ready ] || { echo "host: $line"; return 2; }
-  gcore -o "$out" "$hp" >/dev/null 2>&1
-  exec {HOST[1]}>&-; wait "$hp" 2>/dev/null
-  [ -s "$out.$hp" ] && grep -q agenthost "$out.$hp" || { echo "no core of the host"; return 3; }
-  python3 - "$out.$hp" "$NEEDLE" <<'PY'
-import sys
-core = open(sys.argv[1], 'rb').read()
-p = bytes.fromhex(sys.argv[2])
-windows = [p[16:40], p[::-1][16:40]]
-sys.exit(0 if any(w in core for w in windows) else 1)
-PY
-}
-core_has_key agent KS_IT_MODE=default; rc=$?
-[ "$rc" = 1 ] && ok "gcore of a logged-in signing host (the default: agent mode) holds none of the key's bytes" \
-  || bad "signing host core (agent mode)" "search status $rc (0: key found)"
-core_has_key inproc KEYSHARE_IN_PROCESS=1; rc=$?
-[ "$rc" = 0 ] && ok "control: the in-process mode's core does hold the key (the search can fail)" \
-  || bad "control: in-process core holds the key" "search status $rc"
-rm -f "$WORK"/core.*
+# A relative KEYSHARE_HOME names the store under the CLIENT's working
+# directory (as in-process), not under the agent's: the module sends it absolute.
+MODABS=$(realpath "$MODULE")
+out=$(cd "$(dirname "$KEYSHARE_HOME")" && KEYSHARE_HOME=./$(basename "$KEYSHARE_HOME") pkcs11-tool --module "$MODABS" -L 2>&1)
+grep -Eq "token label +: agent$" <<<"$out" && ok "a relative KEYSHARE_HOME (./$(basename "$KEYSHARE_HOME") from its parent) names the client's store in the agent" \
+  || bad "a relative KEYSHARE_HOME names the client's store in the agent" "$(grep -E "label|Slot" <<<"$out" | head -3)"
 
 # --- another uid is refused ---------------------------------------------------------
 U=65534

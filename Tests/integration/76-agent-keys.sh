@@ -2,10 +2,11 @@
 # Key material in the agent (issue 16, docs/reliability.md "Agent: key
 # material zeroed at logout"): while a client is logged in and has signed, the
 # agent's memory holds the RSA key (its prime p); after C_Logout, after
-# C_CloseAllSessions, after the last C_CloseSession, after C_Finalize and after
-# the client process exits, a root read of the agent's writable memory
+# C_CloseAllSessions, after the last C_CloseSession, after C_Finalize, after
+# `keyshare lock` and the expiry of `keyshare unlock --for` (a host that
+# signed on the shared unlock, without C_Login) and after the client process exits, a root read of the agent's writable memory
 # (/proc/PID/mem, which works on the non-dumpable agent) holds no 24-byte
-# window of p in either byte order. Also: the agent says in its log what it
+# window of p in either byte order, and no copy of the token key. Also: the agent says in its log what it
 # keeps in locked memory.
 set -u
 KS=${1:?keyshare binary}
@@ -42,13 +43,28 @@ NEEDLE=$(openssl pkcs12 -in "$ID/device-ds-ke.modern.p12" -nocerts -nodes -passi
   openssl rsa -noout -text 2>/dev/null | awk '/^prime1:/{f=1;next} /^prime2:/{f=0} f' | tr -d ' :\n' | sed 's/^00//')
 [ ${#NEEDLE} -ge 128 ] && ok "the key's prime read for the search" || bad "the key's prime read for the search"
 
-# hits: how many places in the agent's writable mappings hold a window of p.
+# The token key (what C_Login unlocks, 32 bytes): unwrapped here from the
+# store's user PIN wrap (scrypt of the PIN, AES-256-GCM; Keychain/TokenKey.swift).
+TOKENKEY=$(python3 - "$KEYSHARE_HOME/keychain.db" <<'PY'
+import hashlib, os, sqlite3, sys
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+tid, salt, cost, w = sqlite3.connect(sys.argv[1]).execute(
+    "SELECT token_id, user_salt, user_kdf, user_wrapped FROM tokens WHERE label = 'keys'").fetchone()
+_, n, r, p = cost.split("$")
+kek = hashlib.scrypt(os.environ["PIN"].encode(), salt=salt, n=1 << int(n), r=int(r), p=int(p), maxmem=1 << 30, dklen=32)
+print(AESGCM(kek).decrypt(w[:12], w[12:], f"keyshare token key v1|user|{tid}".encode()).hex())
+PY
+)
+[ ${#TOKENKEY} = 64 ] && ok "the token key unwrapped for the search" || bad "the token key unwrapped for the search"
+
+# hits: how many places in the agent's writable mappings hold a window of p
+# or the token key ("PRIME KEY").
 hits() {
-  python3 - "$(agent_pid)" "$NEEDLE" <<'PY'
+  python3 - "$(agent_pid)" "$NEEDLE" "$TOKENKEY" <<'PY'
 import re, sys
-pid, p = sys.argv[1], bytes.fromhex(sys.argv[2])
+pid, p, tk = sys.argv[1], bytes.fromhex(sys.argv[2]), bytes.fromhex(sys.argv[3])
 windows = [p[16:40], p[::-1][16:40]]
-n = 0
+n = k = 0
 with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
     for line in maps:
         f = line.split()
@@ -61,7 +77,8 @@ with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem
         except OSError:
             continue
         n += sum(data.count(w) for w in windows)
-print(n)
+        k += data.count(tk)
+print(n, k)
 PY
 }
 
@@ -89,10 +106,26 @@ grep -q "freed heap memory is overwritten" "$LOG" && ok "the agent runs with fre
 # after EVENT: sign (so the key is in use), count (the control: > 0), EVENT, count (0).
 after() {
   local ev=$1 expect=${2:-0x0} r n0 n1
-  [ "$ev" = logout ] || r=$(say renew)
-  r=$(say sign)
+  if [ "$ev" = lock ] || [ "$ev" = expiry ]; then
+    # The host's own login ends; `keyshare unlock` logs it in (shared), it signs.
+    r=$(say logout)
+    "$KS" unlock --for "$([ "$ev" = lock ] && echo 60s || echo 5s)" --pin-source env:PIN >/dev/null \
+      || bad "keyshare unlock before $ev"
+    r=$(say shared)
+    [ "$r" = 0x0 ] || bad "the host signs on the shared unlock before $ev" "rv $r"
+  elif [ "$ev" != logout ]; then
+    r=$(say renew); r=$(say sign)
+  else
+    r=$(say sign)
+  fi
   n0=$(hits)
-  if [ "$ev" = exit ]; then
+  if [ "$ev" = lock ]; then
+    "$KS" lock >/dev/null && r=0x0 || r=failed
+  elif [ "$ev" = expiry ]; then
+    for _ in $(seq 100); do "$KS" unlock --status 2>/dev/null | grep -q "no token of this store is unlocked" && break; sleep 0.1; done
+    sleep 0.6  # the agent's expiry pass runs every 500 ms
+    r=0x0
+  elif [ "$ev" = exit ]; then
     exec {HOST[1]}>&-; wait "$HP" 2>/dev/null; HP=
     for _ in $(seq 50); do grep -q "client pid .* gone" "$XDG_RUNTIME_DIR/keyshare/agent.log" && break; sleep 0.1; done
     r=0x0
@@ -100,15 +133,19 @@ after() {
     r=$(say "$ev")
   fi
   n1=$(hits)
-  [ "${n0:-0}" -gt 0 ] && ok "logged in and signing: the agent's memory holds the prime ($n0 places; the search can fail)" \
-    || bad "control before $ev: the prime is in the agent's memory" "found $n0"
-  [ "$r" = "$expect" ] && [ "$n1" = 0 ] && ok "after $ev the agent's memory holds none of the prime" \
-    || bad "after $ev the agent's memory holds none of the prime" "rv $r, $n1 places"
+  set -- $n0; local p0=${1:-0} k0=${2:-0}
+  set -- $n1; local p1=${1:-x} k1=${2:-x}
+  [ "$p0" -gt 0 ] && [ "$k0" -gt 0 ] && ok "logged in and signing: the agent's memory holds the prime ($p0 places) and the token key ($k0; the search can fail)" \
+    || bad "control before $ev: the prime and the token key are in the agent's memory" "found $p0 and $k0"
+  [ "$r" = "$expect" ] && [ "$p1" = 0 ] && [ "$k1" = 0 ] && ok "after $ev the agent's memory holds none of the prime and no token key" \
+    || bad "after $ev the agent's memory holds none of the prime and no token key" "rv $r, prime $p1 places, token key $k1"
 }
 after logout
 after closeall
 after close
 after finalize
+after lock
+after expiry
 after exit
 check "the store passes integrity_check" sh -c "sqlite3 '$KEYSHARE_HOME/keychain.db' 'PRAGMA integrity_check' | grep -qx ok"
 finish

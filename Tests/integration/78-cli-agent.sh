@@ -7,6 +7,10 @@
 # PKCS12_add_key in the CLI, and a core of `keyshare export` taken at its first such call (the old CLI: inside
 # PKCS12_add_key), else at exit, holds none of the RSA key's prime, while the
 # exported file does (the control: the search looks for the right bytes).
+# `share export-tree`, `share get` and `share list` get their PKCS #12 files
+# from the agent: under gdb the CLI never enters PKCS12_add_key nor parses a
+# private key, its core at exit holds no prime, and every file of the tree
+# opens with openssl and the shared password.
 set -u
 KS=${1:?keyshare binary}
 MODULE=${2:?module path}
@@ -118,5 +122,37 @@ openssl pkcs12 -in "$WORK/id.p12" -nocerts -nodes -passin env:PW 2>/dev/null |
   openssl rsa -noout -text 2>/dev/null | awk '/^prime1:/{f=1;next} /^prime2:/{f=0} f' | tr -d ' :\n' | sed 's/^00//' >"$WORK/p1"
 [ "$(cat "$WORK/p1")" = "$NEEDLE" ] && ok "control: the exported PKCS #12 holds that prime (the search looks for the right bytes)" \
   || bad "control: the export holds the prime"
+
+# --- the share tree: its PKCS #12 files are built in the agent -------------------------------------
+P12FUNCS="PKCS12_add_key d2i_AutoPrivateKey EVP_PKCS82PKEY EVP_PKEY_sign_init"
+under_gdb "$WORK/tree.core" "$P12FUNCS" "$KS" share export-tree "$WORK/tree" --pin-source env:PIN
+n=$(find "$WORK/tree" -name '*.p12' 2>/dev/null | wc -l)
+[ "$n" -gt 0 ] && [ -z "$(entered)" ] \
+  && ok "share export-tree: the CLI never enters PKCS12_add_key or parses a private key (gdb); $n PKCS #12 files written" \
+  || bad "share export-tree builds no PKCS #12 in the CLI" "$(entered) $n files; $(grep -v '^During' "$WORK/gdb.out" | tail -3)"
+search "$WORK/tree.core"; rc=$?
+[ "$rc" = 1 ] && ok "the core of keyshare share export-tree (at exit) holds none of the key's prime" \
+  || bad "share export-tree core holds no key bytes" "search status $rc (0: found)"
+bad_files=0
+for f in $(find "$WORK/tree" -name '*.p12'); do
+  openssl pkcs12 -in "$f" -nocerts -nodes -passin env:PW 2>/dev/null | openssl rsa -noout -text 2>/dev/null |
+    awk '/^prime1:/{f=1;next} /^prime2:/{f=0} f' | tr -d ' :\n' | sed 's/^00//' | grep -qx "$NEEDLE" || bad_files=$((bad_files + 1))
+done
+zips=$(find "$WORK/tree" -name '*.zip' | wc -l)
+[ "$n" -gt 0 ] && [ "$bad_files" = 0 ] && [ "$zips" -gt 0 ] \
+  && ok "every file of the tree ($n .p12, $zips zips) opens with openssl and the shared password and holds the key" \
+  || bad "the tree's files open with the shared password" "$bad_files of $n do not; $zips zips"
+ITEM=$(find "$WORK/tree" -maxdepth 1 -name '*.p12' | head -1 | xargs -r basename)
+under_gdb "$WORK/get.core" "$P12FUNCS" "$KS" share get "$ITEM" --out "$WORK/got.p12" --pin-source env:PIN
+[ -s "$WORK/got.p12" ] && [ -z "$(entered)" ] \
+  && openssl pkcs12 -in "$WORK/got.p12" -noout -passin env:PW 2>/dev/null \
+  && ok "share get $ITEM: built in the agent (gdb), opens with the shared password" \
+  || bad "share get builds no PKCS #12 in the CLI" "$(entered) $(grep -v '^During' "$WORK/gdb.out" | tail -3)"
+under_gdb "$WORK/list.core" "$P12FUNCS" "$KS" share list --pin-source env:PIN
+grep -q "$ITEM" "$WORK/gdb.out" && [ -z "$(entered)" ] && ok "share list: the sizes come from the agent's files (gdb: no PKCS12_add_key in the CLI)" \
+  || bad "share list builds no PKCS #12 in the CLI" "$(entered) $(grep -v '^During' "$WORK/gdb.out" | tail -3)"
+check_fail "share export-tree with a wrong PIN: one line, counted" "incorrect user PIN for token cli \([0-9]+ attempts? left" \
+  ks share export-tree "$WORK/tree2" --pin-source env:WRONG
+[ ! -e "$WORK/tree2" ] && ok "a refused export-tree leaves no directory" || bad "a refused export-tree leaves no directory"
 rm -f "$WORK"/*.core
 finish

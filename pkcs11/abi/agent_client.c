@@ -260,6 +260,24 @@ static int debug_log_fd(int *opened) {
     return STDERR_FILENO;
 }
 
+/* A store path of the client's environment as the agent must read it: a
+ * relative one is resolved against the CLIENT's working directory, as the
+ * in-process mode would open it (the agent's cwd is not the client's).
+ * Returns `v` itself when it is absolute, empty or unset; else a malloc'd
+ * copy in *owned (NULL when the cwd is unknown: then `v` as is). */
+static const char *absolute_path(const char *v, char **owned) {
+    *owned = NULL;
+    if (v == NULL || v[0] == '\0' || v[0] == '/') return v;
+    char *cwd = getcwd(NULL, 0);
+    if (cwd == NULL) return v;
+    size_t n = strlen(cwd) + 1 + strlen(v) + 1;
+    char *out = malloc(n);
+    if (out != NULL) snprintf(out, n, "%s/%s", cwd, v);
+    free(cwd);
+    *owned = out;
+    return out != NULL ? out : v;
+}
+
 static int hello(int fd, int attach) {
     ksa_buf b;
     ksa_buf_init(&b);
@@ -272,10 +290,11 @@ static int hello(int fd, int attach) {
     static const uint8_t zero[KSA_TOKEN_LEN];
     ksa_put_raw(&b, attach ? kc_token : zero, KSA_TOKEN_LEN);
     if (!attach) {
-        const char *home = getenv("KEYSHARE_HOME");
+        char *owned[3];
+        const char *home = absolute_path(getenv("KEYSHARE_HOME"), &owned[0]);
         const char *groups = getenv("KEYSHARE_ACCESS_GROUPS");
-        const char *xdg = getenv("XDG_DATA_HOME");
-        const char *h = getenv("HOME");
+        const char *xdg = absolute_path(getenv("XDG_DATA_HOME"), &owned[1]);
+        const char *h = absolute_path(getenv("HOME"), &owned[2]);
         const char *vals[] = {home, xdg, h, groups};
         for (int i = 0; i < 4; i++) {
             ksa_put_u8(&b, vals[i] != NULL);
@@ -283,6 +302,7 @@ static int hello(int fd, int attach) {
             ksa_put_u32(&b, (uint32_t)n);
             if (n) ksa_put_raw(&b, vals[i], n);
         }
+        for (int i = 0; i < 3; i++) free(owned[i]);
     }
     int rc = -1, sent = !b.failed && ksa_write_frame(fd, b.data, b.len) == 0;
     if (sent && log) {

@@ -7,6 +7,10 @@
  *   "logout" C_Logout, "closeall" C_CloseAllSessions(slot), "close"
  *           C_CloseSession, "finalize" C_Finalize then C_Initialize: each
  *           prints the CK_RV (76-agent-keys: the agent's memory after each)
+ *   "shared" opens a new session WITHOUT C_Login and signs (the agent's
+ *           `keyshare unlock` logs it in), prints the CK_RV
+ *   "ec"     signs with the first EC private key (ECDSA) on the same
+ *           session, prints the CK_RV (75-agent-core: RSA and EC in one host)
  * EOF ends it. Used for the core-dump check (gcore while it holds a logged-in
  * session) and the agent-restart check (kill -9 of the agent in between).
  */
@@ -20,7 +24,7 @@ static CK_FUNCTION_LIST_PTR f;
 static CK_SESSION_HANDLE s;
 static CK_SLOT_ID slot;
 
-static CK_RV session_and_sign(int fresh) {
+static CK_RV session_and_sign(int fresh, int login, int ec) {
     CK_RV rv;
     if (fresh) {
         CK_SLOT_ID slots[8];
@@ -29,12 +33,14 @@ static CK_RV session_and_sign(int fresh) {
         if (n == 0) return CKR_TOKEN_NOT_PRESENT;
         slot = slots[0];
         if ((rv = f->C_OpenSession(slots[0], CKF_SERIAL_SESSION, NULL, NULL, &s)) != CKR_OK) return rv;
+        if (!login) goto find;
         const char *pin = getenv("KEYSHARE_TEST_PIN");
         rv = f->C_Login(s, CKU_USER, (CK_UTF8CHAR_PTR)pin, strlen(pin));
         if (rv != CKR_OK && rv != CKR_USER_ALREADY_LOGGED_IN) return rv;
     }
+find:;
     CK_OBJECT_CLASS cls = CKO_PRIVATE_KEY;
-    CK_KEY_TYPE kt = CKK_RSA;
+    CK_KEY_TYPE kt = ec ? CKK_EC : CKK_RSA;
     CK_ATTRIBUTE t[] = {{CKA_CLASS, &cls, sizeof cls}, {CKA_KEY_TYPE, &kt, sizeof kt}};
     CK_OBJECT_HANDLE key;
     CK_ULONG found = 0;
@@ -43,7 +49,7 @@ static CK_RV session_and_sign(int fresh) {
     f->C_FindObjectsFinal(s);
     if (rv != CKR_OK) return rv;
     if (found != 1) return CKR_KEY_HANDLE_INVALID;
-    CK_MECHANISM m = {CKM_SHA256_RSA_PKCS, NULL, 0};
+    CK_MECHANISM m = {ec ? CKM_ECDSA_SHA256 : CKM_SHA256_RSA_PKCS, NULL, 0};
     if ((rv = f->C_SignInit(s, &m, key)) != CKR_OK) return rv;
     CK_BYTE data[] = "agent host", sig[1024];
     CK_ULONG sl = sizeof sig;
@@ -58,7 +64,7 @@ int main(int argc, char **argv) {
     if (!gfl || gfl(&f) != CKR_OK) return 1;
     CK_RV rv = f->C_Initialize(NULL);
     if (rv != CKR_OK) { printf("init 0x%lx\n", rv); return 1; }
-    rv = session_and_sign(1);
+    rv = session_and_sign(1, 1, 0);
     printf("%s 0x%lx\n", rv == CKR_OK ? "ready" : "error", rv);
     fflush(stdout);
     char line[64];
@@ -69,7 +75,9 @@ int main(int argc, char **argv) {
         else if (strncmp(line, "finalize", 8) == 0) {
             rv = f->C_Finalize(NULL);
             if (rv == CKR_OK) rv = f->C_Initialize(NULL);
-        } else rv = session_and_sign(strncmp(line, "renew", 5) == 0);
+        } else if (strncmp(line, "shared", 6) == 0) rv = session_and_sign(1, 0, 0);
+        else if (strncmp(line, "ec", 2) == 0) rv = session_and_sign(0, 1, 1);
+        else rv = session_and_sign(strncmp(line, "renew", 5) == 0, 1, 0);
         printf("0x%lx\n", rv);
         fflush(stdout);
     }
