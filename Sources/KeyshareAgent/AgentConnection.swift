@@ -103,12 +103,14 @@ struct AgentConnection {
         }
         let home = Self.storeHome(keyshareHome: fields[0], xdgDataHome: fields[1], home: fields[2])
         // The policy of the client's store (docs/agent.md, "Policy"); a store or
-        // policy that cannot be read safely refuses the client (fail closed).
+        // policy that cannot be read safely refuses the client (fail closed), with
+        // the answer the in-process module gives for that store: CKR_DEVICE_ERROR
+        // at C_Initialize (issue 12 item 6), not "no token".
         let policy: AgentPolicy
         do { policy = try agent.policy(home: home) } catch {
             if logFD >= 0 { close(logFD) }
             AgentLog.line("refused pid \(pid) exe \(exe): the policy of store \(home ?? "default") cannot be read: \(error)")
-            reply(status: 3, token: token)
+            reply(status: UInt16(KSA_HELLO_STORE_UNSAFE), token: token)
             return nil
         }
         if let why = policy.refusal(exe: exe) {

@@ -94,17 +94,17 @@ check_out "a socket that could outlive an exec is refused even to an allowed pro
 HOME2=$(mktemp -d /tmp/keyshare-it2.XXXXXX)
 ln -s "$KEYSHARE_HOME/keychain.db" "$HOME2/keychain.db"
 out=$(KEYSHARE_HOME=$HOME2 "$WORK/allowed-tool" --module "$MODULE" -L 2>&1)
-grep -q CKR_TOKEN_NOT_PRESENT <<<"$out" && [ "$(logged "policy of store $HOME2 cannot be read.*symbolic link")" -ge 1 ] \
+grep -q CKR_DEVICE_ERROR <<<"$out" && [ "$(logged "policy of store $HOME2 cannot be read.*symbolic link")" -ge 1 ] \
   && ok "a symlinked store (and its policy) refuses the client" || bad "symlinked store refused" "$out / $(tail -2 "$LOG")"
 check_fail "the CLI refuses the symlinked store too" "symbolic link" env KEYSHARE_HOME="$HOME2" "$KS" policy list
 rm -f "$HOME2/keychain.db"; cp -a "$KEYSHARE_HOME/." "$HOME2/"; chmod 0777 "$HOME2"
 out=$(KEYSHARE_HOME=$HOME2 "$WORK/allowed-tool" --module "$MODULE" -L 2>&1)
-grep -q CKR_TOKEN_NOT_PRESENT <<<"$out" && [ "$(logged "policy of store $HOME2 cannot be read.*world-writable")" -ge 1 ] \
+grep -q CKR_DEVICE_ERROR <<<"$out" && [ "$(logged "policy of store $HOME2 cannot be read.*world-writable")" -ge 1 ] \
   && ok "a store others could have planted (world-writable) refuses the client" || bad "planted store refused" "$out / $(tail -2 "$LOG")"
 chmod 0700 "$HOME2"
 sqlite3 "$HOME2/keychain.db" "UPDATE meta SET value = CAST('keyshare-agent-policy 1' || char(10) || 'allow' AS BLOB) WHERE key = 'agent-policy'"
 out=$(KEYSHARE_HOME=$HOME2 "$WORK/allowed-tool" --module "$MODULE" -L 2>&1)
-grep -q CKR_TOKEN_NOT_PRESENT <<<"$out" && [ "$(logged "policy of store $HOME2 cannot be read.*malformed")" -ge 1 ] \
+grep -q CKR_DEVICE_ERROR <<<"$out" && [ "$(logged "policy of store $HOME2 cannot be read.*malformed")" -ge 1 ] \
   && ok "a malformed policy refuses the client (fails closed)" || bad "malformed policy refused" "$out / $(tail -2 "$LOG")"
 
 # --- no secrets in the log ---------------------------------------------------------------------------

@@ -319,6 +319,8 @@ static int hello(int fd, int attach) {
         if (!r.failed && magic == KSA_MAGIC && version == KSA_VERSION && status == 0) {
             if (!attach) memcpy(kc_token, token, KSA_TOKEN_LEN);
             rc = 0;
+        } else if (!r.failed && status == KSA_HELLO_STORE_UNSAFE) {
+            rc = -3; /* the store cannot be opened safely */
         } else if (!r.failed && status != 0) {
             rc = -2; /* refused (policy, unknown token) */
         }
@@ -381,6 +383,7 @@ static CK_RV start_client_locked(struct kc_conn **out) {
         if (fd < 0) return CKR_DEVICE_ERROR;
         int h = hello(fd, 0);
         if (h == -2) { close(fd); return CKR_TOKEN_NOT_PRESENT; }
+        if (h == -3) { close(fd); return CKR_DEVICE_ERROR; }
         if (h != 0) { close(fd); sleep_ms(20); continue; }
         ksa_arg a[1] = {{.ul = 0}};
         CK_RV rv;

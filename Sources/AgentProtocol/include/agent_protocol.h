@@ -9,6 +9,10 @@
  * Hello (client -> agent): u32 magic, u16 version, u16 flags, 16-byte token
  *   (all zero: a new client), then for a new client: I home, I access groups.
  * Hello reply: u32 magic, u16 version, u16 status (0 ok), 16-byte token.
+ *   Status: 1 other protocol version, 2 unknown client token, 3 refused (the
+ *   caller check or the policy: C_Initialize is CKR_TOKEN_NOT_PRESENT), 4 the
+ *   agent failed, 5 the client's store cannot be opened safely (C_Initialize is
+ *   CKR_DEVICE_ERROR, as in-process on the same store).
  * Call: u32 call id, u32 function id, arguments by the function's signature.
  * Reply: u32 call id, u64 rv, u8 outputs present, outputs by the signature.
  *
@@ -166,6 +170,7 @@ int ksa_read_frame_next(int fd, ksa_buf *b);
 /* The hello's flags (u16): a new client's debug-log descriptor follows the
  * hello frame as one SCM_RIGHTS byte (ksa_send_fd). */
 #define KSA_HELLO_LOG 1u
+#define KSA_HELLO_STORE_UNSAFE 5u
 /* Sends fd (or, with fd < 0 or a closed fd, the byte alone). 0 or -1. */
 int ksa_send_fd(int sock, int fd);
 /* The descriptor, -1 when none came, -2 on a broken connection. */
