@@ -31,9 +31,36 @@ public enum ECCurve: String, Sendable, CaseIterable {
         }
     }
 
+    /// The curve CKA_EC_PARAMS names: a named-curve OID, or explicit
+    /// ECParameters (X9.62 §6.4, a SEQUENCE) that OpenSSL recognises as
+    /// exactly one of these curves. SoftHSM2 and python-pkcs11's tests take
+    /// explicit parameters; a set that matches no named curve stays refused
+    /// (no arbitrary-curve keys: their validation is the classic trap).
     public init?(paramsDER: [UInt8]) {
-        guard let c = ECCurve.allCases.first(where: { $0.paramsDER == paramsDER }) else { return nil }
-        self = c
+        if let c = ECCurve.allCases.first(where: { $0.paramsDER == paramsDER }) {
+            self = c
+        } else if paramsDER.first == 0x30, let c = ECCurve.namedCurve(explicitParameters: paramsDER) {
+            self = c
+        } else {
+            return nil
+        }
+    }
+
+    /// The named curve explicit ECParameters denote (EC_GROUP_check_named_curve
+    /// compares every field, cofactor and seed aside), nil for any other curve,
+    /// bad DER or trailing bytes.
+    static func namedCurve(explicitParameters der: [UInt8]) -> ECCurve? {
+        defer { CryptoError.clearQueue() }
+        return der.withUnsafeBufferPointer { buf -> ECCurve? in
+            guard let base = buf.baseAddress else { return nil }
+            var p: UnsafePointer<UInt8>? = base
+            guard let group = d2i_ECPKParameters(nil, &p, buf.count) else { return nil }
+            defer { EC_GROUP_free(group) }
+            guard p == base + buf.count else { return nil }
+            let nid = EC_GROUP_check_named_curve(group, 0, nil)
+            guard nid > 0, let sn = OBJ_nid2sn(nid) else { return nil }
+            return ECCurve(groupName: String(cString: sn))
+        }
     }
 
     public var bits: Int {

@@ -45,8 +45,12 @@ enum ObjectFactory {
             let key = try publicKey(t)
             out = try ObjectTemplates.publicKey(key, label: label, id: id, local: false)
             // The curve and point as the key has them (OID, DER OCTET STRING),
-            // whichever accepted form the caller wrote (CurveParameters.swift).
+            // whichever accepted form the caller wrote (CurveParameters.swift),
+            // except explicit ECParameters of a named curve: valid DER that the
+            // caller reads back as written (SoftHSM2 keeps them; python-pkcs11's
+            // test_import_key_params re-encodes the key from them).
             out.merge(t.filter { $0.key != CKA_EC_PARAMS && $0.key != CKA_EC_POINT }) { _, new in new }
+            if let p = t[CKA_EC_PARAMS], p.first == 0x30, key.curve != nil { out[CKA_EC_PARAMS] = p }
         case CKO_PRIVATE_KEY:
             let key = try privateKey(t)
             out = try ObjectTemplates.privateKey(key, label: label, id: id,

@@ -103,7 +103,8 @@ public enum KeyPairing {
         case .rsa:
             if let n = a[CKA.modulus], n.drop(while: { $0 == 0 }) != (k.rsaModulus ?? []).drop(while: { $0 == 0 }) { return true }
         case .ec:
-            if let params = a[CKA.ecParams], let curve = k.curve, params != curve.paramsDER { return true }
+            if let params = a[CKA.ecParams], let curve = k.curve, params != curve.paramsDER,
+               ECCurve(paramsDER: params) != curve { return true }  // explicit parameters of the same curve agree
             if let p = a[CKA.ecPoint], p != k.ecPointDER, p != k.ecPoint { return true }
         case .ed25519, .ed448, .x25519, .x448:
             if let params = a[CKA.ecParams], let curve = k.ecxCurve, ECXCurve(paramsDER: params) != nil,

@@ -279,6 +279,40 @@ struct AsymmetricVectorTests {
         #expect(rv { _ = try createPublic(f, s, type: CKK_EC, params: params, point: off) } == CKR_ATTRIBUTE_VALUE_INVALID)
     }
 
+    /// CKA_EC_PARAMS as explicit ECParameters of a named curve (python-pkcs11's
+    /// test_import_key_params; SoftHSM2 takes them): the key is created, its
+    /// CKA_EC_PARAMS reads back byte for byte as given, and it verifies a
+    /// signature of the same key made under the named-curve OID. Before:
+    /// CKR_CURVE_NOT_SUPPORTED.
+    @Test func explicitCurveParameters() throws {
+        let (f, s) = try loggedIn()
+        let explicit = try #require(Self.explicitP256)
+        func scalar(_ k: Int) -> [UInt8] { [UInt8](repeating: 0, count: 31) + [UInt8(k)] }
+        let priv = try createPrivate(f, s, type: CKK_EC, params: ECCurve.p256.paramsDER, value: scalar(7), CKA_SIGN)
+        let q = Array(try value(f, s, priv, CKA_PUBLIC_KEY_INFO).suffix(65))
+        let pub = try createPublic(f, s, type: CKK_EC, params: explicit, point: [0x04, 0x41] + q)
+        #expect(try value(f, s, pub, CKA_EC_PARAMS) == explicit)
+        try f.rt.signInit(session: s, mechanism: .ecdsaWith(.sha256), key: priv)
+        let sig = bytes(try f.rt.sign(session: s, data: [7], capacity: 64))
+        try f.rt.verifyInit(session: s, mechanism: .ecdsaWith(.sha256), key: pub)
+        try f.rt.verify(session: s, data: [7], signature: sig)
+        // A set of parameters that is no named curve stays refused.
+        var other = explicit
+        other[other.count - 40] ^= 1
+        #expect(rv { _ = try createPublic(f, s, type: CKK_EC, params: other, point: [0x04, 0x41] + q) } == CKR_CURVE_NOT_SUPPORTED)
+    }
+
+    /// `openssl ecparam -name prime256v1 -param_enc explicit -outform DER`.
+    static let explicitP256: [UInt8]? = {
+        let h = "3081f7020101302c06072a8648ce3d0101022100ffffffff00000001000000000000000000000000ffffffffffffffffffffffff"
+            + "305b0420ffffffff00000001000000000000000000000000fffffffffffffffffffffffc04205ac635d8aa3a93e7b3ebbd557698"
+            + "86bc651d06b0cc53b0f63bce3c3e27d2604b031500c49d360886e704936a6678e1139d26b7819f7e900441046b17d1f2e12c4247"
+            + "f8bce6e563a440f277037d812deb33a0f4a13945d898c2964fe342e2fe1a7f9b8ee7eb4a7c0f9e162bce33576b315ececbb64068"
+            + "37bf51f5022100ffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551020101"
+        let c = Array(h.utf8)
+        return stride(from: 0, to: c.count, by: 2).map { UInt8(String(decoding: c[$0..<$0 + 2], as: UTF8.self), radix: 16) ?? 0 }
+    }()
+
     // MARK: - P-192 / P-224 (NIST CAVP)
 
     /// The 30 FIPS 186-2 SigGen signatures verify with CKM_ECDSA_SHA1 over
