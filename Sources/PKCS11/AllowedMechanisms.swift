@@ -31,6 +31,8 @@ enum AllowedMechanisms {
 
     /// A template's value must be a whole number of CK_MECHANISM_TYPEs
     /// (CKR_ATTRIBUTE_VALUE_INVALID, as SoftHSM2 answers a length that is not).
+    /// Empty is taken, unlike SoftHSM2: it is the default (no restriction),
+    /// and a restricted key can be given it back.
     static func checkValue(_ t: AttributeMap) throws {
         if let v = t[CKA_ALLOWED_MECHANISMS], decode(v) == nil { throw PKCS11Error.attributeValueInvalid }
     }
