@@ -20,7 +20,6 @@ import Keychain
 ///
 /// Left out although the spec names them, because the module does not
 /// implement what they mean and storing them would pretend it does:
-/// CKA_ALLOWED_MECHANISMS (a restriction the module would not enforce),
 /// CKA_WRAP_TEMPLATE, CKA_UNWRAP_TEMPLATE, CKA_DERIVE_TEMPLATE (attribute
 /// arrays whose pointers mean nothing once stored). The spec's answer for a
 /// type a token does not support is CKR_ATTRIBUTE_TYPE_INVALID too.
@@ -38,6 +37,7 @@ enum AttributeSchema {
     ]
     static let key: Set<CK_ATTRIBUTE_TYPE> = [
         CKA_KEY_TYPE, CKA_ID, CKA_START_DATE, CKA_END_DATE, CKA_DERIVE, CKA_LOCAL, CKA_KEY_GEN_MECHANISM,
+        CKA_ALLOWED_MECHANISMS,  // enforced at every key-taking Init (AllowedMechanisms.swift)
     ]
     static let publicKey: Set<CK_ATTRIBUTE_TYPE> = [
         CKA_SUBJECT, CKA_ENCRYPT, CKA_VERIFY, CKA_VERIFY_RECOVER, CKA_WRAP, CKA_TRUSTED, CKA_PUBLIC_KEY_INFO,
@@ -100,6 +100,7 @@ enum AttributeSchema {
             for type in t.keys where !allowed.contains(type) { throw PKCS11Error.attributeTypeInvalid }
         }
         try checkDates(t)
+        try AllowedMechanisms.checkValue(t)
     }
 
     /// CKA_START_DATE and CKA_END_DATE are CK_DATE (§3.3: year[4],

@@ -67,6 +67,11 @@ extension Runtime {
             guard view.objectClass == CKO_SECRET_KEY, let value = view.attributes[CKA_VALUE] else {
                 throw PKCS11Error(CKR_KEY_INDIGESTIBLE)
             }
+            // CKA_ALLOWED_MECHANISMS: the digest's mechanism must be in the key's list (AllowedMechanisms.swift).
+            if let hash = op as? HashOperation,
+               !AllowedMechanisms.permits(view, { (try? Mechanism(type: $0, parameter: nil)) == .digest(hash.context.algorithm) }) {
+                throw PKCS11Error.mechanismInvalid
+            }
             try op.update(value)
             keep = true
         }

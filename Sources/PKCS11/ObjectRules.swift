@@ -158,6 +158,7 @@ enum ObjectRules {
             throw PKCS11Error.attributeTypeInvalid
         }
         try AttributeSchema.checkDates([a.type: a.value])
+        try AllowedMechanisms.checkValue([a.type: a.value])
         // Empty destroys it, the computed value is accepted (CheckValue.swift).
         if a.type == CKA_CHECK_VALUE {
             try CheckValue.checkSet(view, a.value)

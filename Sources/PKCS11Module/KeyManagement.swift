@@ -47,7 +47,9 @@ public func ks_C_WrapKey(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMuta
                          _ pulWrappedKeyLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
     entry("C_WrapKey", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hWrappingKey=\(hWrappingKey) hKey=\(hKey)") {
         let rt = try runtime(session: hSession)
-        let r = try rt.wrapKey(session: hSession, mechanism: try mechanism(pMechanism), wrappingKey: hWrappingKey,
+        let m = try mechanism(pMechanism)
+        try checkAllowed(rt, hSession, hWrappingKey, pMechanism)
+        let r = try rt.wrapKey(session: hSession, mechanism: m, wrappingKey: hWrappingKey,
                                key: hKey, capacity: try capacity(pWrappedKey, pulWrappedKeyLen))
         return deliver(r, pWrappedKey, pulWrappedKeyLen)
     }
@@ -61,7 +63,9 @@ public func ks_C_UnwrapKey(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMu
     entry("C_UnwrapKey", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hUnwrappingKey=\(hUnwrappingKey)") {
         let rt = try runtime(session: hSession)
         guard let phKey else { throw PKCS11Error.argumentsBad }
-        phKey.pointee = try rt.unwrapKey(session: hSession, mechanism: try mechanism(pMechanism),
+        let m = try mechanism(pMechanism)
+        try checkAllowed(rt, hSession, hUnwrappingKey, pMechanism)
+        phKey.pointee = try rt.unwrapKey(session: hSession, mechanism: m,
                                          unwrappingKey: hUnwrappingKey, wrapped: try required(pWrappedKey, ulWrappedKeyLen),
                                          template: try template(pTemplate, ulAttributeCount))
         return CKR_OK
@@ -76,6 +80,7 @@ public func ks_C_DeriveKey(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMu
         let rt = try runtime(session: hSession)
         guard let phKey else { throw PKCS11Error.argumentsBad }
         let m = try mechanism(pMechanism)
+        try checkAllowed(rt, hSession, hBaseKey, pMechanism)
         // SP 800-108's CK_DERIVED_KEY handles: CK_INVALID_HANDLE unless every
         // key was made ("if any of the keys cannot be derived for any reason,
         // none of the keys shall be derived"; the offending template's phKey
@@ -92,4 +97,13 @@ public func ks_C_DeriveKey(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMu
         for (p, h) in zip(extra, handles.dropFirst()) { p.pointee = h }
         return CKR_OK
     }
+}
+
+/// CKA_ALLOWED_MECHANISMS of the wrapping, unwrapping or base key, with the
+/// caller's mechanism type (AllowedMechanisms.swift), after the mechanism
+/// decoded (so a malformed one answers as before).
+private func checkAllowed(_ rt: Runtime, _ hSession: CK_SESSION_HANDLE, _ key: CK_OBJECT_HANDLE,
+                          _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?) throws {
+    guard let type = pMechanism?.pointee.mechanism else { return }
+    try rt.checkAllowedMechanism(session: hSession, key: key, mechanism: type)
 }

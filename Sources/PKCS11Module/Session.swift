@@ -180,20 +180,28 @@ func operationCall(_ hSession: CK_SESSION_HANDLE, _ kinds: [OperationKind],
 /// Init that fails never ends the operation already active (its error is
 /// CKR_OPERATION_ACTIVE).
 func operationInit(_ hSession: CK_SESSION_HANDLE, _ kind: OperationKind, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
-                   _ body: (Runtime, Mechanism) throws -> Void) throws -> CK_RV {
-    try operationInit(hSession, kind, pMechanism) { rt, _, m in try body(rt, m) }
+                   key: CK_OBJECT_HANDLE? = nil, _ body: (Runtime, Mechanism) throws -> Void) throws -> CK_RV {
+    try operationInit(hSession, kind, pMechanism, key: key) { rt, _, m in try body(rt, m) }
 }
 
 /// `operationInit` with the session handed to the body too (C_EncryptInit,
 /// C_DecryptInit: an application may call them for every message).
+/// `key`, for the Inits that take one, is checked against its
+/// CKA_ALLOWED_MECHANISMS with the caller's mechanism type
+/// (AllowedMechanisms.swift); an active operation is left for the body to
+/// answer CKR_OPERATION_ACTIVE.
 func operationInit(_ hSession: CK_SESSION_HANDLE, _ kind: OperationKind, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
-                   _ body: (Runtime, Session, Mechanism) throws -> Void) throws -> CK_RV {
+                   key: CK_OBJECT_HANDLE? = nil, _ body: (Runtime, Session, Mechanism) throws -> Void) throws -> CK_RV {
     let rt = try runtime()
     let s = try rt.session(hSession)
-    guard pMechanism != nil else {
+    guard let pMechanism else {
         s.endOperations([kind])
         return CKR_OK
     }
-    try body(rt, s, try mechanism(pMechanism))
+    let m = try mechanism(pMechanism)
+    if let key, !s.isActive(kind) {
+        try rt.checkAllowedMechanism(session: s, key: key, mechanism: pMechanism.pointee.mechanism)
+    }
+    try body(rt, s, m)
     return CKR_OK
 }

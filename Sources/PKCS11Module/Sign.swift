@@ -10,7 +10,7 @@ import PKCS11
 public func ks_C_SignInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
                           _ hKey: CK_OBJECT_HANDLE) -> CK_RV {
     entry("C_SignInit", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hKey=\(hKey)") {
-        try operationInit(hSession, .sign, pMechanism) { rt, m in
+        try operationInit(hSession, .sign, pMechanism, key: hKey) { rt, m in
             try rt.signInit(session: hSession, mechanism: m, key: hKey)
         }
     }
@@ -55,7 +55,7 @@ public func ks_C_SignFinal(_ hSession: CK_SESSION_HANDLE, _ pSignature: UnsafeMu
 public func ks_C_SignRecoverInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
                                  _ hKey: CK_OBJECT_HANDLE) -> CK_RV {
     entry("C_SignRecoverInit", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hKey=\(hKey)") {
-        try operationInit(hSession, .signRecover, pMechanism) { rt, m in
+        try operationInit(hSession, .signRecover, pMechanism, key: hKey) { rt, m in
             try rt.signRecoverInit(session: hSession, mechanism: m, key: hKey)
         }
     }

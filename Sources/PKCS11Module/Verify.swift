@@ -10,7 +10,7 @@ import PKCS11
 public func ks_C_VerifyInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
                             _ hKey: CK_OBJECT_HANDLE) -> CK_RV {
     entry("C_VerifyInit", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hKey=\(hKey)") {
-        try operationInit(hSession, .verify, pMechanism) { rt, m in
+        try operationInit(hSession, .verify, pMechanism, key: hKey) { rt, m in
             try rt.verifyInit(session: hSession, mechanism: m, key: hKey)
         }
     }
@@ -55,7 +55,7 @@ public func ks_C_VerifyFinal(_ hSession: CK_SESSION_HANDLE, _ pSignature: Unsafe
 public func ks_C_VerifyRecoverInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
                                    _ hKey: CK_OBJECT_HANDLE) -> CK_RV {
     entry("C_VerifyRecoverInit", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hKey=\(hKey)") {
-        try operationInit(hSession, .verifyRecover, pMechanism) { rt, m in
+        try operationInit(hSession, .verifyRecover, pMechanism, key: hKey) { rt, m in
             try rt.verifyRecoverInit(session: hSession, mechanism: m, key: hKey)
         }
     }

@@ -144,7 +144,6 @@ struct AttributeSchemaTests {
         let foreign: [Attribute] = [
             modulus, p256, .ulong(CKA_CERTIFICATE_TYPE, CKC_X_509), .bool(CKA_VERIFY_RECOVER, true),
             Attribute(CKA_SUBJECT, [0x30, 0]), Attribute(CKA_APPLICATION, [1]), .ulong(CKA_VALUE_BITS, 128),
-            Attribute(CKA_ALLOWED_MECHANISMS, ulong(CKM_AES_CBC)),
             Attribute(CK_ATTRIBUTE_TYPE(0x8000_1234), [1]),  // CKA_VENDOR_DEFINED | 0x1234
         ]
         for extra in foreign {

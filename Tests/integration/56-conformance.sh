@@ -79,4 +79,18 @@ if with_pin "${P[@]}" --login --encrypt --id 42 -m AES-CBC-PAD --iv $IV -i "$WOR
 else
   bad "pkcs11-tool encrypts and decrypts with that key" "$(cat "$WORK/pin.out")"
 fi
+
+# CKA_ALLOWED_MECHANISMS as OpenSC writes it (--allowed-mechanisms): the key
+# is made (it was CKR_ATTRIBUTE_TYPE_INVALID), works with the listed
+# mechanism and refuses another with CKR_MECHANISM_INVALID.
+if with_pin "${P[@]}" --login --keygen --key-type AES:16 --id 43 --label allowed --usage-decrypt --private \
+     --allowed-mechanisms AES-CBC-PAD; then ok "pkcs11-tool --keygen AES --allowed-mechanisms AES-CBC-PAD"
+else bad "pkcs11-tool --keygen AES --allowed-mechanisms AES-CBC-PAD" "$(cat "$WORK/pin.out")"; fi
+if with_pin "${P[@]}" --login --encrypt --id 43 -m AES-CBC-PAD --iv $IV -i "$WORK/plain" -o "$WORK/ct43"; then
+  ok "pkcs11-tool encrypts with the listed mechanism"
+else bad "pkcs11-tool encrypts with the listed mechanism" "$(cat "$WORK/pin.out")"; fi
+if with_pin "${P[@]}" --login --encrypt --id 43 -m AES-ECB -i "$WORK/plain" -o "$WORK/ecb43"; then
+  bad "pkcs11-tool -m AES-ECB with that key is refused" "it encrypted"
+elif grep -q CKR_MECHANISM_INVALID "$WORK/pin.out"; then ok "pkcs11-tool -m AES-ECB with that key is refused (CKR_MECHANISM_INVALID)"
+else bad "pkcs11-tool -m AES-ECB with that key is refused (CKR_MECHANISM_INVALID)" "$(cat "$WORK/pin.out")"; fi
 finish

@@ -5,7 +5,8 @@
  *   argument order (§5.1.7), operation termination (§5.2, §5.8-§5.17),
  *   AES-GCM parameters, secret-key usage defaults, and the wrap policy
  *   (each known key-extraction attack run to its end, each ordinary
- *   template used as its writers use it).
+ *   template used as its writers use it), and CKA_ALLOWED_MECHANISMS at
+ *   every Init that takes a key.
  * Usage: conformance MODULE VERSION_MAJOR VERSION_MINOR, with the PINs in the
  * environment (KS_TEST_SO_PIN, KS_TEST_PIN), never on the command line. It
  * makes its own token with C_InitToken on the free slot (slot 1). */
@@ -528,6 +529,149 @@ static void wrap_policy(CK_SESSION_HANDLE s) {
           rv == CKR_KEY_NOT_WRAPPABLE && !leaked);
 }
 
+/* ---- CKA_ALLOWED_MECHANISMS (base §4.7, Common key attributes) ---- */
+
+/* A key whose list does not name the mechanism cannot be used with it at
+ * any Init that takes the key (CKR_MECHANISM_INVALID, as SoftHSM2 answers);
+ * an empty list allows everything; the list is stored, read back, copied
+ * and changed. */
+static void allowed_mechanisms(CK_SESSION_HANDLE s) {
+    CK_MECHANISM_TYPE cbc[] = {CKM_AES_CBC_PAD, CKM_AES_KEY_WRAP_PAD};
+    CK_ULONG len = 16;
+    CK_ATTRIBUTE t[] = {{CKA_VALUE_LEN, &len, sizeof len}, {CKA_ENCRYPT, &yes, 1}, {CKA_DECRYPT, &yes, 1},
+                        {CKA_WRAP, &no, 1}, {CKA_UNWRAP, &yes, 1}, {CKA_DERIVE, &yes, 1},
+                        {CKA_ALLOWED_MECHANISMS, cbc, sizeof cbc}};
+    CK_MECHANISM gen = {CKM_AES_KEY_GEN, NULL, 0};
+    CK_OBJECT_HANDLE k = 0;
+    CK_RV rv = f->C_GenerateKey(s, &gen, t, 7, &k);
+    CHECK("C_GenerateKey with CKA_ALLOWED_MECHANISMS {AES_CBC_PAD, AES_KEY_WRAP_PAD}", rv == CKR_OK);
+    if (rv != CKR_OK) { printf("  rv 0x%lx\n", rv); return; }
+
+    CK_MECHANISM_TYPE back[4] = {0};
+    CK_ATTRIBUTE q = {CKA_ALLOWED_MECHANISMS, NULL, 0};
+    rv = f->C_GetAttributeValue(s, k, &q, 1);
+    CHECK("C_GetAttributeValue(CKA_ALLOWED_MECHANISMS) length is 2 CK_MECHANISM_TYPEs",
+          rv == CKR_OK && q.ulValueLen == sizeof cbc);
+    q.pValue = back; q.ulValueLen = sizeof back;
+    rv = f->C_GetAttributeValue(s, k, &q, 1);
+    CHECK("the list reads back as given", rv == CKR_OK && q.ulValueLen == sizeof cbc &&
+          back[0] == CKM_AES_CBC_PAD && back[1] == CKM_AES_KEY_WRAP_PAD);
+
+    unsigned char iv[16] = {0};
+    CK_MECHANISM ecb = {CKM_AES_ECB, NULL, 0}, pad = {CKM_AES_CBC_PAD, iv, 16}, ctr_m = {CKM_AES_KEY_WRAP, NULL, 0};
+    CHECK("C_EncryptInit(AES_ECB) with a key that allows only CBC_PAD/KEY_WRAP_PAD is CKR_MECHANISM_INVALID",
+          f->C_EncryptInit(s, &ecb, k) == CKR_MECHANISM_INVALID);
+    CHECK("C_DecryptInit(AES_ECB) is CKR_MECHANISM_INVALID", f->C_DecryptInit(s, &ecb, k) == CKR_MECHANISM_INVALID);
+    rv = f->C_EncryptInit(s, &pad, k);
+    CHECK("C_EncryptInit(AES_CBC_PAD), a listed mechanism, works", rv == CKR_OK);
+    if (rv == CKR_OK) f->C_EncryptInit(s, NULL, k);
+    rv = f->C_DecryptInit(s, &pad, k);
+    CHECK("C_DecryptInit(AES_CBC_PAD) works", rv == CKR_OK);
+    if (rv == CKR_OK) f->C_DecryptInit(s, NULL, k);
+    CK_MECHANISM gcm_m = {CKM_AES_GCM, NULL, 0};
+    CHECK("C_MessageEncryptInit(AES_GCM) is CKR_MECHANISM_INVALID",
+          f->C_MessageEncryptInit(s, &gcm_m, k) == CKR_MECHANISM_INVALID);
+    CHECK("C_MessageDecryptInit(AES_GCM) is CKR_MECHANISM_INVALID",
+          f->C_MessageDecryptInit(s, &gcm_m, k) == CKR_MECHANISM_INVALID);
+
+    /* C_UnwrapKey: the unwrapping key's list names KEY_WRAP_PAD, not KEY_WRAP. */
+    unsigned char blob[24] = {0};
+    CK_ATTRIBUTE ut[] = {{CKA_CLASS, &secret_class, sizeof secret_class}, {CKA_KEY_TYPE, &aes_type, sizeof aes_type}};
+    CK_OBJECT_HANDLE u = 0;
+    CHECK("C_UnwrapKey(AES_KEY_WRAP) under it is CKR_MECHANISM_INVALID",
+          f->C_UnwrapKey(s, &ctr_m, k, blob, sizeof blob, ut, 2, &u) == CKR_MECHANISM_INVALID);
+
+    /* C_DeriveKey: the base key's list names neither. */
+    unsigned char data[16] = {1};
+    CK_KEY_DERIVATION_STRING_DATA sd = {data, sizeof data};
+    CK_MECHANISM concat = {CKM_CONCATENATE_BASE_AND_DATA, &sd, sizeof sd};
+    CK_KEY_TYPE gs = CKK_GENERIC_SECRET;
+    CK_ATTRIBUTE dt[] = {{CKA_CLASS, &secret_class, sizeof secret_class}, {CKA_KEY_TYPE, &gs, sizeof gs}};
+    CK_OBJECT_HANDLE d = 0;
+    CHECK("C_DeriveKey(CONCATENATE_BASE_AND_DATA) from it is CKR_MECHANISM_INVALID",
+          f->C_DeriveKey(s, &concat, k, dt, 2, &d) == CKR_MECHANISM_INVALID);
+
+    /* C_DigestKey: the digest's mechanism must be listed too. */
+    CK_MECHANISM sha = {CKM_SHA256, NULL, 0};
+    rv = f->C_DigestInit(s, &sha);
+    CHECK("C_DigestKey of it under SHA256 is CKR_MECHANISM_INVALID",
+          rv == CKR_OK && f->C_DigestKey(s, k) == CKR_MECHANISM_INVALID);
+    f->C_DigestInit(s, NULL);
+
+    /* C_SetAttributeValue changes the list (no footnote in the table: modifiable). */
+    CK_MECHANISM_TYPE ecb_only[] = {CKM_AES_ECB, CKM_SHA256, CKM_CONCATENATE_BASE_AND_DATA};
+    CK_ATTRIBUTE set = {CKA_ALLOWED_MECHANISMS, ecb_only, sizeof ecb_only};
+    rv = f->C_SetAttributeValue(s, k, &set, 1);
+    CHECK("C_SetAttributeValue(CKA_ALLOWED_MECHANISMS) works", rv == CKR_OK);
+    rv = f->C_EncryptInit(s, &ecb, k);
+    CHECK("after it, C_EncryptInit(AES_ECB) works", rv == CKR_OK);
+    if (rv == CKR_OK) f->C_EncryptInit(s, NULL, k);
+    CHECK("and C_EncryptInit(AES_CBC_PAD) is CKR_MECHANISM_INVALID",
+          f->C_EncryptInit(s, &pad, k) == CKR_MECHANISM_INVALID);
+    rv = f->C_DeriveKey(s, &concat, k, dt, 2, &d);
+    CHECK("and C_DeriveKey(CONCATENATE_BASE_AND_DATA) works", rv == CKR_OK);
+    rv = f->C_DigestInit(s, &sha);
+    CHECK("and C_DigestKey under SHA256 works", rv == CKR_OK && f->C_DigestKey(s, k) == CKR_OK);
+    f->C_DigestInit(s, NULL);
+
+    CK_ATTRIBUTE none = {CKA_ALLOWED_MECHANISMS, NULL, 0};
+    rv = f->C_SetAttributeValue(s, k, &none, 1);
+    CHECK("an empty list allows every mechanism", rv == CKR_OK && f->C_EncryptInit(s, &pad, k) == CKR_OK);
+    f->C_EncryptInit(s, NULL, k);
+
+    CK_MECHANISM_TYPE odd[1] = {CKM_AES_ECB};
+    CK_ATTRIBUTE bad = {CKA_ALLOWED_MECHANISMS, odd, 5};
+    CHECK("a value that is no CK_MECHANISM_TYPE array is CKR_ATTRIBUTE_VALUE_INVALID",
+          f->C_SetAttributeValue(s, k, &bad, 1) == CKR_ATTRIBUTE_VALUE_INVALID);
+
+    /* C_CopyObject carries and takes the list. */
+    CK_MECHANISM_TYPE only_pad[] = {CKM_AES_CBC_PAD};
+    CK_ATTRIBUTE ct = {CKA_ALLOWED_MECHANISMS, only_pad, sizeof only_pad};
+    CK_OBJECT_HANDLE c = 0;
+    rv = f->C_CopyObject(s, k, &ct, 1, &c);
+    CHECK("C_CopyObject with CKA_ALLOWED_MECHANISMS: the copy refuses AES_ECB",
+          rv == CKR_OK && f->C_EncryptInit(s, &ecb, c) == CKR_MECHANISM_INVALID);
+
+    /* Sign, verify and the recover functions: an RSA pair whose private half allows SHA256_RSA_PKCS only. */
+    CK_ULONG bits = 1024;
+    CK_MECHANISM_TYPE sig[] = {CKM_SHA256_RSA_PKCS};
+    CK_ATTRIBUTE pub[] = {{CKA_MODULUS_BITS, &bits, sizeof bits}, {CKA_VERIFY, &yes, 1},
+                          {CKA_VERIFY_RECOVER, &yes, 1}, {CKA_ALLOWED_MECHANISMS, sig, sizeof sig}};
+    CK_ATTRIBUTE priv[] = {{CKA_SIGN, &yes, 1}, {CKA_SIGN_RECOVER, &yes, 1}, {CKA_ALLOWED_MECHANISMS, sig, sizeof sig}};
+    CK_MECHANISM rsagen = {CKM_RSA_PKCS_KEY_PAIR_GEN, NULL, 0};
+    CK_OBJECT_HANDLE hp = 0, hk = 0;
+    rv = f->C_GenerateKeyPair(s, &rsagen, pub, 4, priv, 3, &hp, &hk);
+    CHECK("C_GenerateKeyPair with CKA_ALLOWED_MECHANISMS on both halves", rv == CKR_OK);
+    CK_MECHANISM pkcs = {CKM_RSA_PKCS, NULL, 0}, s256 = {CKM_SHA256_RSA_PKCS, NULL, 0};
+    CHECK("C_SignInit(RSA_PKCS) is CKR_MECHANISM_INVALID", f->C_SignInit(s, &pkcs, hk) == CKR_MECHANISM_INVALID);
+    CHECK("C_VerifyInit(RSA_PKCS) is CKR_MECHANISM_INVALID", f->C_VerifyInit(s, &pkcs, hp) == CKR_MECHANISM_INVALID);
+    CHECK("C_SignRecoverInit(RSA_PKCS) is CKR_MECHANISM_INVALID",
+          f->C_SignRecoverInit(s, &pkcs, hk) == CKR_MECHANISM_INVALID);
+    CHECK("C_VerifyRecoverInit(RSA_PKCS) is CKR_MECHANISM_INVALID",
+          f->C_VerifyRecoverInit(s, &pkcs, hp) == CKR_MECHANISM_INVALID);
+    rv = f->C_SignInit(s, &s256, hk);
+    CHECK("C_SignInit(SHA256_RSA_PKCS) works", rv == CKR_OK);
+    if (rv == CKR_OK) f->C_SignInit(s, NULL, hk);
+
+    /* C_WrapKey: the wrapping key's list decides. A non-sensitive target (the wrap policy leaves it alone). */
+    CK_MECHANISM_TYPE kwp[] = {CKM_AES_KEY_WRAP_PAD};
+    CK_ATTRIBUTE wt[] = {{CKA_VALUE_LEN, &len, sizeof len}, {CKA_WRAP, &yes, 1}, {CKA_DECRYPT, &no, 1},
+                         {CKA_ALLOWED_MECHANISMS, kwp, sizeof kwp}};
+    CK_OBJECT_HANDLE w = 0;
+    rv = f->C_GenerateKey(s, &gen, wt, 4, &w);
+    CK_ATTRIBUTE tt[] = {{CKA_VALUE_LEN, &len, sizeof len}, {CKA_SENSITIVE, &no, 1}, {CKA_EXTRACTABLE, &yes, 1}};
+    CK_OBJECT_HANDLE target = 0;
+    if (rv == CKR_OK) rv = f->C_GenerateKey(s, &gen, tt, 3, &target);
+    CHECK("a wrapping key that allows AES_KEY_WRAP_PAD only, and a key to wrap", rv == CKR_OK);
+    unsigned char wrapped[64];
+    CK_ULONG wn = sizeof wrapped;
+    CK_MECHANISM kw = {CKM_AES_KEY_WRAP, NULL, 0}, kwpad = {CKM_AES_KEY_WRAP_PAD, NULL, 0};
+    CHECK("C_WrapKey(AES_KEY_WRAP) is CKR_MECHANISM_INVALID",
+          f->C_WrapKey(s, &kw, w, target, wrapped, &wn) == CKR_MECHANISM_INVALID);
+    wn = sizeof wrapped;
+    CHECK("C_WrapKey(AES_KEY_WRAP_PAD) works", f->C_WrapKey(s, &kwpad, w, target, wrapped, &wn) == CKR_OK);
+}
+
 /* C_InitToken on the free slot, the SO sets the user PIN; the new token's slot. */
 static CK_SLOT_ID make_token(const char *so_pin, const char *pin) {
     CK_UTF8CHAR label[32];
@@ -590,6 +734,10 @@ int main(int argc, char **argv) {
     defaults(s3);
     f->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s4);
     wrap_policy(s4);
+    CK_SESSION_HANDLE s5;
+    f->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s5);
+    allowed_mechanisms(s5);
+    f->C_CloseSession(s5);
     f->C_CloseSession(s4); f->C_CloseSession(s3); f->C_CloseSession(s2);
     f->C_CloseSession(s);
     CHECK("C_Finalize", f->C_Finalize(NULL) == CKR_OK);
