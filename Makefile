@@ -67,7 +67,7 @@ deps:
 
 ## openssl-bundle: fetch and lay out Debian 13's OpenSSL (only when OPENSSL resolves to bundled).
 $(OPENSSL_STAMP): dist/openssl/fetch.sh | deps
-	@rm -f $(OPENSSL_BUNDLE)/stamp-*
+	@rm -f $(OPENSSL_BUNDLE)/stamp-* $(CURDIR)/.build/release.yaml $(CURDIR)/.build/debug.yaml $(CURDIR)/.build/build.db
 	@bash dist/openssl/fetch.sh "$(OPENSSL_BUNDLE)" "$(OPENSSL_DEB_VERSION)" \
 	  "$(OPENSSL_DEB_SHA256_DEV)" "$(OPENSSL_DEB_SHA256_LEGACY)"
 	@touch $@
@@ -76,12 +76,16 @@ openssl-bundle: $(OPENSSL_STAMP)
 
 ## openssl-mode: clang's cached COpenSSL module is keyed without the -I paths, so after a switch
 ## between the bundled and the system OpenSSL it would keep the other one's headers (seen: a system
-## build that still believed it was bundled). A switch therefore drops the module caches.
+## build that still believed it was bundled); and SwiftPM keeps its build plan (release.yaml,
+## build.db), whose pkg-config flags then stay the old mode's (seen: `make build` after a plain
+## `swift build` kept the system libcrypto, up to date in 0.2 s). A switch therefore drops the
+## module caches and the plans, so everything is planned, compiled and linked for the new mode.
 OPENSSL_MODE_STAMP := $(CURDIR)/.build/openssl-mode
 openssl-mode:
 	@mkdir -p $(CURDIR)/.build
 	@if [ "$$(cat $(OPENSSL_MODE_STAMP) 2>/dev/null)" != "$(OPENSSL_MODE)" ]; then \
-	  rm -rf $(CURDIR)/.build/*/release/ModuleCache $(CURDIR)/.build/*/debug/ModuleCache; \
+	  rm -rf $(CURDIR)/.build/*/release/ModuleCache $(CURDIR)/.build/*/debug/ModuleCache \
+	    $(CURDIR)/.build/release.yaml $(CURDIR)/.build/debug.yaml $(CURDIR)/.build/build.db; \
 	  echo "$(OPENSSL_MODE)" > $(OPENSSL_MODE_STAMP); fi
 
 ## build: release binaries with the Swift runtime linked in (the module must be self-contained).

@@ -128,11 +128,16 @@ extension Runtime {
         pub.merge(pubRest) { _, new in new }
         priv[CKA_TOKEN] = AttributeCoding.bool(privToken)
         pub[CKA_TOKEN] = AttributeCoding.bool(pubToken)
+        return try storePair(pub: pub, priv: priv, in: s, h)
+    }
+
+    /// Stores a generated pair, public half first; never leaves half a pair behind.
+    private func storePair(pub: AttributeMap, priv: AttributeMap, in s: Session, _ h: CK_SESSION_HANDLE)
+        throws -> (CK_OBJECT_HANDLE, CK_OBJECT_HANDLE) {
         let pubHandle = try store(pub, in: s)
         do {
             return (pubHandle, try store(priv, in: s))
         } catch {
-            // Never leave half a pair behind.
             try? destroyObject(session: h, object: pubHandle)
             throw error
         }
@@ -174,13 +179,7 @@ extension Runtime {
         pub.merge(pubRest) { _, new in new }
         priv[CKA_TOKEN] = AttributeCoding.bool(privToken)
         pub[CKA_TOKEN] = AttributeCoding.bool(pubToken)
-        let pubHandle = try store(pub, in: s)
-        do {
-            return (pubHandle, try store(priv, in: s))
-        } catch {
-            try? destroyObject(session: h, object: pubHandle)
-            throw error
-        }
+        return try storePair(pub: pub, priv: priv, in: s, h)
     }
 
     public func generateKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, template: Template) throws -> CK_OBJECT_HANDLE {

@@ -34,6 +34,13 @@ case $engine in
              else bad "system OpenSSL: imported from libcrypto.so" "no OpenSSL symbols"; fi ;;
   *) bad "keyshare --version names the OpenSSL in use (line 2)" "$engine" ;;
 esac
+# A bundled build (make build copies the bundle's legacy provider next to the binaries) must run the
+# bundled engine: the run-time label alone followed a build that had linked Debian's libcrypto.so.3
+# (another .pc's -L/usr/lib ahead of the bundle's -lcrypto) and called itself "system".
+if [ -d "$(dirname "$MODULE")/keyshare-ossl-modules" ]; then
+  case $engine in *bundled*) ok "a bundled build runs the bundled OpenSSL" ;;
+    *) bad "a bundled build runs the bundled OpenSSL" "$engine; $(readelf -d "$MODULE" | grep 'NEEDED.*crypto')" ;; esac
+fi
 engine_name=${engine%% (*}
 check_out "C_GetInfo's description names $engine_name" "Library +keyshare, ${engine_name//./\\.}" "${P[@]}" -I
 if ldd "$MODULE" | grep -qi swift; then bad "no Swift runtime libraries linked" "$(ldd "$MODULE")"; else ok "no Swift runtime libraries linked"; fi

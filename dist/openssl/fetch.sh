@@ -6,7 +6,7 @@
 #
 #   fetch.sh OUT VERSION SHA256_LIBSSL_DEV SHA256_PROVIDER_LEGACY
 #
-# OUT gets include/ (the 3.5 headers), lib/libcrypto.a (only the static archive: -lcrypto then
+# OUT gets include/ (the 3.5 headers), lib/libkeyshare-crypto35.a (the static archive, renamed: see the .pc below; -l then
 # cannot pick a shared 3.5), lib/pkgconfig/libcrypto.pc (what SwiftPM's COpenSSL target reads),
 # include/keyshare_openssl_bundle.h (the bundle's paths, for the legacy provider) and
 # ossl-modules/legacy.so (the 3.5 legacy provider, loaded by path, never Debian 12's 3.0 one).
@@ -62,11 +62,16 @@ dpkg -x "$DEV_DEB" "$X"
 dpkg -x "$LEGACY_DEB" "$X"
 cp -a "$X/usr/include/openssl" "$OUT/include/"
 cp -a "$X/usr/include/$MULTIARCH/openssl/." "$OUT/include/openssl/"
-cp "$X/usr/lib/$MULTIARCH/libcrypto.a" "$OUT/lib/"
+cp "$X/usr/lib/$MULTIARCH/libcrypto.a" "$OUT/lib/libkeyshare-crypto35.a"
 cp "$X/usr/lib/$MULTIARCH/ossl-modules/legacy.so" "$OUT/ossl-modules/"
 mkdir -p "$OUT/doc" && cp "$X/usr/share/doc/libssl-dev/copyright" "$OUT/doc/copyright"
 rm -rf "$X"
 
+# The archive under a name of its own, not -lcrypto: SwiftPM passes other .pc files'
+# -L/usr/lib/<multiarch> (tss2-esys.pc) unfiltered and ahead of this one, and -lcrypto then found
+# Debian 12's libcrypto.so.3 first: a module built on the 3.5 headers linked against the 3.0
+# library (SwiftPM refuses a path in Libs, and -l:libcrypto.a would find Debian's own static
+# 3.0 archive). COpenSSL's module map links nothing itself; the .pc in use names the library.
 # The archive was built on glibc 2.41 and libzstd/brotli/zlib support: those come from the
 # system (dynamic), the one glibc 2.38+ symbol from the COpenSSLSupport target's shim.
 cat > "$OUT/lib/pkgconfig/libcrypto.pc" <<PC
@@ -77,7 +82,7 @@ includedir=\${prefix}/include
 Name: OpenSSL-libcrypto
 Description: OpenSSL $VERSION libcrypto (Debian 13), linked statically by keyshare
 Version: ${VERSION%%-*}
-Libs: -L\${libdir} -lcrypto -lzstd -lz -lbrotlienc -lbrotlidec -ldl -lpthread
+Libs: -L\${libdir} -lkeyshare-crypto35 -lzstd -lz -lbrotlienc -lbrotlidec -ldl -lpthread
 Cflags: -I\${includedir}
 PC
 
