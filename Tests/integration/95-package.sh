@@ -24,6 +24,9 @@ WORK=$(mktemp -d /tmp/keyshare-pkg.XXXXXX)
 INSTALLED=""            # set once dpkg -i may have changed the system
 PULLED=""               # packages apt-get -f install added
 cleanup() {
+  # The installed CLI and module start the user's agent (the default mode): stop it by its PID
+  # before the package and the work directory go.
+  [ -z "${UH_RUN:-}" ] || stop_agent "$UH_RUN"
   if [ -n "$INSTALLED" ]; then
     if dpkg-query -W -f='${db:Status-Abbrev}' keyshare 2>/dev/null | grep -q '^.[^n]'; then
       echo "# cleanup: dpkg --purge keyshare"
@@ -242,11 +245,14 @@ status() { dpkg-query -W -f='${db:Status-Abbrev} ${Version}' keyshare 2>/dev/nul
 
 # The unprivileged user: a fresh home, a clean environment, no keyshare or p11-kit configuration.
 UH=$WORK/home; mkdir -p "$UH"; chown "$UID_USER:$GID_USER" "$UH"
+# Its runtime directory (as pam_systemd would give it): the agent the installed binaries start
+# listens there, and cleanup stops it by the PID file there (before this, it outlived the test).
+UH_RUN=$WORK/run-user; mkdir -p "$UH_RUN"; chmod 0700 "$UH_RUN"; chown "$UID_USER:$GID_USER" "$UH_RUN"
 export PIN="pkg-$RANDOM$RANDOM" SOPIN="so-$RANDOM$RANDOM"
 asuser() (
   path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin pin=$PIN sopin=$SOPIN
   for v in $(compgen -e); do unset "$v" 2>/dev/null; done
-  export PATH=$path HOME=$UH PIN=$pin SOPIN=$sopin GNUTLS_PIN=$pin LANG=C.UTF-8
+  export PATH=$path HOME=$UH PIN=$pin SOPIN=$sopin GNUTLS_PIN=$pin LANG=C.UTF-8 XDG_RUNTIME_DIR=$UH_RUN
   cd "$UH" && exec setpriv --reuid="$UID_USER" --regid="$GID_USER" --clear-groups "$@"
 )
 
@@ -289,6 +295,10 @@ printf 'signed after the upgrade\n' > "$WORK/data"; chmod 644 "$WORK/data"
 check_out "pkcs11-tool signs with the key made before the upgrade (ECDSA P-256)" '^64$' asuser bash -c \
   "pkcs11-tool --module '$SYSMOD' --token-label pkgtest --login --pin env:PIN --sign --mechanism ECDSA \
      --label pkgkey -i '$WORK/data' -o '$UH/sig' >/dev/null 2>&1 && stat -c %s '$UH/sig'"
+
+UH_AGENT=$(cat "$UH_RUN/keyshare/agent.pid" 2>/dev/null)
+check "the user's agent (started by the installed module) runs from its runtime directory" \
+  bash -c '[ -n "$1" ] && grep -q "keyshare" "/proc/$1/cmdline"' _ "$UH_AGENT"
 
 # ---- man pages, completion, units --------------------------------------------------------------
 excl=$(grep -hs '^path-exclude.*/usr/share/man' /etc/dpkg/dpkg.cfg.d/* || true)
