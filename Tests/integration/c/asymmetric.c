@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "pkcs11_shim.h"
+#include "harness.h"
 
 static int pass, fail;
 #define CHECK(name, cond) do { if (cond) { pass++; printf("ok   - %s\n", name); } \
@@ -463,12 +464,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     dir = argv[3];
-    void *h = dlopen(argv[1], RTLD_NOW);
-    if (!h) { printf("dlopen: %s\n0 passed, 1 failed\n", dlerror()); return 1; }
-    CK_C_GetInterface gi = (CK_C_GetInterface)dlsym(h, "C_GetInterface");
-    CK_INTERFACE_PTR ip = NULL;
-    if (!gi || gi(NULL, NULL, &ip, 0) != CKR_OK) { printf("0 passed, 1 failed\n"); return 1; }
-    f = (CK_FUNCTION_LIST_3_0 *)ip->pFunctionList;
+    if (!(f = harness_load(argv[1]))) return 1;
     CHECK("C_Initialize", f->C_Initialize(NULL) == CKR_OK);
     int making = strcmp(argv[2], "make") == 0;
     CK_SLOT_ID slot = 0;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "pkcs11_shim.h"
+#include "harness.h"
 
 static int pass, fail;
 /* Printed when an attack got the victim key's value out (so a run against
@@ -672,40 +673,19 @@ static void allowed_mechanisms(CK_SESSION_HANDLE s) {
     CHECK("C_WrapKey(AES_KEY_WRAP_PAD) works", f->C_WrapKey(s, &kwpad, w, target, wrapped, &wn) == CKR_OK);
 }
 
-/* C_InitToken on the free slot, the SO sets the user PIN; the new token's slot. */
-static CK_SLOT_ID make_token(const char *so_pin, const char *pin) {
-    CK_UTF8CHAR label[32];
-    memset(label, ' ', sizeof label); memcpy(label, "conformance", 11);
-    if (f->C_InitToken(1, (CK_UTF8CHAR_PTR)so_pin, strlen(so_pin), label) != CKR_OK) return 0;
-    CK_SLOT_ID slots[16]; CK_ULONG ns = 16;
-    if (f->C_GetSlotList(CK_TRUE, slots, &ns) != CKR_OK || ns < 2) return 0;
-    CK_SLOT_ID slot = slots[0];
-    CK_SESSION_HANDLE s;
-    if (f->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s) != CKR_OK) return 0;
-    CK_RV rv = f->C_Login(s, CKU_SO, (CK_UTF8CHAR_PTR)so_pin, strlen(so_pin));
-    if (rv == CKR_OK) rv = f->C_InitPIN(s, (CK_UTF8CHAR_PTR)pin, strlen(pin));
-    f->C_CloseSession(s);
-    return rv == CKR_OK ? slot : 0;
-}
-
 int main(int argc, char **argv) {
     const char *pin = getenv("KS_TEST_PIN"), *so_pin = getenv("KS_TEST_SO_PIN");
     if (argc < 4 || !pin || !so_pin) {
         printf("usage: KS_TEST_PIN=.. KS_TEST_SO_PIN=.. conformance MODULE MAJOR MINOR\n0 passed, 1 failed\n");
         return 1;
     }
-    void *h = dlopen(argv[1], RTLD_NOW);
-    if (!h) { printf("dlopen: %s\n0 passed, 1 failed\n", dlerror()); return 1; }
-    CK_C_GetInterface gi = (CK_C_GetInterface)dlsym(h, "C_GetInterface");
-    CK_INTERFACE_PTR ip = NULL;
-    if (!gi || gi(NULL, NULL, &ip, 0) != CKR_OK) { printf("0 passed, 1 failed\n"); return 1; }
-    f = (CK_FUNCTION_LIST_3_0 *)ip->pFunctionList;
+    if (!(f = harness_load(argv[1]))) return 1;
 
     CHECK("before C_Initialize a bad session is CKR_CRYPTOKI_NOT_INITIALIZED",
           f->C_EncryptInit(BAD, NULL, 0) == CKR_CRYPTOKI_NOT_INITIALIZED &&
           f->C_Login(BAD, CKU_USER, NULL, 0) == CKR_CRYPTOKI_NOT_INITIALIZED);
     CHECK("C_Initialize", f->C_Initialize(NULL) == CKR_OK);
-    CK_SLOT_ID slot = make_token(so_pin, pin);
+    CK_SLOT_ID slot = harness_make_token(f, "conformance", so_pin, pin);
     CHECK("a token made with C_InitToken and C_InitPIN", slot != 0);
     versions_and_flags(slot, atoi(argv[2]), atoi(argv[3]));
     argument_order();

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "pkcs11_shim.h"
+#include "harness.h"
 
 static int pass, fail;
 #define CHECK(name, cond) do { if (cond) { pass++; printf("ok   - %s\n", name); } \
@@ -446,40 +447,13 @@ static void state(CK_SESSION_HANDLE s, CK_SESSION_HANDLE s2, CK_SESSION_HANDLE o
     f->C_SessionCancel(s, CKF_ENCRYPT);
 }
 
-static CK_SLOT_ID make_token(const char *label, const char *so_pin, const char *pin) {
-    CK_UTF8CHAR lab[32];
-    memset(lab, ' ', sizeof lab); memcpy(lab, label, strlen(label));
-    CK_SLOT_ID before[16]; CK_ULONG nb = 16;
-    f->C_GetSlotList(CK_TRUE, before, &nb);
-    if (f->C_InitToken(1, (CK_UTF8CHAR_PTR)so_pin, strlen(so_pin), lab) != CKR_OK) return 0;
-    CK_SLOT_ID slots[16]; CK_ULONG ns = 16;
-    if (f->C_GetSlotList(CK_TRUE, slots, &ns) != CKR_OK) return 0;
-    CK_SLOT_ID slot = 0;
-    for (CK_ULONG i = 0; i < ns; i++) {
-        int old = 0;
-        for (CK_ULONG j = 0; j < nb; j++) old |= slots[i] == before[j];
-        if (!old) slot = slots[i];
-    }
-    CK_SESSION_HANDLE s;
-    if (!slot || f->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s) != CKR_OK) return 0;
-    CK_RV rv = f->C_Login(s, CKU_SO, (CK_UTF8CHAR_PTR)so_pin, strlen(so_pin));
-    if (rv == CKR_OK) rv = f->C_InitPIN(s, (CK_UTF8CHAR_PTR)pin, strlen(pin));
-    f->C_CloseSession(s);
-    return rv == CKR_OK ? slot : 0;
-}
-
 int main(int argc, char **argv) {
     const char *pin = getenv("KS_TEST_PIN"), *so_pin = getenv("KS_TEST_SO_PIN");
     if (argc < 2 || !pin || !so_pin) { printf("usage: KS_TEST_PIN=.. KS_TEST_SO_PIN=.. digestkdf MODULE\n0 passed, 1 failed\n"); return 1; }
-    void *h = dlopen(argv[1], RTLD_NOW);
-    if (!h) { printf("dlopen: %s\n0 passed, 1 failed\n", dlerror()); return 1; }
-    CK_C_GetInterface gi = (CK_C_GetInterface)dlsym(h, "C_GetInterface");
-    CK_INTERFACE_PTR ip = NULL;
-    if (!gi || gi(NULL, NULL, &ip, 0) != CKR_OK) { printf("0 passed, 1 failed\n"); return 1; }
-    f = (CK_FUNCTION_LIST_3_0 *)ip->pFunctionList;
+    if (!(f = harness_load(argv[1]))) return 1;
     for (int i = 0; i < 200; i++) msg[i] = (unsigned char)i;
     CHECK("C_Initialize", f->C_Initialize(NULL) == CKR_OK);
-    CK_SLOT_ID slot = make_token("digest-kdf", so_pin, pin), slot2 = make_token("digest-kdf-2", so_pin, pin);
+    CK_SLOT_ID slot = harness_make_token(f, "digest-kdf", so_pin, pin), slot2 = harness_make_token(f, "digest-kdf-2", so_pin, pin);
     CHECK("two tokens made with C_InitToken and C_InitPIN", slot && slot2);
     CK_SESSION_HANDLE s, s2, s3;
     CHECK("sessions and login", f->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s) == CKR_OK &&

@@ -31,6 +31,7 @@
 #include <openssl/provider.h>
 #include <openssl/rand.h>
 #include "pkcs11_shim.h"
+#include "harness.h"
 
 static int pass, fail, vectors;
 #define CHECK(name, cond) do { if (cond) { pass++; printf("ok   - %s\n", name); } \
@@ -962,22 +963,6 @@ static void gcm_iv_reuse(CK_SESSION_HANDLE s) {
           r1 == CKR_OK && n1 == 32 && r2 == CKR_KEY_NOT_WRAPPABLE && !leaked);
 }
 
-/* C_InitToken on the free slot, the SO sets the user PIN; the new token's slot. */
-static CK_SLOT_ID make_token(const char *so_pin, const char *pin) {
-    CK_UTF8CHAR label[32];
-    memset(label, ' ', sizeof label); memcpy(label, "symmetric", 9);
-    if (f->C_InitToken(1, (CK_UTF8CHAR_PTR)so_pin, strlen(so_pin), label) != CKR_OK) return 0;
-    CK_SLOT_ID slots[16]; CK_ULONG ns = 16;
-    if (f->C_GetSlotList(CK_TRUE, slots, &ns) != CKR_OK || ns < 2) return 0;
-    CK_SLOT_ID slot = slots[0];
-    CK_SESSION_HANDLE s;
-    if (f->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s) != CKR_OK) return 0;
-    CK_RV rv = f->C_Login(s, CKU_SO, (CK_UTF8CHAR_PTR)so_pin, strlen(so_pin));
-    if (rv == CKR_OK) rv = f->C_InitPIN(s, (CK_UTF8CHAR_PTR)pin, strlen(pin));
-    f->C_CloseSession(s);
-    return rv == CKR_OK ? slot : 0;
-}
-
 int main(int argc, char **argv) {
     const char *pin = getenv("KS_TEST_PIN"), *so_pin = getenv("KS_TEST_SO_PIN");
     if (argc < 3 || !pin || !so_pin) {
@@ -986,15 +971,10 @@ int main(int argc, char **argv) {
     }
     outdir = argv[2];
     int rounds = getenv("SYMMETRIC_ROUNDS") ? atoi(getenv("SYMMETRIC_ROUNDS")) : 60;
-    void *h = dlopen(argv[1], RTLD_NOW);
-    if (!h) { printf("dlopen: %s\n0 passed, 1 failed\n", dlerror()); return 1; }
-    CK_C_GetInterface gi = (CK_C_GetInterface)dlsym(h, "C_GetInterface");
-    CK_INTERFACE_PTR ip = NULL;
-    if (!gi || gi(NULL, NULL, &ip, 0) != CKR_OK) { printf("0 passed, 1 failed\n"); return 1; }
-    f = (CK_FUNCTION_LIST_3_0 *)ip->pFunctionList;
+    if (!(f = harness_load(argv[1]))) return 1;
 
     CHECK("C_Initialize", f->C_Initialize(NULL) == CKR_OK);
-    CK_SLOT_ID slot = make_token(so_pin, pin);
+    CK_SLOT_ID slot = harness_make_token(f, "symmetric", so_pin, pin);
     CHECK("a token made with C_InitToken and C_InitPIN", slot != 0);
     CK_SESSION_HANDLE s;
     CHECK("C_OpenSession and C_Login", f->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s) == CKR_OK &&
