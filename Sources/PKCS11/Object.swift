@@ -157,7 +157,10 @@ extension Runtime {
         let tokenFilter = try want.checkedBool(CKA_TOKEN)
         let classFilter = try want.checkedULong(CKA_CLASS)
         let privateFilter = try want.checkedBool(CKA_PRIVATE)
-        if privateFilter == true, key == nil {
+        // An embedded template (CKA_WRAP_TEMPLATE ...) matches no object, as
+        // in SoftHSM2, whose search compares no attribute-map value
+        // (PKCS #11 3.0 §5.7.7 lets a token do either).
+        if privateFilter == true && key == nil || want.keys.contains(where: TemplateAttributes.isTemplateType) {
             try s.begin(.find, FindOperation([]))
             return
         }

@@ -115,6 +115,7 @@ extension Runtime {
         let (wrapper, kekValue) = try kek(s, wrappingKey, usage: CKA_WRAP)
         let target = try resolveKey(s, key)
         guard target.bool(CKA_EXTRACTABLE) == true else { throw PKCS11Error(CKR_KEY_UNEXTRACTABLE) }
+        try TemplateAttributes.checkWrap(wrapper: wrapper, target: target)  // CKA_WRAP_TEMPLATE
         try KeyUsagePolicy.checkWrap(wrapper: wrapper, target: target)
         try KeyUsagePolicy.checkWrapMechanism(method.protection, wrapper: wrapper, target: target)
         var material: [UInt8]
@@ -142,7 +143,8 @@ extension Runtime {
         if mechanism.isRSAWrap { return try rsaUnwrapKey(s, mechanism, unwrappingKey: unwrappingKey, wrapped: wrapped, template: template) }
         let method = try WrapMethod(mechanism)
         let (unwrapper, kekValue) = try kek(s, unwrappingKey, usage: CKA_UNWRAP)
-        let t = try template.map()
+        // CKA_UNWRAP_TEMPLATE merged in first: the checks below see the merged template.
+        let t = try TemplateAttributes.merge(template, with: TemplateAttributes.stored(unwrapper, KS_CKA_UNWRAP_TEMPLATE)).map()
         try KeyUsagePolicy.checkUnwrapTemplate(unwrapper: unwrapper, t)
         guard let cls = try t.checkedULong(CKA_CLASS), let keyType = try t.checkedULong(CKA_KEY_TYPE) else {
             throw PKCS11Error.templateIncomplete
