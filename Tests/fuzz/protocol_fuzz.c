@@ -97,6 +97,22 @@ static int client_args(const char *sig, ksa_arg *a, CK_ULONG cap, void **allocs,
                 tmpl[k].pValue = allocs[n++] = malloc((cap >> k) + 1);
                 caps[k] = cap >> k;
             }
+            /* The last entry a CKA_WRAP_TEMPLATE (template_params.c): an array
+             * of cap/24 inner attributes, each inner buffer exactly `k` bytes
+             * (heap), so a reply writing past any of them is an ASan report. */
+            if (cap >= sizeof(CK_ATTRIBUTE)) {
+                CK_ULONG count = cap / sizeof(CK_ATTRIBUTE);
+                CK_ATTRIBUTE *inner = allocs[n++] = malloc(count * sizeof *inner);
+                for (CK_ULONG k = 0; k < count && k < 4; k++) {
+                    inner[k].type = 0;
+                    inner[k].ulValueLen = k;
+                    inner[k].pValue = allocs[n++] = malloc(k + 1);
+                }
+                for (CK_ULONG k = 4; k < count; k++) { inner[k].type = 0; inner[k].pValue = NULL; inner[k].ulValueLen = 0; }
+                tmpl[3].type = CKA_WRAP_TEMPLATE;
+                tmpl[3].pValue = inner;
+                tmpl[3].ulValueLen = caps[3] = count * sizeof *inner;
+            }
             a[i].ptr = tmpl;
             a[i].len = 4;
             a[i].plen = caps;
@@ -133,7 +149,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else if (mode == 1) {
         if (!sig) return 0;
         ksa_arg a[KSA_MAX_ARGS];
-        void *allocs[KSA_MAX_ARGS * 4] = {0};
+        void *allocs[KSA_MAX_ARGS * 4 + 8] = {0};
         CK_ATTRIBUTE tmpl[4];
         CK_ULONG caps[4], lens[KSA_MAX_ARGS];
         int n = client_args(sig, a, cap, allocs, tmpl, caps, lens);
@@ -191,6 +207,15 @@ int main(int argc, char **argv) {
     CK_BBOOL yes = CK_TRUE;
     CK_ATTRIBUTE tmpl[2] = {{CKA_TOKEN, &yes, 1}, {CKA_LABEL, data, 8}};
     CK_ULONG caps[2];
+    /* Template attributes (template_params.c): a CKA_WRAP_TEMPLATE in a
+     * template, and one asked of C_GetAttributeValue with inner buffers. */
+    CK_ULONG cls = CKO_SECRET_KEY;
+    CK_ATTRIBUTE inner[2] = {{CKA_CLASS, &cls, sizeof cls}, {CKA_ID, data, 4}};
+    CK_ATTRIBUTE wtmpl[2] = {{CKA_TOKEN, &yes, 1}, {CKA_WRAP_TEMPLATE, inner, sizeof inner}};
+    uint8_t ib0[8], ib1[2];
+    CK_ATTRIBUTE ginner[2] = {{0, ib0, sizeof ib0}, {0, ib1, sizeof ib1}};
+    CK_ATTRIBUTE gtmpl[2] = {{CKA_WRAP_TEMPLATE, ginner, sizeof ginner}, {CKA_UNWRAP_TEMPLATE, NULL, 0}};
+    CK_ULONG gcaps[2];
     /* SP 800-108 counter mode with one additional key (a handle handed back). */
     CK_SP800_108_COUNTER_FORMAT ctr = {CK_FALSE, 32};
     CK_PRF_DATA_PARAM prf[2] = {{CK_SP800_108_ITERATION_VARIABLE, &ctr, sizeof ctr}, {CK_SP800_108_BYTE_ARRAY, data, 8}};
@@ -220,6 +245,8 @@ int main(int argc, char **argv) {
         {KSA_FN_EncryptInit, {{.ul = 7}, {.ptr = &mech}, {.ul = 9}}},
         {KSA_FN_CreateObject, {{.ul = 7}, {.ptr = tmpl, .len = 2}, {.plen = &handle}}},
         {KSA_FN_GetAttributeValue, {{.ul = 7}, {.ul = 9}, {.ptr = tmpl, .len = 2, .plen = caps}}},
+        {KSA_FN_CreateObject, {{.ul = 7}, {.ptr = wtmpl, .len = 2}, {.plen = &handle}}},
+        {KSA_FN_GetAttributeValue, {{.ul = 7}, {.ul = 9}, {.ptr = gtmpl, .len = 2, .plen = gcaps}}},
         {KSA_FN_GetSlotList, {{.ul = 1}, {.ptr = sig, .plen = &siglen}}},
         {KSA_FN_GetTokenInfo, {{.ul = 1}, {.ptr = sig}}},
         {KSA_FN_EncryptInit, {{.ul = 7}, {.ptr = &ccMech}, {.ul = 9}}},
