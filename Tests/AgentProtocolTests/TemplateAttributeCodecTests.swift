@@ -49,10 +49,11 @@ import Glibc
                             args[2].plen = hp
                             let (rv, req) = codec.request(create, &args)
                             #expect(rv == CKR_OK)
-                            // The client's pointers are not in the request.
-                            let p = UInt(bitPattern: innerp.baseAddress)
-                            let needle = withUnsafeBytes(of: UInt64(p).littleEndian) { Array($0) }
-                            #expect(!req.indices.dropLast(7).contains { Array(req[$0..<$0 + 8]) == needle })
+                            // The client's pointers (the inner values' addresses) are not in the request.
+                            for p in [UInt(bitPattern: cp.baseAddress), UInt(bitPattern: ip.baseAddress)] {
+                                let needle = withUnsafeBytes(of: UInt64(p).littleEndian) { Array($0) }
+                                #expect(!req.indices.dropLast(7).contains { Array(req[$0..<$0 + 8]) == needle })
+                            }
                             var arena = ksa_arena()
                             defer { ksa_arena_free(&arena) }
                             let (server, rc) = codec.decode(create, req, &arena)
@@ -61,6 +62,7 @@ import Glibc
                             #expect(t[0].type == CK_ATTRIBUTE_TYPE(CKA_WRAP_TEMPLATE) && t[0].ulValueLen == CK_ULONG(2 * Self.size))
                             let rebuilt = t[0].pValue!.assumingMemoryBound(to: CK_ATTRIBUTE.self)
                             #expect(t[0].pValue != innerp.baseAddress)
+                            #expect(rebuilt[0].pValue != cp.baseAddress && rebuilt[1].pValue != ip.baseAddress)
                             #expect(rebuilt[0].type == CK_ATTRIBUTE_TYPE(CKA_CLASS) && rebuilt[0].ulValueLen == 8)
                             #expect(rebuilt[0].pValue!.loadUnaligned(as: CK_ULONG.self) == CK_ULONG(CKO_SECRET_KEY))
                             #expect(rebuilt[1].type == CK_ATTRIBUTE_TYPE(CKA_ID)
