@@ -94,7 +94,8 @@ enum ObjectRules {
         if TemplateAttributes.isTemplateType(type) {
             // An embedded template (TemplateAttributes.swift); keys of the classes that have it, else none.
             guard case .value(let b) = lookupBytes(view, type) else { return .typeInvalid }
-            return TemplateAttributes.decode(b).map { .template($0) } ?? .typeInvalid
+            // An old store's pointer bytes read as the empty template (TemplateAttributes.swift).
+            return .template(TemplateAttributes.decode(b) ?? [])
         }
         return lookupBytes(view, type)
     }

@@ -14,10 +14,13 @@ import Keychain
 /// attribute and compared byte for byte. C_GetAttributeValue decodes it again
 /// (§5.7.5's rules for array attributes, `AttributeFill.evaluate`).
 ///
-/// Encoding: per entry, in the caller's order, the type (8 bytes, little
-/// endian), the value's length (4 bytes, little endian), the value. An empty
-/// byte string is the empty template, the default a key of a class that has
-/// the attribute reports (as SoftHSM2 does).
+/// Encoding: "KST1", then per entry, in the caller's order, the type (8
+/// bytes, little endian), the value's length (4 bytes, little endian), the
+/// value. An empty byte string is the empty template, the default a key of a
+/// class that has the attribute reports (as SoftHSM2 does). The prefix tells
+/// this encoding from what a module before the type checks stored for these
+/// types (the caller's array of pointers, kept as bytes and never enforced):
+/// such a value reads, and acts, as the empty template.
 public enum TemplateAttributes {
     /// The three array-of-attribute types this module implements. Not
     /// CKA_ALLOWED_MECHANISMS, which has CKF_ARRAY_ATTRIBUTE too but holds
@@ -60,8 +63,11 @@ public enum TemplateAttributes {
         return encode(t)
     }
 
+    static let magic: [UInt8] = Array("KST1".utf8)
+
     public static func encode(_ t: Template) -> [UInt8] {
-        var out: [UInt8] = []
+        if t.isEmpty { return [] }
+        var out = magic
         for a in t {
             withUnsafeBytes(of: UInt64(a.type).littleEndian) { out += $0 }
             withUnsafeBytes(of: UInt32(a.value.count).littleEndian) { out += $0 }
@@ -73,7 +79,9 @@ public enum TemplateAttributes {
     /// The template an encoding holds, nil when the bytes are not one.
     public static func decode(_ b: [UInt8]) -> Template? {
         var out: Template = []
-        var i = 0
+        if b.isEmpty { return out }
+        guard b.count > magic.count, Array(b.prefix(magic.count)) == magic else { return nil }
+        var i = magic.count
         while i < b.count {
             guard b.count - i >= 12, out.count < maxEntries else { return nil }
             var type: UInt64 = 0, len: UInt32 = 0
@@ -130,7 +138,8 @@ public enum TemplateAttributes {
         CKA_NAME_HASH_ALGORITHM, CKA_KEY_GEN_MECHANISM, CKA_MODULUS_BITS, CKA_VALUE_LEN,
     ]
 
-    /// The stored template of `type` on a key, empty when it has none.
+    /// The stored template of `type` on a key, empty when it has none (or
+    /// holds an old store's pointer bytes, see the encoding above).
     static func stored(_ view: ObjectView, _ type: CK_ATTRIBUTE_TYPE) -> Template {
         guard let b = view.attributes[type] else { return [] }
         return decode(b) ?? []

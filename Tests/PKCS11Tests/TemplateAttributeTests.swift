@@ -47,6 +47,9 @@ struct TemplateAttributeTests {
         #expect(TemplateAttributes.decode([]) == [])
         #expect(TemplateAttributes.decode(Array(b.dropLast())) == nil)
         #expect(TemplateAttributes.decode(Array(b.prefix(11))) == nil)
+        // What an old store kept for these types (a CK_ATTRIBUTE array: type, pointer, length) is no encoding.
+        #expect(TemplateAttributes.decode([1, 0, 0, 0, 0, 0, 0, 0] + [UInt8](repeating: 0x7f, count: 16)) == nil)
+        #expect(Array(b.prefix(4)) == Array("KST1".utf8))
     }
 
     @Test func getAttributeValueFollowsTheArrayRules() {
