@@ -404,6 +404,37 @@ int main(int argc, char **argv) {
         CHECK("C_DeriveKey with another CKA_LABEL: CKR_TEMPLATE_INCONSISTENT", rv == CKR_TEMPLATE_INCONSISTENT);
     }
 
+    /* SP 800-108 with an additional key: the derive template reaches both
+     * keys; the additional key's own template carries a CKA_UNWRAP_TEMPLATE
+     * (a template inside a mechanism parameter, across the agent too). */
+    CK_KEY_TYPE gen_t = CKK_GENERIC_SECRET;
+    CK_ATTRIBUTE kbase_t[] = {{CKA_CLASS, &secret, sizeof secret}, {CKA_KEY_TYPE, &gen_t, sizeof gen_t}, {CKA_VALUE, v, 16},
+                              {CKA_TOKEN, &no, 1}, {CKA_DERIVE, &yes, 1}, {CKA_DERIVE_TEMPLATE, dt, sizeof dt}};
+    CK_OBJECT_HANDLE kbase = 0;
+    rv = f->C_CreateObject(s, kbase_t, 6, &kbase);
+    if (rv == CKR_OK) {
+        CK_SP800_108_COUNTER_FORMAT ctr = {CK_FALSE, 32};
+        CK_PRF_DATA_PARAM prf[2] = {{CK_SP800_108_ITERATION_VARIABLE, &ctr, sizeof ctr}, {CK_SP800_108_BYTE_ARRAY, data, 16}};
+        CK_ATTRIBUTE add_ut[] = {{CKA_ID, "add", 3}};
+        CK_ATTRIBUTE add_t[] = {{CKA_CLASS, &secret, sizeof secret}, {CKA_KEY_TYPE, &gen_t, sizeof gen_t},
+                                {CKA_VALUE_LEN, &len16, sizeof len16}, {CKA_TOKEN, &no, 1},
+                                {CKA_UNWRAP_TEMPLATE, add_ut, sizeof add_ut}};
+        CK_OBJECT_HANDLE add_h = 0, main_h = 0;
+        CK_DERIVED_KEY dk = {add_t, 5, &add_h};
+        CK_SP800_108_KDF_PARAMS kp = {CKM_SHA256_HMAC, 2, prf, 1, &dk};
+        CK_MECHANISM km = {CKM_SP800_108_COUNTER_KDF, &kp, sizeof kp};
+        CK_ATTRIBUTE main_t[] = {{CKA_CLASS, &secret, sizeof secret}, {CKA_KEY_TYPE, &gen_t, sizeof gen_t},
+                                 {CKA_VALUE_LEN, &len16, sizeof len16}, {CKA_TOKEN, &no, 1}};
+        rv = f->C_DeriveKey(s, &km, kbase, main_t, 4, &main_h);
+        CK_ATTRIBUTE aq = {CKA_UNWRAP_TEMPLATE, NULL, 0};
+        CHECK("SP 800-108: CKA_DERIVE_TEMPLATE reaches the key and the additional key; the additional key's "
+              "nested CKA_UNWRAP_TEMPLATE is kept",
+              rv == CKR_OK && label_is(main_h, "derived") && label_is(add_h, "derived") &&
+              get1(add_h, &aq) == CKR_OK && aq.ulValueLen == sizeof(CK_ATTRIBUTE));
+    } else {
+        CHECK("SP 800-108 base key with CKA_DERIVE_TEMPLATE made", 0);
+    }
+
     /* ---- across C_Finalize / C_Initialize ----------------------------------------- */
     f->C_Finalize(NULL);
     rv = f->C_Initialize(NULL);
