@@ -119,7 +119,7 @@ integration-test-agent: integration-test
 ## CLI-only scripts (the CLI does not load the module: the same in both modes), the consumer
 ## scripts (53, 57-59: the same module paths as 50/52 through OpenSSL, NSS, OpenSSH, GnuTLS, Java,
 ## minutes each), 75 (the agent itself, with its own in-process control).
-IN_PROCESS_SUBSET := 50 51 52 54 55 56 61 64 68 69 70
+IN_PROCESS_SUBSET := 50 51 52 54 55 56 61 64 68 69 70 72
 integration-test-in-process-subset: build
 	@KEYSHARE_IN_PROCESS=1 KEYSHARE_IT_ONLY="$(IN_PROCESS_SUBSET)" bash Tests/integration/run-all.sh "$(KEYSHARE)" "$(MODULE)"
 
