@@ -114,7 +114,8 @@ integration-test-agent: integration-test
 ## The scripts `make test` also runs in the weaker in-process mode (KEYSHARE_IN_PROCESS=1). Those whose
 ## code path differs between the modes: the module's C ABI driven directly (50 pkcs11-tool, 51 ABI,
 ## 52 mechanisms, 54 faults and error order, 55 fork, 56 conformance, 68 symmetric, 69 digest/KDF,
-## 70 asymmetric, 72 template attributes, whose arrays the agent rebuilds), and the store opened by the application itself (61 crash safety of in-process
+## 70 asymmetric, 72 template attributes, whose arrays the agent rebuilds), and the store opened
+## by the application itself (61 crash safety of in-process
 ## writers, 64 the PIN lockout counter shared by processes through the store). Not repeated: the
 ## CLI-only scripts (the CLI does not load the module: the same in both modes), the consumer
 ## scripts (53, 57-59: the same module paths as 50/52 through OpenSSL, NSS, OpenSSH, GnuTLS, Java,
