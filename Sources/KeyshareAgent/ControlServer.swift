@@ -155,8 +155,9 @@ struct ControlServer {
     /// PKCS #12 (under the shared password, made on first use in the same
     /// transaction) is built here; the reply holds, per identity, its label,
     /// certificate and file ("label.N", "certificate.N", "pkcs12.N"; "count"),
-    /// from which the CLI lays out the tree and the zips. The private keys
-    /// and the password stay in the agent.
+    /// from which the CLI lays out the tree and the zips; "leftOut" names the
+    /// identities left out (TPM or non-exportable keys) for the CLI's notes.
+    /// The private keys and the password stay in the agent.
     private func share(_ r: ControlProtocol.Message, home: String, pin: [UInt8]) throws -> ControlProtocol.Message {
         let store = try KeychainStore(home: home)
         let tokens = TokenManager(store: store)
@@ -165,8 +166,9 @@ struct ControlServer {
         guard let profile = PKCS12.Profile(rawValue: r.string("profile") ?? "modern") else {
             throw ControlProtocol.Failure("unknown PKCS #12 profile")
         }
-        let identities = try ShareFiles.shareable(tokens: tokens, token: token.tokenID, key: key)
+        let (identities, leftOut) = try ShareFiles.partition(tokens: tokens, token: token.tokenID, key: key)
         var m = ControlProtocol.Message()
+        if !leftOut.isEmpty { m["leftOut"] = ShareTree.LeftOut.encode(leftOut) }
         try store.transaction {
             let password = try SharedPassword.obtain(store: store, token: token.tokenID, key: key)
             let files = ShareFiles(identities: identities, store: store, key: key, password: password, profile: profile)
@@ -177,7 +179,7 @@ struct ControlServer {
             }
         }
         m.set("count", String(identities.count))
-        AgentLog.line("pid \(pid): built the share tree's \(identities.count) PKCS #12 files (\(profile.rawValue)) of token \(token.label) for the CLI")
+        AgentLog.line("pid \(pid): built the share tree's \(identities.count) PKCS #12 files (\(profile.rawValue)) of token \(token.label) for the CLI, \(leftOut.count) identities left out")
         return m
     }
 
