@@ -51,12 +51,26 @@ struct ShareSession {
         m["pin"] = nil
         var identities: [ShareIdentity] = []
         var files: [String: [UInt8]] = [:]
-        for i in 0..<(reply.string("count").flatMap(Int.init) ?? 0) {
-            guard let label = reply.string("label.\(i)"), let der = reply["certificate.\(i)"], let p12 = reply["pkcs12.\(i)"] else {
-                throw CLIError("the keyshare agent's share tree reply is incomplete")
+        let count = reply.string("count").flatMap(Int.init) ?? 0
+        let incomplete = CLIError("the keyshare agent's share tree reply is incomplete")
+        if let labels = reply["labels"] {
+            guard let labels = ShareWire.unpack(labels), let ders = reply["certificates"].flatMap(ShareWire.unpack),
+                  let p12s = reply["pkcs12"].flatMap(ShareWire.unpack),
+                  labels.count == count, ders.count == count, p12s.count == count else { throw incomplete }
+            for i in 0..<count {
+                let label = String(decoding: labels[i], as: UTF8.self)
+                identities.append(ShareIdentity(label: label, certificate: try Certificate(der: ders[i])))
+                files[label] = p12s[i]
             }
-            identities.append(ShareIdentity(label: label, certificate: try Certificate(der: der)))
-            files[label] = p12
+        } else {
+            // An agent of the previous release (still running after an upgrade): one field per item.
+            for i in 0..<count {
+                guard let label = reply.string("label.\(i)"), let der = reply["certificate.\(i)"], let p12 = reply["pkcs12.\(i)"] else {
+                    throw incomplete
+                }
+                identities.append(ShareIdentity(label: label, certificate: try Certificate(der: der)))
+                files[label] = p12
+            }
         }
         let leftOut = reply["leftOut"].map(ShareTree.LeftOut.decode) ?? []
         let tree = ShareTree(identities: identities, leftOut: leftOut, accepting: options.selectors,

@@ -111,4 +111,15 @@ import Tokens
         #expect(tree.leftOut == leftOut)
         #expect(!tree.allEntries.flatMap(\.identities).contains { $0.label == inTPM.label })
     }
+
+    /// The agent's share reply packs each list into one field (a control
+    /// message holds at most 64 fields: 3 per identity stopped at 21).
+    @Test func shareWirePacksListsIntoOneField() throws {
+        let parts: [[UInt8]] = [[], Array("device".utf8), [UInt8](repeating: 0xA5, count: 70_000), [0]]
+        #expect(ShareWire.unpack(ShareWire.pack(parts)) == parts)
+        #expect(ShareWire.unpack([]) == [])
+        let packed = ShareWire.pack(parts)
+        #expect(ShareWire.unpack(Array(packed.dropLast())) == nil)
+        #expect(ShareWire.unpack([0, 0, 1]) == nil)
+    }
 }
