@@ -26,7 +26,8 @@ MODULE=$(realpath "${2:?module path}")
 . "$HERE/support/swtpm.sh"
 enter_sandbox "$@"
 T0=$SECONDS
-cleanup() { cleanup_consumers; stop_agent; [ -n "${TPMDIR:-}" ] && tpm_stop "$TPMDIR" && rm -rf "$TPMDIR"; }
+# The agent (it may hold a TPM connection) goes first, then swtpm, then the servers and files.
+cleanup() { stop_agent; if [ -n "${TPMDIR:-}" ]; then tpm_stop "$TPMDIR"; rm -rf "$TPMDIR"; fi; cleanup_consumers; }
 trap cleanup EXIT
 need "TPM and consumers" swtpm openssl pkcs11-tool ssh ssh-keygen /usr/sbin/sshd p11tool certtool sqlite3 \
   /usr/lib/x86_64-linux-gnu/engines-3/pkcs11.so || { finish_consumers; exit 1; }
