@@ -26,10 +26,11 @@ struct ktpm {
 /// otherwise, and it has no other switch: each of its source files reads
 /// TSS2_LOG once, at its first log call, into a private static. So TSS2_LOG
 /// is set to all+NONE if (and only if) the host has not set it, once, before
-/// this process's first TSS call. Once, because setenv in a threaded host is
-/// only safe against concurrent getenv the first time (glibc copies the
-/// initial environment and frees nothing); not restored afterwards, because a
-/// file that logs later would read it then. A host that sets TSS2_LOG keeps
+/// this process's first TSS call. Once, because glibc's setenv may free the
+/// environment array an earlier setenv made while another thread's getenv
+/// reads it: one call is the least exposure, and in a host that never called
+/// setenv it frees nothing (the initial array is copied). Not restored
+/// afterwards, because a file that logs later would read it then. A host that sets TSS2_LOG keeps
 /// its choice. The price: the host's children inherit TSS2_LOG=all+NONE
 /// (docs/tpm.md).
 static pthread_once_t quiet_once = PTHREAD_ONCE_INIT;

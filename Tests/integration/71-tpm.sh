@@ -100,6 +100,7 @@ a=$(access_of ie); b=$(access_of ir)
 [ "$a" = "sensitive" ] && [ "$b" = "sensitive" ] && ok "imported keys: Access only sensitive (not extractable, not local, not always sensitive, not never extractable)" \
   || bad "imported keys' access flags" "ie: $a / ir: $b"
 check_out "the PKCS #12's certificate joined the imported key" "label: +ie" "${P[@]}" --token-label T -O --type cert
+check_fail "keyshare import (soft) of a private key into a TPM token is refused, naming key import --tpm" "key import --tpm" "$KS" import --token T "$WORK/imp-rsa.key" --pin-source env:PIN
 # The store holds neither private value: not the EC scalar, not an RSA prime (raw bytes, in the store or its WAL).
 hexof() { openssl pkey -in "$1" -text -noout 2>/dev/null | awk -v f="$2:" '$1==f{on=1;next} on && /^[a-z]/{on=0} on' | tr -d ' :\n' | sed 's/^00//' | cut -c1-64; }
 dbhex=$(cat "$KEYSHARE_HOME"/keychain.db* 2>/dev/null | od -An -tx1 -v | tr -d ' \n')
