@@ -10,7 +10,7 @@
 # refuses after the PCR is extended; 1,000 signatures in a row and 4
 # concurrent clients; a process that lives through a swtpm restart (its
 # saved SRK context goes stale); keys imported into the TPM (key import
-# --tpm: CKA_LOCAL false); a host forking and exec'ing while it signs hands
+# --tpm: CKA_LOCAL false); a host starting programs while it signs hands
 # no TPM descriptor to its children; tpm2-tss writes nothing on the host's
 # stderr. Passes in-process and with KEYSHARE_AGENT=1.
 # Usage: 71-tpm.sh KEYSHARE MODULE.
@@ -117,8 +117,8 @@ check_out "1,000 ECDSA signatures in a row (transient objects flushed)" "signs=1
 for i in 1 2 3 4; do "$WORK/tpmsign" "$MODULE" T 100 >"$WORK/c$i.out" 2>&1 & done; wait
 c=$(cat "$WORK"/c?.out | grep -c "signs=100 failed=0")
 [ "$c" = 4 ] && ok "4 concurrent clients, 100 signatures each" || bad "4 concurrent clients" "$(cat "$WORK"/c?.out)"
-# A host thread forks and execs while another signs: every TPM descriptor is close-on-exec.
-check_out "fork+exec while signing: no child inherits a TPM descriptor" "leaked=0 signs=200 failed=0" "$WORK/tpmfork" "$MODULE" T 200
+# A host thread starts programs (posix_spawn: no atfork handler) while another signs: every TPM descriptor is close-on-exec.
+check_out "a host starting programs (posix_spawn) while it signs: no child inherits a TPM descriptor" "leaked=0 signs=200 failed=0" "$WORK/tpmfork" "$MODULE" T 200
 
 # --- soft tokens sealed to this machine -----------------------------------------------------
 check "token create --bind tpm" "$KS" token create --label bnd --bind tpm --pin-source env:PIN --so-pin-source env:SOPIN
