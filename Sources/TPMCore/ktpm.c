@@ -221,6 +221,9 @@ static int srk_cache_get(const char *tcti, TPMS_CONTEXT *out) {
     return found;
 }
 
+/// A response code from the TPM itself (not from the TSS or the TCTI).
+static int tpm_layer(TSS2_RC rc) { return (rc & TSS2_RC_LAYER_MASK) == TSS2_TPM_RC_LAYER; }
+
 static void srk_flush(ktpm *t) {
     if (t->srk != ESYS_TR_NONE) Esys_FlushContext(t->esys, t->srk);
     t->srk = ESYS_TR_NONE;
@@ -257,12 +260,16 @@ static uint32_t srk_for_load(ktpm *t) {
     if (t->srk != ESYS_TR_NONE) return TSS2_RC_SUCCESS;
     TPMS_CONTEXT ctx;
     if (srk_cache_get(t->tcti_conf, &ctx)) {
-        if (Esys_ContextLoad(t->esys, &ctx, &t->srk) == TSS2_RC_SUCCESS) {
+        TSS2_RC rc = Esys_ContextLoad(t->esys, &ctx, &t->srk);
+        if (rc == TSS2_RC_SUCCESS) {
             t->srk_cached = 1;
             return TSS2_RC_SUCCESS;
         }
-        // TPM Reset, owner cleared, another TPM at this address: derive it again.
         t->srk = ESYS_TR_NONE;
+        // Only the TPM's own refusal means "stale"; no TPM (a TCTI error) is reported as such,
+        // and ESAPI answers BAD_SEQUENCE to anything after one.
+        if (!tpm_layer(rc)) return rc;
+        // TPM Reset, owner cleared, another TPM at this address: derive it again.
         srk_cache_drop();
     }
     return srk_fresh(t);
@@ -278,7 +285,7 @@ static uint32_t load(ktpm *t, const uint8_t *blob, size_t len, const uint8_t *au
     if (!set_auth(&a, auth, authlen)) return KTPM_RC_ARGUMENT;
     CHECK(srk_for_load(t));
     TSS2_RC rc = Esys_Load(t->esys, t->srk, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &priv, &pub, h);
-    if (rc != TSS2_RC_SUCCESS && t->srk_cached) {
+    if (rc != TSS2_RC_SUCCESS && t->srk_cached && tpm_layer(rc)) {
         // Whatever the saved context held, the answer that counts is the one under a freshly derived SRK.
         srk_cache_drop();
         CHECK(srk_fresh(t));
