@@ -13,12 +13,18 @@
  * signature must be as long as the modulus.
  *
  * Output: "login_ms=X signs=N failed=F ops_per_s=Y". Exit 0 when every signature was made.
+ *
+ * With TPMSIGN_WAIT=PATH it signs once, creates PATH.ready and waits (at most
+ * 60 s) for PATH to exist before the N signatures: 71-tpm.sh restarts swtpm
+ * meanwhile, so a process (or agent) that lives through the restart must
+ * notice that what it kept of the TPM (the saved SRK context) is stale.
  */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "pkcs11_shim.h"
 
 static double now(void) {
@@ -84,6 +90,19 @@ int main(int argc, char **argv) {
     }
     CK_MECHANISM m = {rsa ? CKM_RSA_PKCS : CKM_ECDSA, NULL, 0};
     long failed = 0;
+    const char *wait = getenv("TPMSIGN_WAIT");
+    if (wait) {
+        CK_ULONG sl = sizeof sig;
+        if (f->C_SignInit(s, &m, key) != CKR_OK || f->C_Sign(s, digest, sizeof digest, sig, &sl) != CKR_OK) {
+            fprintf(stderr, "tpmsign: the signature before the wait failed\n");
+            return 1;
+        }
+        char ready[4096];
+        snprintf(ready, sizeof ready, "%s.ready", wait);
+        FILE *r = fopen(ready, "w");
+        if (r) fclose(r);
+        for (int i = 0; i < 1200 && access(wait, F_OK) != 0; i++) usleep(50000);
+    }
     t0 = now();
     for (long i = 0; i < count; i++) {
         digest[0] = (unsigned char)i;
