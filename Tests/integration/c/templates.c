@@ -1,5 +1,5 @@
 /* CKA_WRAP_TEMPLATE, CKA_UNWRAP_TEMPLATE and CKA_DERIVE_TEMPLATE through the
- * C ABI (Tests/integration/72-template-attrs.sh), written from PKCS #11 3.0:
+ * C ABI (Tests/integration/73-template-attrs.sh), written from PKCS #11 3.0:
  * the key tables (§4.8-4.10: which class has which), §5.7.5
  * C_GetAttributeValue's rules for an attribute whose value is an array of
  * attributes, §5.18.4 C_WrapKey (a key that does not match the wrapping

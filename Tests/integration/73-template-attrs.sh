@@ -11,7 +11,7 @@
 # installed): its differences are printed, not counted
 # (docs/pkcs11-conformance.md "Template attributes" says why each differs).
 # Run plain (agent) and with KEYSHARE_IN_PROCESS=1.
-# Usage: 72-template-attrs.sh KEYSHARE MODULE. Ends with "N passed, M failed".
+# Usage: 73-template-attrs.sh KEYSHARE MODULE. Ends with "N passed, M failed".
 set -euo pipefail
 KEYSHARE=${1:?keyshare path}
 MODULE=${2:?module path}
