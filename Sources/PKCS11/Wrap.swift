@@ -111,7 +111,13 @@ extension Runtime {
                         key: CK_OBJECT_HANDLE, capacity: Int?) throws -> OutputResult {
         let s = try session(h)
         if mechanism.isRSAWrap { return try rsaWrapKey(s, mechanism, wrappingKey: wrappingKey, key: key, capacity: capacity) }
-        let method = try WrapMethod(mechanism)
+        return try wrapKey(s, method: try WrapMethod(mechanism), wrappingKey: wrappingKey, key: key, capacity: capacity)
+    }
+
+    /// C_WrapKey's AES path, shared with the 3.2 C_WrapKeyAuthenticated (WrapAuthenticated.swift):
+    /// one place for the extractability and wrap/decrypt separation rules.
+    func wrapKey(_ s: Session, method: WrapMethod, wrappingKey: CK_OBJECT_HANDLE, key: CK_OBJECT_HANDLE,
+                 capacity: Int?) throws -> OutputResult {
         let (wrapper, kekValue) = try kek(s, wrappingKey, usage: CKA_WRAP)
         let target = try resolveKey(s, key)
         guard target.bool(CKA_EXTRACTABLE) == true else { throw PKCS11Error(CKR_KEY_UNEXTRACTABLE) }
@@ -140,7 +146,13 @@ extension Runtime {
                           wrapped: [UInt8], template: Template) throws -> CK_OBJECT_HANDLE {
         let s = try session(h)
         if mechanism.isRSAWrap { return try rsaUnwrapKey(s, mechanism, unwrappingKey: unwrappingKey, wrapped: wrapped, template: template) }
-        let method = try WrapMethod(mechanism)
+        return try unwrapKey(s, method: try WrapMethod(mechanism), unwrappingKey: unwrappingKey, wrapped: wrapped,
+                             template: template)
+    }
+
+    /// C_UnwrapKey's AES path, shared with the 3.2 C_UnwrapKeyAuthenticated.
+    func unwrapKey(_ s: Session, method: WrapMethod, unwrappingKey: CK_OBJECT_HANDLE, wrapped: [UInt8],
+                   template: Template) throws -> CK_OBJECT_HANDLE {
         let (unwrapper, kekValue) = try kek(s, unwrappingKey, usage: CKA_UNWRAP)
         let t = try template.map()
         try KeyUsagePolicy.checkUnwrapTemplate(unwrapper: unwrapper, t)
