@@ -114,12 +114,12 @@ integration-test-agent: integration-test
 ## The scripts `make test` also runs in the weaker in-process mode (KEYSHARE_IN_PROCESS=1). Those whose
 ## code path differs between the modes: the module's C ABI driven directly (50 pkcs11-tool, 51 ABI,
 ## 52 mechanisms, 54 faults and error order, 55 fork, 56 conformance, 68 symmetric, 69 digest/KDF,
-## 70 asymmetric), and the store opened by the application itself (61 crash safety of in-process
+## 70 asymmetric, 74 the 3.2 functions), and the store opened by the application itself (61 crash safety of in-process
 ## writers, 64 the PIN lockout counter shared by processes through the store). Not repeated: the
 ## CLI-only scripts (the CLI does not load the module: the same in both modes), the consumer
 ## scripts (53, 57-59: the same module paths as 50/52 through OpenSSL, NSS, OpenSSH, GnuTLS, Java,
 ## minutes each), 75 (the agent itself, with its own in-process control).
-IN_PROCESS_SUBSET := 50 51 52 54 55 56 61 64 68 69 70
+IN_PROCESS_SUBSET := 50 51 52 54 55 56 61 64 68 69 70 74
 integration-test-in-process-subset: build
 	@KEYSHARE_IN_PROCESS=1 KEYSHARE_IT_ONLY="$(IN_PROCESS_SUBSET)" bash Tests/integration/run-all.sh "$(KEYSHARE)" "$(MODULE)"
 
