@@ -32,8 +32,9 @@ extension Runtime {
                                     signature: [UInt8]?) throws {
         let s = try session(h)
         guard !s.isActive(.verify) else { throw PKCS11Error.operationActive }
-        guard let signature else { throw PKCS11Error.argumentsBad }
+        // The key's errors first (hKey comes before pSignature), then the signature pointer's.
         let inner = try verifyOperation(s, mechanism: mechanism, key: key)
+        guard let signature else { throw PKCS11Error.argumentsBad }
         try s.begin(.verify, SignatureFirstVerifyOperation(inner, signature: signature))
     }
 

@@ -90,7 +90,7 @@ enum WrapMethod {
 
 extension Runtime {
     /// The wrapping or unwrapping key's value, after its flag check.
-    private func kek(_ s: Session, _ h: CK_OBJECT_HANDLE, usage: CK_ATTRIBUTE_TYPE) throws -> (ObjectView, [UInt8]) {
+    func kek(_ s: Session, _ h: CK_OBJECT_HANDLE, usage: CK_ATTRIBUTE_TYPE) throws -> (ObjectView, [UInt8]) {
         let view: ObjectView
         do {
             view = try resolve(s, h)

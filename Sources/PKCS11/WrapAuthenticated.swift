@@ -15,30 +15,40 @@ import CPKCS11
 // authenticate no associated data; RSA wrapping has none).
 
 extension Runtime {
-    /// The GCM method with the call's associated data.
-    private func authenticatedMethod(_ mechanism: Mechanism, associatedData: [UInt8]?) throws -> WrapMethod {
-        guard case .aesGCM(var p) = mechanism else { throw PKCS11Error.mechanismInvalid }
+    /// The GCM parameters, without associated data of their own.
+    private func authenticatedGCM(_ mechanism: Mechanism) throws -> GCMParameters {
+        guard case .aesGCM(let p) = mechanism else { throw PKCS11Error.mechanismInvalid }
         guard p.aad.isEmpty else { throw PKCS11Error.mechanismParamInvalid }
-        guard let associatedData else { throw PKCS11Error.argumentsBad }
-        p.aad = associatedData
-        return .gcm(p)
+        return p
     }
 
-    /// `associatedData` nil: a NULL pointer with a non-zero length.
+    /// `associatedData` nil: a NULL pointer with a non-zero length, CKR_ARGUMENTS_BAD after the
+    /// errors of the arguments before it (the wrapping key, the key), as the parameters are ordered.
     public func wrapKeyAuthenticated(session h: CK_SESSION_HANDLE, mechanism: Mechanism, wrappingKey: CK_OBJECT_HANDLE,
                                      key: CK_OBJECT_HANDLE, associatedData: [UInt8]?,
                                      capacity: Int?) throws -> OutputResult {
         let s = try session(h)
-        let method = try authenticatedMethod(mechanism, associatedData: associatedData)
-        return try wrapKey(s, method: method, wrappingKey: wrappingKey, key: key, capacity: capacity)
+        var p = try authenticatedGCM(mechanism)
+        guard let associatedData else {
+            _ = try kek(s, wrappingKey, usage: CKA_WRAP)
+            _ = try resolveKey(s, key)
+            throw PKCS11Error.argumentsBad
+        }
+        p.aad = associatedData
+        return try wrapKey(s, method: .gcm(p), wrappingKey: wrappingKey, key: key, capacity: capacity)
     }
 
     public func unwrapKeyAuthenticated(session h: CK_SESSION_HANDLE, mechanism: Mechanism,
                                        unwrappingKey: CK_OBJECT_HANDLE, wrapped: [UInt8], template: Template,
                                        associatedData: [UInt8]?) throws -> CK_OBJECT_HANDLE {
         let s = try session(h)
-        let method = try authenticatedMethod(mechanism, associatedData: associatedData)
-        return try unwrapKey(s, method: method, unwrappingKey: unwrappingKey, wrapped: wrapped, template: template)
+        var p = try authenticatedGCM(mechanism)
+        guard let associatedData else {
+            _ = try kek(s, unwrappingKey, usage: CKA_UNWRAP)
+            throw PKCS11Error.argumentsBad
+        }
+        p.aad = associatedData
+        return try unwrapKey(s, method: .gcm(p), unwrappingKey: unwrappingKey, wrapped: wrapped, template: template)
     }
 
     /// C_GetSessionValidationFlags (3.2): the validations the session's last operation

@@ -233,6 +233,8 @@ static void verify_group(CK_SESSION_HANDLE s) {
        f->C_VerifySignatureInit(s, &hm, noverify, sig, 32), CKR_KEY_FUNCTION_NOT_PERMITTED);
     RV("Init, pSignature NULL with a length: CKR_ARGUMENTS_BAD", f->C_VerifySignatureInit(s, &ecdsa, epub, NULL, 64),
        CKR_ARGUMENTS_BAD);
+    RV("Init, no such key and pSignature NULL: the key's error first (hKey precedes pSignature)",
+       f->C_VerifySignatureInit(s, &ecdsa, 0x7ffff001UL, NULL, 64), CKR_KEY_HANDLE_INVALID);
     RV("no operation was started by the failed Inits", f->C_VerifySignatureFinal(s), CKR_OPERATION_NOT_INITIALIZED);
     RV("Update, bad session: CKR_SESSION_HANDLE_INVALID", f->C_VerifySignatureUpdate(BAD, data, 1),
        CKR_SESSION_HANDLE_INVALID);
@@ -367,6 +369,8 @@ static void wrap_group(CK_SESSION_HANDLE s) {
        CKR_KEY_UNEXTRACTABLE);
     RV("wrap, AD NULL with a length: CKR_ARGUMENTS_BAD",
        f->C_WrapKeyAuthenticated(s, &gcm, kek, open, NULL, 5, blob2, &n), CKR_ARGUMENTS_BAD);
+    RV("wrap, no such key and AD NULL with a length: the key's error first (hKey precedes pAssociatedData)",
+       f->C_WrapKeyAuthenticated(s, &gcm, kek, 0x7ffff001UL, NULL, 5, blob2, &n), CKR_KEY_HANDLE_INVALID);
     RV("wrap, pulWrappedKeyLen NULL: CKR_ARGUMENTS_BAD",
        f->C_WrapKeyAuthenticated(s, &gcm, kek, open, (CK_BYTE_PTR)ad, strlen(ad), blob2, NULL), CKR_ARGUMENTS_BAD);
 
@@ -398,6 +402,9 @@ static void wrap_group(CK_SESSION_HANDLE s) {
        CKR_ARGUMENTS_BAD);
     RV("unwrap, AD NULL with a length: CKR_ARGUMENTS_BAD", f->C_UnwrapKeyAuthenticated(s, &gcm, kek_unwrap, blob, 32,
        NULL, 0, NULL, 7, &k2), CKR_ARGUMENTS_BAD);
+    RV("unwrap, no such unwrapping key and AD NULL: the key's error first",
+       f->C_UnwrapKeyAuthenticated(s, &gcm, 0x7ffff001UL, blob, 32, NULL, 0, NULL, 7, &k2),
+       CKR_UNWRAPPING_KEY_HANDLE_INVALID);
 
     /* The attacks 56-conformance runs against C_WrapKey, through the authenticated calls. The
      * victim S is sensitive and extractable, its value known to the test. */
