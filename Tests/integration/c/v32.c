@@ -14,7 +14,10 @@
  *                   wrap/decrypt attacks 56-conformance runs against C_WrapKey, through these
  *   async           C_AsyncComplete / C_AsyncGetID / C_AsyncJoin: CKR_FUNCTION_NOT_SUPPORTED
  *
- * Usage: v32 MODULE, with KS_TEST_SO_PIN and KS_TEST_PIN in the environment (never on the
+ *   trust           CKO_TRUST objects of the trusted certificates: attributes, read-only, found
+ *                   only by class, follow their certificate
+ *
+ * Usage: v32 MODULE [CERT.der [ANCHOR-TOKEN-LABEL ANCHOR-SHA256-HEX]], with KS_TEST_SO_PIN and KS_TEST_PIN in the environment (never on the
  * command line). It makes its own token with C_InitToken on the free slot. Ends with
  * "N passed, M failed". */
 #include <dlfcn.h>
@@ -22,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <openssl/evp.h>
+#include <openssl/x509.h>
 #include "pkcs11_shim.h"
 #include "harness.h"
 #include "../../../pkcs11/abi/include/pkcs11_3_2.h"
@@ -438,6 +442,141 @@ static void wrap_group(CK_SESSION_HANDLE s) {
        wrap_auth(s, &p, kek, wwt, ad, blob2, &n), CKR_KEY_NOT_WRAPPABLE);
 }
 
+/* ---- trust objects ---- */
+
+#define CKO_TRUST_ 0x0BUL
+#define CKA_TRUST_SERVER_AUTH_ 0x62CUL
+#define CKA_TRUST_OCSP_SIGNING_ 0x632UL
+#define CKA_HASH_OF_CERTIFICATE_ 0x635UL
+#define CKT_TRUST_ANCHOR_ 2UL
+
+static CK_ULONG find_all(CK_SESSION_HANDLE s, CK_ATTRIBUTE *t, CK_ULONG n, CK_OBJECT_HANDLE *out, CK_ULONG max) {
+    CK_ULONG got = 0;
+    if (f->C_FindObjectsInit(s, t, n) != CKR_OK) return (CK_ULONG)-1;
+    f->C_FindObjects(s, out, max, &got);
+    f->C_FindObjectsFinal(s);
+    return got;
+}
+
+/* A certificate the SO marks trusted (what `keyshare trust` sets on the keychain's item) shows as a
+ * CKO_TRUST object naming it by issuer, serial and SHA-256, read-only; an untrusted one does not. */
+static void trust_group(CK_SESSION_HANDLE user, CK_SLOT_ID slot, const char *so_pin, const char *certfile) {
+    unsigned char der[4096];
+    FILE *fp = fopen(certfile, "rb");
+    size_t dn = fp ? fread(der, 1, sizeof der, fp) : 0;
+    if (fp) fclose(fp);
+    const unsigned char *p = der;
+    X509 *x = d2i_X509(NULL, &p, (long)dn);
+    CHECK("the test certificate parses", x != NULL);
+    if (!x) return;
+    unsigned char *issuer = NULL, *serial = NULL, hash[32];
+    int in = i2d_X509_NAME(X509_get_issuer_name(x), &issuer);
+    int sn = i2d_ASN1_INTEGER(X509_get_serialNumber(x), &serial);
+    EVP_Digest(der, dn, hash, NULL, EVP_sha256(), NULL);
+
+    CK_SESSION_HANDLE so;
+    CK_OBJECT_CLASS cert_class = CKO_CERTIFICATE, trust_class = CKO_TRUST_;
+    CK_CERTIFICATE_TYPE x509 = CKC_X_509;
+    CK_OBJECT_HANDLE anchor = 0, plain = 0;
+    if (f->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &so) == CKR_OK) {
+        f->C_Logout(user);
+        if (f->C_Login(so, CKU_SO, (CK_UTF8CHAR_PTR)so_pin, strlen(so_pin)) == CKR_OK) {
+            CK_ATTRIBUTE t[] = {{CKA_CLASS, &cert_class, sizeof cert_class}, {CKA_CERTIFICATE_TYPE, &x509, sizeof x509},
+                                {CKA_VALUE, der, dn}, {CKA_TOKEN, &yes, 1}, {CKA_TRUSTED, &yes, 1},
+                                {CKA_LABEL, "anchor", 6}};
+            f->C_CreateObject(so, t, 6, &anchor);
+            f->C_Logout(so);
+        }
+        f->C_CloseSession(so);
+    }
+    CHECK("the SO stored a trusted certificate", anchor != 0);
+    const char *pin = getenv("KS_TEST_PIN");
+    f->C_Login(user, CKU_USER, (CK_UTF8CHAR_PTR)pin, strlen(pin));
+    CK_OBJECT_HANDLE found[8];
+    CK_ATTRIBUTE by_class = {CKA_CLASS, &trust_class, sizeof trust_class};
+    CHECK("C_FindObjects(CKA_CLASS CKO_TRUST): one trust object", find_all(user, &by_class, 1, found, 8) == 1);
+    CK_OBJECT_HANDLE tr = found[0];
+    unsigned char gi[512], gs[64], gh[64];
+    CK_ULONG sa = 0, oc = 0, nh = 0;
+    CK_BBOOL mod = 1, tok = 0;
+    CK_ATTRIBUTE q[] = {{CKA_ISSUER, gi, sizeof gi}, {CKA_SERIAL_NUMBER, gs, sizeof gs},
+                        {CKA_HASH_OF_CERTIFICATE_, gh, sizeof gh}, {CKA_NAME_HASH_ALGORITHM, &nh, sizeof nh},
+                        {CKA_TRUST_SERVER_AUTH_, &sa, sizeof sa}, {CKA_TRUST_OCSP_SIGNING_, &oc, sizeof oc},
+                        {CKA_MODIFIABLE, &mod, 1}, {CKA_TOKEN, &tok, 1}};
+    RV("C_GetAttributeValue of its 3.2 attributes", f->C_GetAttributeValue(user, tr, q, 8), CKR_OK);
+    CHECK("CKA_ISSUER and CKA_SERIAL_NUMBER are the certificate's (DER)",
+          (int)q[0].ulValueLen == in && memcmp(gi, issuer, in) == 0 && (int)q[1].ulValueLen == sn &&
+          memcmp(gs, serial, sn) == 0);
+    CHECK("CKA_HASH_OF_CERTIFICATE is its SHA-256, CKA_NAME_HASH_ALGORITHM CKM_SHA256",
+          q[2].ulValueLen == 32 && memcmp(gh, hash, 32) == 0 && nh == CKM_SHA256);
+    CHECK("CKA_TRUST_SERVER_AUTH and CKA_TRUST_OCSP_SIGNING: CKT_TRUST_ANCHOR",
+          sa == CKT_TRUST_ANCHOR_ && oc == CKT_TRUST_ANCHOR_);
+    CHECK("a token object, CKA_MODIFIABLE false", tok == 1 && mod == 0);
+    CK_ULONG anchor_v = CKT_TRUST_ANCHOR_;
+    CK_ATTRIBUTE by_trust[] = {{CKA_CLASS, &trust_class, sizeof trust_class}, {CKA_TRUST_SERVER_AUTH_, &anchor_v, sizeof anchor_v},
+                               {CKA_HASH_OF_CERTIFICATE_, hash, 32}};
+    CHECK("found again by hash and server-auth trust, same handle",
+          find_all(user, by_trust, 3, found, 8) == 1 && found[0] == tr);
+    CK_ATTRIBUTE lab = {CKA_LABEL, "x", 1};
+    RV("C_SetAttributeValue on it: CKR_ACTION_PROHIBITED", f->C_SetAttributeValue(user, tr, &lab, 1),
+       CKR_ACTION_PROHIBITED);
+    CK_OBJECT_HANDLE cp = 0;
+    RV("C_CopyObject of it: CKR_ACTION_PROHIBITED", f->C_CopyObject(user, tr, NULL, 0, &cp), CKR_ACTION_PROHIBITED);
+    RV("C_DestroyObject of it: CKR_ACTION_PROHIBITED", f->C_DestroyObject(user, tr), CKR_ACTION_PROHIBITED);
+    CK_ATTRIBUTE mk[] = {{CKA_CLASS, &trust_class, sizeof trust_class}, {CKA_TOKEN, &no, 1}};
+    CHECK("C_CreateObject of a CKO_TRUST is refused (trust is set on the certificate)",
+          f->C_CreateObject(user, mk, 2, &cp) != CKR_OK);
+    /* A find without the class (a 3.0 host listing everything) does not return it. */
+    CK_OBJECT_HANDLE many[256];
+    CK_ULONG all = find_all(user, NULL, 0, many, 256);
+    int listed = 0;
+    for (CK_ULONG i = 0; i < all && all != (CK_ULONG)-1; i++) listed |= many[i] == tr;
+    CHECK("a find without CKA_CLASS does not list it (3.0 hosts see what they saw)", all != (CK_ULONG)-1 && !listed);
+    /* The same certificate, untrusted, as another label: still one trust object. */
+    {
+        CK_ATTRIBUTE t[] = {{CKA_CLASS, &cert_class, sizeof cert_class}, {CKA_CERTIFICATE_TYPE, &x509, sizeof x509},
+                            {CKA_VALUE, der, dn}, {CKA_TOKEN, &yes, 1}, {CKA_LABEL, "plain", 5}};
+        f->C_CreateObject(user, t, 5, &plain);
+    }
+    CHECK("an untrusted certificate adds no trust object", plain && find_all(user, &by_class, 1, found, 8) == 1);
+    /* The trust follows the certificate: destroyed, the trust object goes. */
+    RV("the SO's certificate destroyed", f->C_DestroyObject(user, anchor), CKR_OK);
+    CHECK("then no trust object is found", find_all(user, &by_class, 1, found, 8) == 0);
+    CHECK("and its handle is invalid", f->C_GetAttributeValue(user, tr, q, 1) == CKR_OBJECT_HANDLE_INVALID);
+    OPENSSL_free(issuer);
+    OPENSSL_free(serial);
+    X509_free(x);
+}
+
+/* `keyshare trust anchor add` (the CLI's path to CKA_TRUSTED on a keychain certificate): the token
+ * labelled LABEL shows a CKO_TRUST object whose hash is SHA256HEX, to a session without login. */
+static void cli_anchor_group(const char *label, const char *sha_hex) {
+    CK_SLOT_ID slots[16];
+    CK_ULONG ns = 16;
+    CK_SLOT_ID slot = (CK_SLOT_ID)-1;
+    if (f->C_GetSlotList(CK_TRUE, slots, &ns) == CKR_OK)
+        for (CK_ULONG i = 0; i < ns; i++) {
+            CK_TOKEN_INFO ti;
+            if (f->C_GetTokenInfo(slots[i], &ti) == CKR_OK && strncmp((char *)ti.label, label, strlen(label)) == 0 &&
+                (strlen(label) == 32 || ti.label[strlen(label)] == ' '))
+                slot = slots[i];
+        }
+    CK_SESSION_HANDLE s;
+    CHECK("the keychain token of `keyshare trust anchor add` is there",
+          slot != (CK_SLOT_ID)-1 && f->C_OpenSession(slot, CKF_SERIAL_SESSION, NULL, NULL, &s) == CKR_OK);
+    if (slot == (CK_SLOT_ID)-1) return;
+    CK_OBJECT_CLASS trust_class = CKO_TRUST_;
+    CK_ATTRIBUTE by_class = {CKA_CLASS, &trust_class, sizeof trust_class};
+    CK_OBJECT_HANDLE found[8];
+    CK_ULONG n = find_all(s, &by_class, 1, found, 8);
+    unsigned char h[32], want[32];
+    for (int i = 0; i < 32; i++) sscanf(sha_hex + 2 * i, "%2hhx", &want[i]);
+    CK_ATTRIBUTE q = {CKA_HASH_OF_CERTIFICATE_, h, 32};
+    CHECK("its anchor is a CKO_TRUST object (no login needed), hash = the certificate's SHA-256",
+          n == 1 && f->C_GetAttributeValue(s, found[0], &q, 1) == CKR_OK && memcmp(h, want, 32) == 0);
+    f->C_CloseSession(s);
+}
+
 /* ---- interfaces ---- */
 
 static void interface_group(void *lib) {
@@ -514,6 +653,8 @@ int main(int argc, char **argv) {
     validation_group(s);
     wrap_group(s);
     async_group(s);
+    if (argc > 2) trust_group(s, slot, so_pin, argv[2]);
+    if (argc > 4) cli_anchor_group(argv[3], argv[4]);
     f->C_CloseSession(s);
     f->C_Finalize(NULL);
     RV("after C_Finalize: C_WrapKeyAuthenticated is CKR_CRYPTOKI_NOT_INITIALIZED",
