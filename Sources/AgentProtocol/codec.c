@@ -162,6 +162,12 @@ static const char *const signatures[KSA_FN_COUNT] = {
     [KSA_FN_SignMessageNext] = "uZIO", [KSA_FN_MessageSignFinal] = "u",
     [KSA_FN_MessageVerifyInit] = "uNu", [KSA_FN_VerifyMessage] = "uZII", [KSA_FN_VerifyMessageBegin] = "uZ",
     [KSA_FN_VerifyMessageNext] = "uZII", [KSA_FN_MessageVerifyFinal] = "u",
+    /* PKCS #11 3.2 (v32_params.c): the signature crosses at init; AES-GCM's CK_GCM_PARAMS is
+     * the M codec's (its pAAD empty: the associated data is the call's own I). */
+    [KSA_FN_VerifySignatureInit] = "uMuI", [KSA_FN_VerifySignature] = "uI",
+    [KSA_FN_VerifySignatureUpdate] = "uI", [KSA_FN_VerifySignatureFinal] = "u",
+    [KSA_FN_GetSessionValidationFlags] = "uuL",
+    [KSA_FN_WrapKeyAuthenticated] = "uMuuIO", [KSA_FN_UnwrapKeyAuthenticated] = "uMuITIL",
 };
 
 const char *ksa_signature(uint32_t fn) {

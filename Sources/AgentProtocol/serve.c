@@ -114,7 +114,7 @@ static CK_RV call(const CK_FUNCTION_LIST_3_0 *f, uint32_t fn, ksa_arg *a) {
     case KSA_FN_VerifyMessageBegin: return f->C_VerifyMessageBegin(U(0), a[1].ptr, N(1));
     case KSA_FN_VerifyMessageNext: return f->C_VerifyMessageNext(U(0), a[1].ptr, N(1), B(2), N(2), B(3), N(3));
     case KSA_FN_MessageVerifyFinal: return f->C_MessageVerifyFinal(U(0));
-    default: return CKR_FUNCTION_NOT_SUPPORTED;
+    default: return ksa_call_3_2(fn, a);  /* 3.2 (v32_params.c), else CKR_FUNCTION_NOT_SUPPORTED */
     }
 }
 

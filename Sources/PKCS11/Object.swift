@@ -59,6 +59,8 @@ extension Runtime {
             try store.update(ref, attributes: changes, key: userKey(for: s.tokenID))
         case .session(let o):
             lock.withLock { o.attributes.merge(changes) { _, new in new } }
+        case .trust:
+            throw PKCS11Error.actionProhibited  // CKA_MODIFIABLE false already refused it
         }
     }
 
@@ -213,6 +215,9 @@ extension Runtime {
                 }
                 if ok { handles.append(oh) }
             }
+        }
+        if classFilter == CKO_TRUST_32, tokenFilter != false, privateFilter != true {
+            handles += try trustObjects(s, matching: template)
         }
         try s.begin(.find, FindOperation(handles))
     }

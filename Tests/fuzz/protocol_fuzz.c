@@ -29,10 +29,17 @@ FAKE(any)
 
 static CK_FUNCTION_LIST_3_0 table;
 
+/* The PKCS #11 3.2 entries ksa_serve reaches through ksa_call_3_2 (v32_params.c), fake too. */
+static ksa_functions_3_2 table_3_2;
+
 static void fill_table(void) {
     void **p = (void **)&table.C_Initialize;
     void **end = (void **)((char *)&table + sizeof table);
     for (; p < end; p++) *p = (void *)fake_any;
+    p = (void **)&table_3_2;
+    end = (void **)((char *)&table_3_2 + sizeof table_3_2);
+    for (; p < end; p++) *p = (void *)fake_any;
+    ksa_register_functions_3_2(&table_3_2);
 }
 
 /* A caller's per-message parameter (X Y Z), as the client sent it: by the
@@ -238,7 +245,20 @@ int main(int argc, char **argv) {
     CK_GCM_MESSAGE_PARAMS gm = {iv, sizeof iv, 32, CKG_GENERATE_RANDOM, tag, 128};
     CK_MECHANISM gmMech = {CKM_AES_GCM, &gm, sizeof gm};
     CK_SALSA20_CHACHA20_POLY1305_MSG_PARAMS cm = {iv, sizeof iv, tag};
+    /* PKCS #11 3.2 (issue 18): the signature-first verify, the validation flags, authenticated wrapping. */
+    CK_GCM_PARAMS wg = {iv, sizeof iv, 96, NULL, 0, 128};
+    CK_MECHANISM wgMech = {CKM_AES_GCM, &wg, sizeof wg};
+    CK_MECHANISM ecdsaMech = {CKM_ECDSA_SHA256, NULL, 0};
+    CK_ULONG flags = 0;
     struct { uint32_t fn; ksa_arg a[KSA_MAX_ARGS]; } calls[] = {
+        {KSA_FN_VerifySignatureInit, {{.ul = 7}, {.ptr = &ecdsaMech}, {.ul = 9}, {.ptr = sig, .len = 64}}},
+        {KSA_FN_VerifySignatureUpdate, {{.ul = 7}, {.ptr = data, .len = 32}}},
+        {KSA_FN_VerifySignatureFinal, {{.ul = 7}}},
+        {KSA_FN_GetSessionValidationFlags, {{.ul = 7}, {.ul = 1}, {.plen = &flags}}},
+        {KSA_FN_WrapKeyAuthenticated, {{.ul = 7}, {.ptr = &wgMech}, {.ul = 9}, {.ul = 10}, {.ptr = aad, .len = sizeof aad},
+                                       {.ptr = out, .plen = &outlen}}},
+        {KSA_FN_UnwrapKeyAuthenticated, {{.ul = 7}, {.ptr = &wgMech}, {.ul = 9}, {.ptr = data, .len = 32},
+                                         {.ptr = tmpl, .len = 2}, {.ptr = aad, .len = sizeof aad}, {.plen = &handle}}},
         {KSA_FN_DeriveKey, {{.ul = 7}, {.ptr = &kdfMech}, {.ul = 9}, {.ptr = tmpl, .len = 2}, {.plen = &handle}}},
         {KSA_FN_DeriveKey, {{.ul = 7}, {.ptr = &hkMech}, {.ul = 9}, {.ptr = tmpl, .len = 2}, {.plen = &handle}}},
         {KSA_FN_Sign, {{.ul = 7}, {.ptr = data, .len = 32}, {.ptr = sig, .plen = &siglen}}},

@@ -52,7 +52,7 @@ static const CK_FUNCTION_LIST_3_2 ks_functions_3_2 = {
     .C_GetInterfaceList = ks_get_interface_list,
     .C_GetInterface = ks_get_interface,
     KS_FUNCTIONS_3_0_EXTRA(ks)
-    KS_FUNCTIONS_3_2_EXTRA(ks32)
+    KS_FUNCTIONS_3_2_EXTRA(ks)
 };
 
 _Static_assert(sizeof(CK_FUNCTION_LIST_3_2) == sizeof(CK_FUNCTION_LIST_3_0) + 12 * sizeof(void (*)(void)),

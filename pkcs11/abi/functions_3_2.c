@@ -1,9 +1,11 @@
 /*
- * The twelve entries PKCS #11 3.2 adds to the function list (issue 18). The 3.2 interface is
- * offered first so hosts that speak 3.2 find it, and each entry it cannot serve yet says so with
- * CKR_FUNCTION_NOT_SUPPORTED, as Kryoptic does for the asynchronous ones: never a NULL entry a
- * host would call. Encapsulation, the signature-first verify and authenticated wrapping
- * replace these as they are implemented (one table entry each, in function_lists.h).
+ * The entries PKCS #11 3.2 adds to the function list (issue 18) that the module does not serve
+ * yet. The 3.2 interface is offered first so hosts that speak 3.2 find it, and each entry it
+ * cannot serve says so with CKR_FUNCTION_NOT_SUPPORTED, as Kryoptic does for the asynchronous
+ * ones: never a NULL entry a host would call. The signature-first verify, the validation flags
+ * and authenticated wrapping are implemented (Sources/PKCS11Module/Functions32.swift, the agent
+ * client's in agent_client.c); encapsulation replaces its stubs as it is implemented (one table
+ * entry each, in function_lists.h).
  */
 #include "keyshare_abi.h"
 
@@ -25,38 +27,6 @@ CK_RV ks32_C_DecapsulateKey(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechan
     return CKR_FUNCTION_NOT_SUPPORTED;
 }
 
-CK_RV ks32_C_VerifySignatureInit(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hKey,
-                                 CK_BYTE_PTR pSignature, CK_ULONG ulSignatureLen)
-{
-    (void)hSession; (void)pMechanism; (void)hKey; (void)pSignature; (void)ulSignatureLen;
-    return CKR_FUNCTION_NOT_SUPPORTED;
-}
-
-CK_RV ks32_C_VerifySignature(CK_SESSION_HANDLE hSession, CK_BYTE_PTR pData, CK_ULONG ulDataLen)
-{
-    (void)hSession; (void)pData; (void)ulDataLen;
-    return CKR_FUNCTION_NOT_SUPPORTED;
-}
-
-CK_RV ks32_C_VerifySignatureUpdate(CK_SESSION_HANDLE hSession, CK_BYTE_PTR pPart, CK_ULONG ulPartLen)
-{
-    (void)hSession; (void)pPart; (void)ulPartLen;
-    return CKR_FUNCTION_NOT_SUPPORTED;
-}
-
-CK_RV ks32_C_VerifySignatureFinal(CK_SESSION_HANDLE hSession)
-{
-    (void)hSession;
-    return CKR_FUNCTION_NOT_SUPPORTED;
-}
-
-CK_RV ks32_C_GetSessionValidationFlags(CK_SESSION_HANDLE hSession, CK_SESSION_VALIDATION_FLAGS_TYPE type,
-                                       CK_FLAGS_PTR pFlags)
-{
-    (void)hSession; (void)type; (void)pFlags;
-    return CKR_FUNCTION_NOT_SUPPORTED;
-}
-
 CK_RV ks32_C_AsyncComplete(CK_SESSION_HANDLE hSession, CK_UTF8CHAR_PTR pFunctionName, CK_ASYNC_DATA_PTR pResult)
 {
     (void)hSession; (void)pFunctionName; (void)pResult;
@@ -73,26 +43,5 @@ CK_RV ks32_C_AsyncJoin(CK_SESSION_HANDLE hSession, CK_UTF8CHAR_PTR pFunctionName
                        CK_ULONG ulData)
 {
     (void)hSession; (void)pFunctionName; (void)ulID; (void)pData; (void)ulData;
-    return CKR_FUNCTION_NOT_SUPPORTED;
-}
-
-CK_RV ks32_C_WrapKeyAuthenticated(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism,
-                                  CK_OBJECT_HANDLE hWrappingKey, CK_OBJECT_HANDLE hKey, CK_BYTE_PTR pAssociatedData,
-                                  CK_ULONG ulAssociatedDataLen, CK_BYTE_PTR pWrappedKey,
-                                  CK_ULONG_PTR pulWrappedKeyLen)
-{
-    (void)hSession; (void)pMechanism; (void)hWrappingKey; (void)hKey; (void)pAssociatedData;
-    (void)ulAssociatedDataLen; (void)pWrappedKey; (void)pulWrappedKeyLen;
-    return CKR_FUNCTION_NOT_SUPPORTED;
-}
-
-CK_RV ks32_C_UnwrapKeyAuthenticated(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism,
-                                    CK_OBJECT_HANDLE hUnwrappingKey, CK_BYTE_PTR pWrappedKey,
-                                    CK_ULONG ulWrappedKeyLen, CK_ATTRIBUTE_PTR pTemplate, CK_ULONG ulAttributeCount,
-                                    CK_BYTE_PTR pAssociatedData, CK_ULONG ulAssociatedDataLen,
-                                    CK_OBJECT_HANDLE_PTR phKey)
-{
-    (void)hSession; (void)pMechanism; (void)hUnwrappingKey; (void)pWrappedKey; (void)ulWrappedKeyLen;
-    (void)pTemplate; (void)ulAttributeCount; (void)pAssociatedData; (void)ulAssociatedDataLen; (void)phKey;
     return CKR_FUNCTION_NOT_SUPPORTED;
 }
