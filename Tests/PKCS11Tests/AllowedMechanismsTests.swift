@@ -90,7 +90,7 @@ struct AllowedMechanismsTests {
         let session = try f.rt.session(s)
         let k = try aes(f, s, [list(CKM_AES_CBC_PAD), .bool(CKA_SIGN, true), .bool(CKA_DECRYPT, true)])
         let ecb = try Mechanism(type: CKM_AES_ECB, parameter: nil)
-        let cbcPad = try Mechanism(type: CKM_AES_CBC_PAD, parameter: [UInt8](repeating: 0, count: 16))
+        let cbcPad = try [UInt8](repeating: 0, count: 16).withUnsafeBytes { try Mechanism(type: CKM_AES_CBC_PAD, parameter: $0) }
         #expect(rv { try f.rt.encryptInit(session: session, mechanism: ecb, key: k, allowing: CKM_AES_ECB) }
                 == CKR_MECHANISM_INVALID)
         #expect(rv { try f.rt.decryptInit(session: session, mechanism: ecb, key: k, allowing: CKM_AES_ECB) }
