@@ -53,6 +53,19 @@ public final class MACContext: @unchecked Sendable {
             }
             (macName, paramName, paramValue) = ("CMAC", "cipher", cipher)
         }
+        // The process-wide template for this MAC (MACTemplates): a copy keyed here skips the
+        // fetches. Without one (the template could not be made), the full path below.
+        if let template = MACTemplates.template(algorithm, keyCount: key.count), let c = EVP_MAC_CTX_dup(template) {
+            let keyBytes = key.isEmpty ? [UInt8(0)] : key
+            let ok = keyBytes.withUnsafeBufferPointer { EVP_MAC_init(c, $0.baseAddress, key.count, nil) }
+            guard ok == 1 else {
+                EVP_MAC_CTX_free(c)
+                throw CryptoError.openssl("\(macName) init")
+            }
+            ctx = c
+            self.algorithm = algorithm
+            return
+        }
         guard let mac = EVP_MAC_fetch(nil, macName, nil) else { throw CryptoError.openssl(macName) }
         defer { EVP_MAC_free(mac) }
         guard let c = EVP_MAC_CTX_new(mac) else { throw CryptoError.openssl(macName) }
@@ -100,6 +113,81 @@ public final class MACContext: @unchecked Sendable {
         var len = 0
         guard EVP_MAC_final(ctx, &out, &len, out.count) == 1 else { throw CryptoError.openssl("MAC final") }
         return Array(out[0..<len])
+    }
+}
+
+/// One unkeyed EVP_MAC_CTX per MAC and digest (or CMAC cipher), made once per
+/// process and never freed (the module stays loaded, -z nodelete, as
+/// `Fetched`). Issue 13: making a MAC context fetched EVP_MAC "HMAC" and,
+/// inside the provider, the digest by name at every C_SignInit (about 2,500
+/// instructions, two name lookups under the store's lock);
+/// `EVP_MAC_CTX_dup` of a template whose digest is set copies the provider's
+/// reference instead, and `EVP_MAC_init` then takes only the key. The
+/// templates are only read after they are made (dup reads its source), so
+/// threads share them. nil when OpenSSL refused one: the caller then takes
+/// the full path, so behaviour never depends on the cache.
+enum MACTemplates {
+    private static func make(_ macName: String, _ paramName: String, _ value: String) -> OpaquePointer? {
+        guard let mac = EVP_MAC_fetch(nil, macName, nil) else { CryptoError.clearQueue(); return nil }
+        defer { EVP_MAC_free(mac) }
+        guard let c = EVP_MAC_CTX_new(mac) else { CryptoError.clearQueue(); return nil }
+        let ok = paramName.withCString { namePtr in
+            value.withCString { valuePtr -> Int32 in
+                let params = [
+                    OSSL_PARAM_construct_utf8_string(namePtr, UnsafeMutablePointer(mutating: valuePtr), 0),
+                    OSSL_PARAM_construct_end(),
+                ]
+                return EVP_MAC_CTX_set_params(c, params)
+            }
+        }
+        guard ok == 1 else {
+            EVP_MAC_CTX_free(c)
+            CryptoError.clearQueue()
+            return nil
+        }
+        return c
+    }
+
+    nonisolated(unsafe) static let sha1 = make("HMAC", "digest", DigestAlgorithm.sha1.name)
+    nonisolated(unsafe) static let sha224 = make("HMAC", "digest", DigestAlgorithm.sha224.name)
+    nonisolated(unsafe) static let sha256 = make("HMAC", "digest", DigestAlgorithm.sha256.name)
+    nonisolated(unsafe) static let sha384 = make("HMAC", "digest", DigestAlgorithm.sha384.name)
+    nonisolated(unsafe) static let sha512 = make("HMAC", "digest", DigestAlgorithm.sha512.name)
+    nonisolated(unsafe) static let sha512_224 = make("HMAC", "digest", DigestAlgorithm.sha512_224.name)
+    nonisolated(unsafe) static let sha512_256 = make("HMAC", "digest", DigestAlgorithm.sha512_256.name)
+    nonisolated(unsafe) static let sha3_224 = make("HMAC", "digest", DigestAlgorithm.sha3_224.name)
+    nonisolated(unsafe) static let sha3_256 = make("HMAC", "digest", DigestAlgorithm.sha3_256.name)
+    nonisolated(unsafe) static let sha3_384 = make("HMAC", "digest", DigestAlgorithm.sha3_384.name)
+    nonisolated(unsafe) static let sha3_512 = make("HMAC", "digest", DigestAlgorithm.sha3_512.name)
+    nonisolated(unsafe) static let cmacAES128 = make("CMAC", "cipher", "AES-128-CBC")
+    nonisolated(unsafe) static let cmacAES192 = make("CMAC", "cipher", "AES-192-CBC")
+    nonisolated(unsafe) static let cmacAES256 = make("CMAC", "cipher", "AES-256-CBC")
+
+    /// The template for `algorithm` (for CMAC, the AES size a key of `keyCount` bytes picks).
+    static func template(_ algorithm: MACAlgorithm, keyCount: Int) -> OpaquePointer? {
+        switch algorithm {
+        case .hmac(let d):
+            switch d {
+            case .sha1: sha1
+            case .sha224: sha224
+            case .sha256: sha256
+            case .sha384: sha384
+            case .sha512: sha512
+            case .sha512_224: sha512_224
+            case .sha512_256: sha512_256
+            case .sha3_224: sha3_224
+            case .sha3_256: sha3_256
+            case .sha3_384: sha3_384
+            case .sha3_512: sha3_512
+            }
+        case .cmacAES:
+            switch keyCount {
+            case 16: cmacAES128
+            case 24: cmacAES192
+            case 32: cmacAES256
+            default: nil
+            }
+        }
     }
 }
 

@@ -175,7 +175,7 @@ extension Session {
     /// cancelled and the saved ones take their place with their phase.
     func replaceOperations(_ saved: [OperationKind: SavedOperation]) {
         lock.withLock {
-            operations = saved.mapValues { $0.operation }
+            operations = OperationTable(saved.mapValues { $0.operation })
             multipart = OperationKindSet(saved.filter { $0.value.multipart }.keys)
             singlePart = OperationKindSet(saved.filter { $0.value.singlePart }.keys)
         }

@@ -12,7 +12,7 @@ public final class Session: @unchecked Sendable {
 
     let lock = Lock()
     // Guarded by `lock`.
-    var operations: [OperationKind: any Operation] = [:]
+    var operations = OperationTable()
     /// Kinds whose operation has had a C_*Update call.
     var multipart = OperationKindSet()
     /// Kinds whose operation a single-part call (a length query or
