@@ -181,11 +181,18 @@ demo: build
 ## bench: keyshare's module (through its agent; BENCH_IN_PROCESS=1 for in-process) vs SoftHSM2 vs raw OpenSSL,
 ## one table (docs/benchmarks.md); BENCH_SMOKE=1 for a quick run.
 BENCH_BIN := Benchmarks/p11bench
-$(BENCH_BIN): Benchmarks/p11bench.c
-	$(CC) -O2 -Wall -I/usr/include/p11-kit-1 $$(pkg-config --cflags p11-kit-1 2>/dev/null) -o $@ $< -lcrypto -lsqlite3 -ldl -lpthread
+## The raw-OpenSSL column links the libcrypto the module links (issue 13: same engine on both sides):
+## the bundle, statically, when OPENSSL_MODE=bundled (PKG_CONFIG_PATH above; Benchmarks/glibc_shim.c
+## supplies the one glibc 2.38 symbol its archive needs), the system one otherwise. Rebuilt every
+## time (a second's compile) so a switch of OPENSSL_MODE never leaves a binary of the other mode.
+## BENCH_MODULE_OPENSSL tells p11bench what the module runs, for its header line.
+BENCH_MODULE_OPENSSL := $(if $(filter bundled,$(OPENSSL_MODE)),bundled $(OPENSSL_DEB_VERSION) static,system $(SYSTEM_OPENSSL) dynamic)
+$(BENCH_BIN): Benchmarks/p11bench.c Benchmarks/glibc_shim.c $(OPENSSL_DEP) openssl-mode
+	$(CC) -O2 -Wall $$(pkg-config --cflags libcrypto) -I/usr/include/p11-kit-1 $$(pkg-config --cflags p11-kit-1 2>/dev/null) \
+	  -DBENCH_RAW_LINK='"$(OPENSSL_MODE)"' -o $@ $< Benchmarks/glibc_shim.c $$(pkg-config --libs libcrypto) -lsqlite3 -ldl -lpthread
 
 bench: build $(BENCH_BIN)
-	@BENCH_AGENT=$${BENCH_AGENT:-1} bash Benchmarks/run.sh "$(KEYSHARE)" "$(MODULE)" "$(BENCH_BIN)"
+	@BENCH_MODULE_OPENSSL="$(BENCH_MODULE_OPENSSL)" BENCH_AGENT=$${BENCH_AGENT:-1} bash Benchmarks/run.sh "$(KEYSHARE)" "$(MODULE)" "$(BENCH_BIN)"
 	@bash Benchmarks/tpm.sh "$(KEYSHARE)" "$(MODULE)"
 
 ## stress: long reliability runs (docs/reliability.md): 4 processes x 2 threads x 1000 operations with the

@@ -58,6 +58,11 @@
 #include "../pkcs11/types/pkcs11_shim.h"
 #include <sqlite3.h>
 
+/* How the raw column's libcrypto was linked (Makefile: OPENSSL_MODE). */
+#ifndef BENCH_RAW_LINK
+#define BENCH_RAW_LINK "as the compiler found it"
+#endif
+
 #ifndef CKK_EC_EDWARDS
 #define CKK_EC_EDWARDS 0x40UL
 #endif
@@ -1591,6 +1596,13 @@ int main(int argc, char **argv) {
            SMOKE ? "SMOKE MODE (tiny counts, figures meaningless)" : "");
     printf("repetitions %d x %.2f s, medians; ± is half the (max-min) spread over the median\n", REPS, RUNTIME);
     for (int c = 1; c <= nmods; c++) printf("  %s: %s\n", mods[c].name, mods[c].path);
+    /* Which OpenSSL each column ran (issue 13): the raw column is the libcrypto this binary
+     * linked, which the Makefile makes the module's own (the bundle when OPENSSL_MODE=bundled). */
+    const char *modssl = getenv("BENCH_MODULE_OPENSSL");
+    printf("OpenSSL: raw column %s (%s, linked %s); %s module %s; a reference module uses its own "
+           "(SoftHSM2: the system libcrypto)\n", OpenSSL_version(OPENSSL_VERSION),
+           OpenSSL_version(OPENSSL_DIR), BENCH_RAW_LINK, colname[SUBJ],
+           modssl && *modssl ? modssl : "(not told: BENCH_MODULE_OPENSSL unset)");
     fflush(stdout);
 
     for (int c = 1; c <= nmods; c++) module_up(&mods[c]);
