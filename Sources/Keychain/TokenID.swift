@@ -20,5 +20,13 @@ public struct TokenID: Hashable, Sendable, CustomStringConvertible, Comparable {
 
     public var description: String { "\(driverClass):\(instance)" }
 
+    /// Hashes the instance only; equality still compares both parts. The
+    /// module looks a token up by its ID in a Dictionary (login table,
+    /// object entries) on every key-taking call, and both parts are heap
+    /// strings (over 15 bytes), so hashing the driver class too (the same
+    /// few values for every token) doubled the SipHash work for no
+    /// spread (issue 13, per-call overhead).
+    public func hash(into hasher: inout Hasher) { hasher.combine(instance) }
+
     public static func < (a: TokenID, b: TokenID) -> Bool { a.description < b.description }
 }
