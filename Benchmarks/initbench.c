@@ -8,7 +8,11 @@
  * per-call cost of a small keyed operation). CPU time,
  * not wall time: on a shared, loaded machine it is what stays comparable
  * between runs (docs/benchmarks.md, "One-shot encryption").
- *   cc -O2 -o initbench Benchmarks/initbench.c -ldl -lcrypto
+ * Link the raw side against the OpenSSL the module links (issue 13: the same engine on both sides;
+ * the bundle when the Makefile's OPENSSL_MODE is bundled, with the glibc shim its archive needs):
+ *   B=.build/openssl-3.5; cc -O2 -o initbench Benchmarks/initbench.c Benchmarks/glibc_shim.c \
+ *     -I$B/include $(PKG_CONFIG_PATH=$B/lib/pkgconfig pkg-config --libs libcrypto) -ldl
+ * or, for the system OpenSSL:  cc -O2 -o initbench Benchmarks/initbench.c -ldl -lcrypto
  *   KEYSHARE_HOME=... PIN=... ./initbench .build/release/libkeyshare-pkcs11.so 20000 16384 gcm
  * The PIN comes from the environment (PIN), never the command line.
  */
@@ -45,7 +49,7 @@ int main(int argc, char **argv) {
             if (strcmp(kind, "raw-ctr")) EVP_CIPHER_CTX_ctrl(x, EVP_CTRL_AEAD_GET_TAG, 16, out + a + b);
             EVP_CIPHER_CTX_free(x);
         }
-        printf("%s %zu: %.0f ns CPU/op\n", kind, size, (now() - t0) / n * 1e9);
+        printf("%s %zu: %.0f ns CPU/op (%s)\n", kind, size, (now() - t0) / n * 1e9, OpenSSL_version(OPENSSL_VERSION));
         return 0;
     }
     void *dl = dlopen(argv[1], RTLD_NOW);
