@@ -100,6 +100,14 @@ a=$(access_of ie); b=$(access_of ir)
 [ "$a" = "sensitive" ] && [ "$b" = "sensitive" ] && ok "imported keys: Access only sensitive (not extractable, not local, not always sensitive, not never extractable)" \
   || bad "imported keys' access flags" "ie: $a / ir: $b"
 check_out "the PKCS #12's certificate joined the imported key" "label: +ie" "${P[@]}" --token-label T -O --type cert
+# A second import of the same key finds it (by its public key) instead of making a second TPM object, as keyshare import does for soft tokens.
+nobj() { "${P[@]}" --token-label T --login --pin env:PIN -O 2>/dev/null | grep -c "Object;"; }
+before=$(nobj)
+check_out "key import --tpm again (PKCS #12): already there, nothing imported" "already in the TPM of token T: private key \"ie\"" "$KS" key import --tpm --token T "$WORK/imp-ec.p12" --password-source env:P12PW --pin-source env:PIN
+check_out "key import --tpm again (PEM, another --label): already there" "already in the TPM of token T: private key \"ir\"" "$KS" key import --tpm --token T --label ir2 "$WORK/imp-rsa.key" --pin-source env:PIN
+check_fail "key import --tpm again with another --id: refused, naming the pair's ID" "CKA_ID" "$KS" key import --tpm --token T --id 99 "$WORK/imp-rsa.key" --pin-source env:PIN
+after=$(nobj)
+[ "$before" = "$after" ] && [ "$before" -gt 0 ] && ok "no duplicate objects after the repeated imports ($after objects)" || bad "repeated imports made no objects" "before $before, after $after"
 check_fail "keyshare import (soft) of a private key into a TPM token is refused, naming key import --tpm" "key import --tpm" "$KS" import --token T "$WORK/imp-rsa.key" --pin-source env:PIN
 # The store holds neither private value: not the EC scalar, not an RSA prime (raw bytes, in the store or its WAL).
 hexof() { openssl pkey -in "$1" -text -noout 2>/dev/null | awk -v f="$2:" '$1==f{on=1;next} on && /^[a-z]/{on=0} on' | tr -d ' :\n' | sed 's/^00//' | cut -c1-64; }
