@@ -18,6 +18,8 @@ set -u
 KS=${1:?keyshare binary}
 MODULE=${2:?module path}
 source "$(dirname "$0")/lib.sh"
+# tpm_start, tpm_stop, free_port, tpm_start_free (swtpm on loopback, stopped by its PID).
+source "$(dirname "$0")/support/swtpm.sh"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 command -v swtpm >/dev/null || { echo "swtpm missing (make deps)"; echo "0 passed, 1 failed"; exit 1; }
 new_home
@@ -29,21 +31,8 @@ if [ "${KEYSHARE_AGENT:-}" = 1 ]; then
 fi
 export PIN=1234-user SOPIN=9876-so WRONG=0000-wrong TPMSIGN_PIN=1234-user
 agent_stop() { local p; p=$(cat "${XDG_RUNTIME_DIR:-/nonexistent}/keyshare/agent.pid" 2>/dev/null); [ -n "$p" ] && kill "$p" 2>/dev/null; sleep 0.2; }
-tpm_start() {  # tpm_start DIR PORT
-  mkdir -p "$1"
-  swtpm socket --tpmstate dir="$1" --tpm2 --server type=tcp,port="$2",bindaddr=127.0.0.1 \
-    --ctrl type=tcp,port=$(($2 + 1)),bindaddr=127.0.0.1 --flags not-need-init,startup-clear --daemon --pid file="$1/pid"
-}
-tpm_stop() { local p; p=$(cat "$1/pid" 2>/dev/null) && kill "$p" 2>/dev/null; for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done; }
 cleanup() { [ -n "${LIVE:-}" ] && kill "$LIVE" 2>/dev/null; agent_stop; tpm_stop "$WORK/tpmA"; tpm_stop "$WORK/tpmB"; rm -rf "$KEYSHARE_HOME" "$WORK"; }
 trap cleanup EXIT
-free_port() { local p; while :; do p=$((20000 + RANDOM % 30000)); ! (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && ! (exec 3<>/dev/tcp/127.0.0.1/$((p + 1))) 2>/dev/null && { echo $p; return; }; done; }
-# A port pair that is free now may be taken by the time swtpm binds: try a few.
-tpm_start_free() {  # tpm_start_free DIR: prints the port
-  local p
-  for _ in 1 2 3 4 5; do p=$(free_port); tpm_start "$1" "$p" 2>/dev/null && { echo "$p"; return 0; }; done
-  return 1
-}
 PA=$(tpm_start_free "$WORK/tpmA") || { bad "swtpm starts"; finish; exit 1; }
 export KEYSHARE_TCTI=swtpm:host=127.0.0.1,port=$PA
 # Dictionary-attack protection as a test can wait for: 4 tries, one forgotten every 2 s.
