@@ -8,7 +8,7 @@ BIN_DIR       := $(shell pwd)/.build/release
 MODULE        := $(BIN_DIR)/libkeyshare-pkcs11.so
 KEYSHARE      := $(BIN_DIR)/keyshare
 DEB_PACKAGES  := libssl-dev libsqlite3-dev libp11-kit-dev p11-kit opensc softhsm2 gnutls-bin \
-                 libengine-pkcs11-openssl openssh-client libnss3-tools zip unzip openssl python3 python3-cryptography pkg-config strace \
+                 libengine-pkcs11-openssl openssh-client libnss3-tools zip unzip openssl python3 python3-cryptography python3-venv pkg-config strace \
                  p11-kit-modules openssh-server openvpn curl iproute2 openjdk-17-jdk-headless gdb sqlite3 \
                  pcscd vsmartcard-vpcd opensc-pkcs11 libcacard-dev util-linux \
                  swtpm swtpm-tools tpm2-tools libtpm2-pkcs11-1 libtpm2-pkcs11-tools systemd libtss2-dev \
@@ -126,6 +126,17 @@ integration-test-in-process-subset: build
 ## integration-test-in-process: every script in the in-process mode (KEYSHARE_IN_PROCESS=1; weaker, opt-in).
 integration-test-in-process: build
 	@KEYSHARE_IN_PROCESS=1 KEYSHARE_IT_SKIP=41-cards bash Tests/integration/run-all.sh "$(KEYSHARE)" "$(MODULE)"
+
+## pq-crosscheck-venv: dilithium-py and kyber-py (pure-Python ML-DSA / ML-KEM, pinned by hash) for
+## 73-pq-cli.sh's cross-checks; the script makes the same venv itself when it is missing.
+PQ_VENV := $(CURDIR)/.build/pq-crosscheck-venv
+PQ_REQUIREMENTS := Tests/integration/support/pq-crosscheck-requirements.txt
+.PHONY: pq-crosscheck-venv
+pq-crosscheck-venv: $(PQ_VENV)/stamp
+$(PQ_VENV)/stamp: $(PQ_REQUIREMENTS) | deps
+	@rm -rf $(PQ_VENV) && python3 -m venv $(PQ_VENV)
+	@$(PQ_VENV)/bin/pip install -q --disable-pip-version-check --require-hashes --no-deps --only-binary :all: -r $(PQ_REQUIREMENTS)
+	@touch $@
 
 ## The virtual CAC card of the smart-card tests (libcacard bridged to pcscd's vpcd reader).
 CARD_BRIDGE := .build/cards/vcac-bridge
