@@ -2,7 +2,12 @@
  * bundle keyshare links, or a system libcrypto >= 3.5), so that no private key is committed and
  * the certificates are what OpenSSL itself makes of ML-DSA and ML-KEM keys (issue 18).
  *
- * usage: pqfixture DIR    (the PKCS #12 password is read from the environment, PQ_P12_PASSWORD)
+ * usage: pqfixture DIR              makes the identities (the PKCS #12 password is read from the
+ *                                    environment, PQ_P12_PASSWORD)
+ *        pqfixture check-p12 FILE    opens a PKCS #12 (same password) with OpenSSL 3.5 and prints
+ *                                    "KEYTYPE CN chain=N" when its key matches its certificate
+ *        pqfixture check-csr FILE    verifies a PKCS #10 request (PEM or DER) with its own key and
+ *                                    prints "KEYTYPE SUBJECT" (Debian 12's openssl 3.0 cannot)
  *
  * Writes, in DIR:
  *   ca.cert.pem                     an ML-DSA-65 root (self-signed; its key is not kept)
@@ -115,7 +120,47 @@ static void write_identity(const char *name, EVP_PKEY *key, X509 *x, X509 *root,
     sk_X509_free(chain);
 }
 
+static int check_p12(const char *path, const char *password) {
+    FILE *f = fopen(path, "rb");
+    if (!f) die(path);
+    PKCS12 *p12 = d2i_PKCS12_fp(f, NULL);
+    fclose(f);
+    if (!p12) die("not a PKCS #12");
+    if (!PKCS12_mac_present(p12) || !PKCS12_verify_mac(p12, password, -1)) die("MAC check failed");
+    EVP_PKEY *k = NULL;
+    X509 *x = NULL;
+    STACK_OF(X509) *ca = NULL;
+    if (!PKCS12_parse(p12, password, &k, &x, &ca) || !k || !x) die("PKCS12_parse (no key or no certificate)");
+    if (!X509_check_private_key(x, k)) die("the key does not match the certificate");
+    char cn[256] = "";
+    X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, cn, sizeof cn);
+    printf("%s %s chain=%d\n", EVP_PKEY_get0_type_name(k), cn, ca ? sk_X509_num(ca) : 0);
+    return 0;
+}
+
+static int check_csr(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) die(path);
+    X509_REQ *r = PEM_read_X509_REQ(f, NULL, NULL, NULL);
+    if (!r) { rewind(f); ERR_clear_error(); r = d2i_X509_REQ_fp(f, NULL); }
+    fclose(f);
+    if (!r) die("not a PKCS #10 request");
+    EVP_PKEY *k = X509_REQ_get0_pubkey(r);
+    if (!k) die("no public key");
+    if (X509_REQ_verify(r, k) != 1) die("the request's signature does not verify");
+    char name[512];
+    X509_NAME_oneline(X509_REQ_get_subject_name(r), name, sizeof name);
+    printf("%s %s\n", EVP_PKEY_get0_type_name(k), name);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "check-csr")) return check_csr(argv[2]);
+    if (argc == 3 && !strcmp(argv[1], "check-p12")) {
+        const char *pw = getenv("PQ_P12_PASSWORD");
+        if (!pw) { fprintf(stderr, "pqfixture: PQ_P12_PASSWORD is not set\n"); return 2; }
+        return check_p12(argv[2], pw);
+    }
     if (argc != 2) { fprintf(stderr, "usage: pqfixture DIR (PQ_P12_PASSWORD in the environment)\n"); return 2; }
     dir = argv[1];
     const char *password = getenv("PQ_P12_PASSWORD");
