@@ -310,6 +310,9 @@ struct ControlServer {
         case .rsa: .rsaPKCS1(.sha256)
         case .ec: .ecdsa(.sha256)
         case .ed25519, .ed448, .x25519, .x448: .ed25519
+        // ML-KEM does not sign: the pure ML-DSA default then fails the key's fit check with a clear error.
+        case .mlDSA, .mlKEM: .mlDSA
+        case .slhDSA: .slhDSA
         }
     }
 

@@ -64,6 +64,9 @@ final class SignatureOperation: SignOperation, VerifyOperation {
         case .rsa: signatureLength = bytes
         case .ec: signatureLength = 2 * bytes
         case .ed25519, .ed448, .x25519, .x448: signatureLength = ECXCurve(keyType: keyType)?.signatureLength ?? 0
+        case .mlDSA(let s): signatureLength = s.signatureLength
+        case .slhDSA(let s): signatureLength = s.signatureLength
+        case .mlKEM: throw PKCS11Error.keyTypeInconsistent
         }
         input = try digest.map { .hashed(try DigestContext($0)) } ?? .raw([])
     }

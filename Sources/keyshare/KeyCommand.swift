@@ -48,7 +48,7 @@ struct KeyCommand: ParsableCommand {
             switch type {
             case .rsa: .pkcs1SHA256
             case .ec: .ecdsaSHA256
-            case .ed25519, .ed448, .x25519, .x448: .ed25519
+            case .ed25519, .ed448, .x25519, .x448, .mlDSA, .mlKEM, .slhDSA: .ed25519
             }
         }
     }
