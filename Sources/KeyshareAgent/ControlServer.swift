@@ -84,7 +84,7 @@ struct ControlServer {
             m.set("label", token.label)
             m.set("token", token.tokenID.description)
             return m
-        case .sign, .decrypt:
+        case .sign, .decrypt, .decapsulate:
             let groups = r.string("groups").map { $0.split(separator: ",").map(String.init) }
             let session = try KeychainSession(home: home, accessGroups: groups)
             guard let id = TokenID(r.string("token") ?? ""), let token = try session.store.token(id) else { throw KeychainError.tokenNotFound }
@@ -92,9 +92,19 @@ struct ControlServer {
             let tag = r.string("tag") ?? ""
             let input = r["data"] ?? []
             var m = ControlProtocol.Message()
-            if op == .sign {
+            if op == .sign, case let k = try Self.key(session, tag: tag, .privateKey), k.keyType.isPostQuantum {
+                m["result"] = try Self.signPostQuantum(k, input, algorithm: r.string("algorithm") ?? "", context: r["context"])
+                AgentLog.line("pid \(pid): signed (\(k.keyType)) with tag \(tag) of token \(token.label) for the CLI")
+            } else if op == .decapsulate {
+                let k = try Self.key(session, tag: tag, .privateKey)
+                m["result"] = try k.decapsulate(input)
+                AgentLog.line("pid \(pid): decapsulated (\(k.keyType)) with tag \(tag) of token \(token.label) for the CLI")
+            } else if op == .sign {
                 let k = try Self.key(session, tag: tag, .privateKey)
                 let name = r.string("algorithm") ?? ""
+                if r["context"] != nil {
+                    throw ControlProtocol.Failure("--context is for ML-DSA and SLH-DSA keys; tag \(tag) is a \(k.keyType) key")
+                }
                 guard let alg = name.isEmpty ? Self.defaultSignature(for: k.keyType) : Self.signature(named: name) else {
                     throw ControlProtocol.Failure("unknown signature algorithm \(name)")
                 }
@@ -191,6 +201,9 @@ struct ControlServer {
         let signer = try Self.csrKey(session, token: token, tag: r.string("tag"), key: r.string("key"), id: r["id"],
                                      idText: r.string("idText"))
         let a = signer.attributes
+        if case .mlKEM = signer.keyType {
+            throw ControlProtocol.Failure("a \(signer.keyType) key cannot sign a certificate request (it is a KEM key)")
+        }
         guard a.usage.contains(.sign) else {
             throw ControlProtocol.Failure("the key \(a.label ?? "") may not sign (CKA_SIGN is false)")
         }
@@ -221,6 +234,8 @@ struct ControlServer {
             spec = .ec(c)
         } else if words == ["ed25519"] {
             spec = .ed25519
+        } else if words.count == 2, words[0] == "pq", let t = KeyType(postQuantumName: words[1]) {
+            spec = .postQuantum(t)
         } else {
             throw ControlProtocol.Failure("unknown key type \(r.string("spec") ?? "")")
         }
@@ -303,6 +318,22 @@ struct ControlServer {
         case "ed25519": .ed25519
         default: nil
         }
+    }
+
+    /// ML-DSA / SLH-DSA (pure, with the FIPS 204/205 context when the CLI gave one); an ML-KEM
+    /// key is refused in one line (it encapsulates, it does not sign).
+    static func signPostQuantum(_ k: KeyRef, _ input: [UInt8], algorithm: String, context: [UInt8]?) throws -> [UInt8] {
+        let family: String
+        switch k.keyType {
+        case .mlDSA: family = "ml-dsa"
+        case .slhDSA: family = "slh-dsa"
+        default:
+            throw ControlProtocol.Failure("a \(k.keyType) key cannot sign (it is a KEM key: use keyshare key encapsulate/decapsulate)")
+        }
+        guard algorithm.isEmpty || algorithm == family else {
+            throw ControlProtocol.Failure("algorithm \(algorithm) does not fit a \(k.keyType) key (use \(family))")
+        }
+        return try k.createSignature(input, context: context ?? [])
     }
 
     static func defaultSignature(for type: KeyType) -> SignatureAlgorithm {
