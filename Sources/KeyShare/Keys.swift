@@ -190,7 +190,18 @@ extension KeychainSession {
                     privAttrs[KeyShareAttribute.applicationTag] = tag
                     pubAttrs[KeyShareAttribute.applicationTag] = tag
                 }
-                if let u = p.usage {
+                if let u = p.usage, case .postQuantum(let t) = p.spec {
+                    // One job per post-quantum key (PKCS #11 3.2): ML-KEM's "encrypt" is CKA_ENCAPSULATE /
+                    // CKA_DECAPSULATE and it never signs; ML-DSA / SLH-DSA only sign.
+                    let sign = !u.isDisjoint(with: [.sign, .verify]), crypt = !u.isDisjoint(with: [.encrypt, .decrypt])
+                    if case .mlKEM = t {
+                        privAttrs[CKA.decapsulate] = AttributeCoding.bool(crypt)
+                        pubAttrs[CKA.encapsulate] = AttributeCoding.bool(crypt)
+                    } else {
+                        privAttrs[CKA.sign] = AttributeCoding.bool(sign)
+                        pubAttrs[CKA.verify] = AttributeCoding.bool(sign)
+                    }
+                } else if let u = p.usage {
                     let sign = !u.isDisjoint(with: [.sign, .verify]), crypt = !u.isDisjoint(with: [.encrypt, .decrypt])
                     let wrap = !u.isDisjoint(with: [.wrap, .unwrap]) || crypt
                     privAttrs[CKA.sign] = AttributeCoding.bool(sign)

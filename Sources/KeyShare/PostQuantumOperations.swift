@@ -27,7 +27,7 @@ extension KeyRef {
         guard context.count <= 255 else { throw KeyShareError.invalidParameter("the context is \(context.count) bytes; at most 255") }
         if let d = k.mlDSA { return try mapped { try d.sign(message, context: context) } }
         if let s = k.slhDSA { return try mapped { try s.sign(message, context: context) } }
-        throw KeyShareError.unsupported("a \(keyType) key cannot sign with a context (ML-DSA and SLH-DSA only)")
+        throw KeyShareError.unsupported("an \(keyType) key cannot sign with a context (ML-DSA and SLH-DSA only)")
     }
 
     /// True when `signature` is a valid pure ML-DSA / SLH-DSA signature of `message` under `context`.
@@ -43,7 +43,7 @@ extension KeyRef {
         guard context.count <= 255 else { throw KeyShareError.invalidParameter("the context is \(context.count) bytes; at most 255") }
         if let d = key.mlDSA { return try mapped { try d.verify(signature, message: message, context: context) } }
         if let s = key.slhDSA { return try mapped { try s.verify(signature, message: message, context: context) } }
-        throw KeyShareError.unsupported("a \(key.keyType) key cannot verify with a context (ML-DSA and SLH-DSA only)")
+        throw KeyShareError.unsupported("an \(key.keyType) key cannot verify with a context (ML-DSA and SLH-DSA only)")
     }
 
     /// ML-KEM encapsulation to this key's encapsulation (public) key: (ciphertext, 32-byte shared secret).
@@ -54,7 +54,7 @@ extension KeyRef {
 
     public static func encapsulate(to key: PublicKey) throws -> (ciphertext: [UInt8], sharedSecret: [UInt8]) {
         guard let k = key.mlKEM else {
-            throw KeyShareError.unsupported("a \(key.keyType) key cannot encapsulate (ML-KEM only)")
+            throw KeyShareError.unsupported("an \(key.keyType) key cannot encapsulate (ML-KEM only)")
         }
         return try mapped { try k.encapsulate() }
     }
@@ -64,11 +64,11 @@ extension KeyRef {
     /// secret, as every ML-KEM does (the caller's protocol notices, not this call).
     public func decapsulate(_ ciphertext: [UInt8]) throws -> [UInt8] {
         let k = try privatePQ("decapsulation")
-        guard let kem = k.mlKEM else { throw KeyShareError.unsupported("a \(keyType) key cannot decapsulate (ML-KEM only)") }
+        guard let kem = k.mlKEM else { throw KeyShareError.unsupported("an \(keyType) key cannot decapsulate (ML-KEM only)") }
         try allowed(CKA.decapsulate, "decapsulate")
         let n = kem.parameterSet.ciphertextLength
         guard ciphertext.count == n else {
-            throw KeyShareError.invalidParameter("the ciphertext is \(ciphertext.count) bytes; a \(keyType) ciphertext is \(n)")
+            throw KeyShareError.invalidParameter("the ciphertext is \(ciphertext.count) bytes; an \(keyType) ciphertext is \(n)")
         }
         return try mapped { try kem.decapsulate(ciphertext) }
     }

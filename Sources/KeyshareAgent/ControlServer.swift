@@ -103,7 +103,7 @@ struct ControlServer {
                 let k = try Self.key(session, tag: tag, .privateKey)
                 let name = r.string("algorithm") ?? ""
                 if r["context"] != nil {
-                    throw ControlProtocol.Failure("--context is for ML-DSA and SLH-DSA keys; tag \(tag) is a \(k.keyType) key")
+                    throw ControlProtocol.Failure("--context is for ML-DSA and SLH-DSA keys; tag \(tag) is an \(k.keyType) key")
                 }
                 guard let alg = name.isEmpty ? Self.defaultSignature(for: k.keyType) : Self.signature(named: name) else {
                     throw ControlProtocol.Failure("unknown signature algorithm \(name)")
@@ -202,7 +202,7 @@ struct ControlServer {
                                      idText: r.string("idText"))
         let a = signer.attributes
         if case .mlKEM = signer.keyType {
-            throw ControlProtocol.Failure("a \(signer.keyType) key cannot sign a certificate request (it is a KEM key)")
+            throw ControlProtocol.Failure("an \(signer.keyType) key cannot sign a certificate request (it is a KEM key)")
         }
         guard a.usage.contains(.sign) else {
             throw ControlProtocol.Failure("the key \(a.label ?? "") may not sign (CKA_SIGN is false)")
@@ -272,7 +272,9 @@ struct ControlServer {
         m["id"] = a.pkcs11[CKA.id]
         let names: [(UsageFlags, String)] = [(.sign, "sign"), (.verify, "verify"), (.encrypt, "encrypt"), (.decrypt, "decrypt"),
                                               (.derive, "derive"), (.wrap, "wrap"), (.unwrap, "unwrap")]
-        m.set("usage", names.filter { a.usage.contains($0.0) }.map(\.1).joined(separator: ","))
+        // ML-KEM's usage is PKCS #11 3.2's CKA_ENCAPSULATE / CKA_DECAPSULATE.
+        let kem = [(CKA.encapsulate, "encapsulate"), (CKA.decapsulate, "decapsulate")].filter { a.pkcs11[$0.0] == [1] }.map(\.1)
+        m.set("usage", (names.filter { a.usage.contains($0.0) }.map(\.1) + kem).joined(separator: ","))
     }
 
     /// The CSR's key: by tag, by persistent reference or label, or by CKA_ID (as the CLI named it).
@@ -328,10 +330,10 @@ struct ControlServer {
         case .mlDSA: family = "ml-dsa"
         case .slhDSA: family = "slh-dsa"
         default:
-            throw ControlProtocol.Failure("a \(k.keyType) key cannot sign (it is a KEM key: use keyshare key encapsulate/decapsulate)")
+            throw ControlProtocol.Failure("an \(k.keyType) key cannot sign (it is a KEM key: use keyshare key encapsulate/decapsulate)")
         }
         guard algorithm.isEmpty || algorithm == family else {
-            throw ControlProtocol.Failure("algorithm \(algorithm) does not fit a \(k.keyType) key (use \(family))")
+            throw ControlProtocol.Failure("algorithm \(algorithm) does not fit an \(k.keyType) key (use \(family))")
         }
         return try k.createSignature(input, context: context ?? [])
     }

@@ -31,7 +31,7 @@ enum AttributeNames {
         CKA.alwaysSensitive, CKA.modifiable, CKA.copyable, CKA.destroyable, CKA.alwaysAuthenticate, CKA.wrapWithTrusted,
         CKA.encapsulate, CKA.decapsulate,
     ]
-    static let numbers: Set<AttributeType> = [CKA.modulusBits, CKA.valueLen]
+    static let numbers: Set<AttributeType> = [CKA.modulusBits, CKA.valueLen, CKA.parameterSet]
     static let texts: Set<AttributeType> = [CKA.label, CKA.application, CKA.uniqueID]
     static let dates: Set<AttributeType> = [CKA.startDate, CKA.endDate]
 

@@ -123,9 +123,20 @@ struct KeyCommand: ParsableCommand {
                 for word in usage.split(separator: ",") {
                     switch word {
                     case "sign", "verify": f.formUnion([.sign, .verify])
-                    case "encrypt", "decrypt": f.formUnion([.encrypt, .decrypt])
+                    case "encrypt", "decrypt", "encapsulate", "decapsulate": f.formUnion([.encrypt, .decrypt])
                     case "derive": f.insert(.derive)
                     default: throw ValidationError("unknown usage \(word): use sign, encrypt or derive")
+                    }
+                }
+                // A post-quantum key does one thing (PKCS #11 3.2): ML-DSA/SLH-DSA sign, ML-KEM
+                // encapsulates (its "encrypt"); any other usage would only set flags no mechanism honours.
+                if case .postQuantum(let t) = type {
+                    if case .mlKEM = t {
+                        guard f.isSubset(of: [.encrypt, .decrypt]) else {
+                            throw ValidationError("\(t) keys only encapsulate and decapsulate: --usage encrypt, or leave --usage out")
+                        }
+                    } else if !f.isSubset(of: [.sign, .verify]) {
+                        throw ValidationError("\(t) keys only sign: --usage sign, or leave --usage out")
                     }
                 }
                 flags = f
@@ -239,13 +250,13 @@ struct KeyCommand: ParsableCommand {
             let valid: Bool
             if pub.keyType.isPostQuantum {
                 if let algorithm, algorithm != .default(for: pub.keyType) {
-                    throw CLIError("algorithm \(algorithm.rawValue) does not fit a \(pub.keyType) key")
+                    throw CLIError("algorithm \(algorithm.rawValue) does not fit an \(pub.keyType) key")
                 }
-                if case .mlKEM = pub.keyType { throw CLIError("a \(pub.keyType) key cannot verify (it is a KEM key)") }
+                if case .mlKEM = pub.keyType { throw CLIError("an \(pub.keyType) key cannot verify (it is a KEM key)") }
                 valid = try ref.map { try $0.verifySignature(sig, message: message, context: ctx ?? []) }
                     ?? KeyRef.verify(pub, sig, message: message, context: ctx ?? [])
             } else {
-                guard ctx == nil else { throw CLIError("--context is for ML-DSA and SLH-DSA keys; this is a \(pub.keyType) key") }
+                guard ctx == nil else { throw CLIError("--context is for ML-DSA and SLH-DSA keys; this is an \(pub.keyType) key") }
                 let alg = algorithm ?? .default(for: pub.keyType)
                 if pub.keyType == .ec, let curve = pub.curve {
                     guard let raw = try? ECDSASignatureEncoding.raw(fromDER: sig, size: curve.byteSize) else {
@@ -322,5 +333,6 @@ struct KeyRow: Encodable {
         let names: [(UsageFlags, String)] = [(.sign, "sign"), (.verify, "verify"), (.encrypt, "encrypt"), (.decrypt, "decrypt"),
                                               (.derive, "derive"), (.wrap, "wrap"), (.unwrap, "unwrap")]
         usage = names.filter { a.usage.contains($0.0) }.map(\.1)
+            + [(CKA.encapsulate, "encapsulate"), (CKA.decapsulate, "decapsulate")].filter { a.pkcs11[$0.0] == [1] }.map(\.1)
     }
 }

@@ -111,7 +111,7 @@ extension KeyCommand {
             try FileIO.checkOutput(secret, force: force.force)
             let (ref, pub) = try key.resolve()
             guard case .mlKEM = pub.keyType else {
-                throw CLIError("a \(pub.keyType) key cannot encapsulate (ML-KEM keys only)")
+                throw CLIError("an \(pub.keyType) key cannot encapsulate (ML-KEM keys only)")
             }
             var r = try ref.map { try $0.encapsulate() } ?? KeyRef.encapsulate(to: pub)
             defer { r.sharedSecret.withUnsafeMutableBytes { if let b = $0.baseAddress { explicit_bzero(b, $0.count) } } }

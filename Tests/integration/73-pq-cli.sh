@@ -100,6 +100,19 @@ for t in ml-dsa-44 ml-dsa-65 ml-dsa-87 ml-kem-512 ml-kem-768 ml-kem-1024; do
   check_out "key generate --type $t" "$NAME" ks key generate --token pq --type "$t" --label "g-$t" --tag "$t" --pin-source env:PIN
   ks key public --token pq --tag "$t" >"$WORK/$t.pub" 2>"$WORK/err" || bad "key public $t" "$(cat "$WORK/err")"
 done
+# A post-quantum key does one job: --usage that does not fit is refused (before, an ML-KEM key made
+# with --usage sign got CKA_SIGN true and kept CKA_DECAPSULATE true); the fitting one is honoured.
+check_fail "key generate ml-kem-768 --usage sign: one line" "ML-KEM-768 keys only encapsulate" \
+  ks key generate --token pq --type ml-kem-768 --usage sign --label u1 --tag u1 --pin-source env:PIN
+check_fail "key generate ml-dsa-65 --usage encrypt: one line" "ML-DSA-65 keys only sign" \
+  ks key generate --token pq --type ml-dsa-65 --usage encrypt --label u2 --tag u2 --pin-source env:PIN
+check_out "key generate ml-kem-768 --usage encrypt: the pair may encapsulate/decapsulate, nothing else" \
+  '"usage" : \[\s*"decapsulate"\s*\]' bash -c 'ks() { "$0" "$@"; }; ks key generate --token pq --type ml-kem-768 --usage encrypt \
+  --label u3 --tag u3 --pin-source env:PIN --json | tr -d "\n"' "$KS"
+ks show --token pq u3 --pin-source env:PIN >"$WORK/show.u3" 2>&1
+grep -q "CKA_DECAPSULATE: true" "$WORK/show.u3" && grep -q "CKA_ENCAPSULATE: true" "$WORK/show.u3" && ! grep -q "CKA_SIGN: true" "$WORK/show.u3" \
+  && ! grep -q "CKA_DECRYPT: true" "$WORK/show.u3" && ok "show: --usage encrypt set CKA_ENCAPSULATE/DECAPSULATE, not CKA_SIGN/DECRYPT" \
+  || bad "ML-KEM --usage flags" "$(grep -E 'SIGN|CRYPT|CAPSULATE' "$WORK/show.u3")"
 check_fail "key generate --bits with an ML-DSA type: one line" "bits" \
   ks key generate --token pq --type ml-dsa-65 --bits 2048 --label x --tag x --pin-source env:PIN
 printf 'post-quantum document\n' >"$WORK/doc"
