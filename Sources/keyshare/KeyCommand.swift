@@ -11,8 +11,8 @@ struct KeyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "key",
         abstract: "Generate keys and encrypt, decrypt, sign, verify, encapsulate and decapsulate with them.",
-        subcommands: [Generate.self, Encrypt.self, Decrypt.self, Sign.self, Verify.self, Encapsulate.self, Decapsulate.self,
-                      Public.self, List.self])
+        subcommands: [Generate.self, Import.self, Encrypt.self, Decrypt.self, Sign.self, Verify.self, Encapsulate.self,
+                      Decapsulate.self, Public.self, List.self])
 
     /// Options every key subcommand shares.
     struct Common: ParsableArguments {
