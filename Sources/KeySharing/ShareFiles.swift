@@ -41,11 +41,29 @@ public final class ShareFiles {
     /// The identities of a token that can be shared: a certificate with its
     /// private key, and the key exportable. Others cannot leave the keychain.
     public static func shareable(tokens: TokenManager, token: TokenID, key: TokenKey) throws -> [Identity] {
-        try tokens.identities(in: token, key: key).filter { identity in
-            guard let ref = identity.privateKeyReference, let item = try? tokens.store.item(ref, key: key) else { return false }
-            if let extractable = item.attributes[CKA.extractable], extractable.first == 0 { return false }
-            return item.attributes[CKA.keysharePKCS8] != nil
+        try partition(tokens: tokens, token: token, key: key).shareable
+    }
+
+    /// The token's identities split into those the tree offers and those it
+    /// leaves out with a note: a key in the TPM (issue 17: it has no PKCS #8,
+    /// only a TPM blob) or marked non-exportable. A certificate without its
+    /// private key is no identity of this token's and gets no note.
+    public static func partition(tokens: TokenManager, token: TokenID, key: TokenKey) throws
+        -> (shareable: [Identity], leftOut: [ShareTree.LeftOut])
+    {
+        var shareable: [Identity] = []
+        var leftOut: [ShareTree.LeftOut] = []
+        for identity in try tokens.identities(in: token, key: key) {
+            guard let ref = identity.privateKeyReference, let item = try? tokens.store.item(ref, key: key) else { continue }
+            if item.attributes[CKA.keyshareTPM] != nil {
+                leftOut.append(.init(label: identity.label, reason: .tpm))
+            } else if let extractable = item.attributes[CKA.extractable], extractable.first == 0 {
+                leftOut.append(.init(label: identity.label, reason: .notExportable))
+            } else if item.attributes[CKA.keysharePKCS8] != nil {
+                shareable.append(identity)
+            }
         }
+        return (shareable, leftOut)
     }
 
     /// The PKCS #12 of one identity (by label), built on first use.

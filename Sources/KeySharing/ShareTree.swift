@@ -55,12 +55,57 @@ public struct ShareTree: Sendable {
         public var selectable: Bool
     }
 
+    /// An identity of the token that the tree leaves out, and why: its private
+    /// key cannot leave the keychain (issue 17: a TPM key; or a key marked
+    /// non-exportable). Shown as a note beside the tree, never as an item.
+    public struct LeftOut: Sendable, Equatable {
+        public enum Reason: String, Sendable, Equatable {
+            case tpm
+            case notExportable = "not-exportable"
+        }
+        public var label: String
+        public var reason: Reason
+
+        public init(label: String, reason: Reason) {
+            self.label = label
+            self.reason = reason
+        }
+
+        /// Why, in words (the CLI prints "left out: LABEL: NOTE").
+        public var note: String {
+            switch reason {
+            case .tpm: "its private key lives in the TPM and can never leave it"
+            case .notExportable: "its private key is marked non-exportable (CKA_EXTRACTABLE false)"
+            }
+        }
+
+        /// One agent reply field for the whole list: `reason NUL label NUL`
+        /// per identity (the control protocol allows 64 fields per message,
+        /// so the list cannot take fields of its own per identity).
+        public static func encode(_ list: [LeftOut]) -> [UInt8] {
+            list.flatMap { Array($0.reason.rawValue.utf8) + [0] + Array($0.label.utf8) + [0] }
+        }
+
+        /// The inverse of `encode`; pairs with an unknown reason are dropped.
+        public static func decode(_ bytes: [UInt8]) -> [LeftOut] {
+            var parts = bytes.split(separator: 0, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+            if parts.last == "" { parts.removeLast() }
+            return stride(from: 0, to: parts.count - 1, by: 2).compactMap { i in
+                Reason(rawValue: parts[i]).map { LeftOut(label: parts[i + 1], reason: $0) }
+            }
+        }
+    }
+
     public var root: [Entry]
     public var folders: [Entry]
     public var zips: [Entry]
+    /// The token's identities that are not in the tree, with the reason.
+    public var leftOut: [LeftOut]
 
-    /// Builds the tree; `accepting` is the consumer's selector list (empty: all).
-    public init(identities: [ShareIdentity], accepting: [ShareSelector] = [], now: Int64) {
+    /// Builds the tree; `accepting` is the consumer's selector list (empty: all);
+    /// `leftOut` are the identities that cannot be shared, kept for the notes.
+    public init(identities: [ShareIdentity], leftOut: [LeftOut] = [], accepting: [ShareSelector] = [], now: Int64) {
+        self.leftOut = leftOut
         func selectable(_ s: ShareSelector, _ categories: [CertificateCategory]) -> Bool {
             guard !accepting.isEmpty else { return true }
             if accepting.contains(s) { return true }

@@ -153,10 +153,12 @@ struct ControlServer {
 
     /// `keyshare share list/get/export-tree`: every shareable identity's
     /// PKCS #12 (under the shared password, made on first use in the same
-    /// transaction) is built here; the reply holds, per identity, its label,
-    /// certificate and file ("label.N", "certificate.N", "pkcs12.N"; "count"),
-    /// from which the CLI lays out the tree and the zips. The private keys
-    /// and the password stay in the agent.
+    /// transaction) is built here; the reply holds the identities' labels,
+    /// certificates and files as three lists ("labels", "certificates",
+    /// "pkcs12", packed by ShareWire: a message holds at most 64 fields; "count"),
+    /// from which the CLI lays out the tree and the zips; "leftOut" names the
+    /// identities left out (TPM or non-exportable keys) for the CLI's notes.
+    /// The private keys and the password stay in the agent.
     private func share(_ r: ControlProtocol.Message, home: String, pin: [UInt8]) throws -> ControlProtocol.Message {
         let store = try KeychainStore(home: home)
         let tokens = TokenManager(store: store)
@@ -165,19 +167,18 @@ struct ControlServer {
         guard let profile = PKCS12.Profile(rawValue: r.string("profile") ?? "modern") else {
             throw ControlProtocol.Failure("unknown PKCS #12 profile")
         }
-        let identities = try ShareFiles.shareable(tokens: tokens, token: token.tokenID, key: key)
+        let (identities, leftOut) = try ShareFiles.partition(tokens: tokens, token: token.tokenID, key: key)
         var m = ControlProtocol.Message()
+        if !leftOut.isEmpty { m["leftOut"] = ShareTree.LeftOut.encode(leftOut) }
         try store.transaction {
             let password = try SharedPassword.obtain(store: store, token: token.tokenID, key: key)
             let files = ShareFiles(identities: identities, store: store, key: key, password: password, profile: profile)
-            for (i, identity) in identities.enumerated() {
-                m.set("label.\(i)", identity.label)
-                m["certificate.\(i)"] = identity.certificate.der
-                m["pkcs12.\(i)"] = try files.pkcs12(label: identity.label)
-            }
+            m["labels"] = ShareWire.pack(identities.map { Array($0.label.utf8) })
+            m["certificates"] = ShareWire.pack(identities.map(\.certificate.der))
+            m["pkcs12"] = ShareWire.pack(try identities.map { try files.pkcs12(label: $0.label) })
         }
         m.set("count", String(identities.count))
-        AgentLog.line("pid \(pid): built the share tree's \(identities.count) PKCS #12 files (\(profile.rawValue)) of token \(token.label) for the CLI")
+        AgentLog.line("pid \(pid): built the share tree's \(identities.count) PKCS #12 files (\(profile.rawValue)) of token \(token.label) for the CLI, \(leftOut.count) identities left out")
         return m
     }
 

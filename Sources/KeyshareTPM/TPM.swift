@@ -90,6 +90,9 @@ public final class TPMConnection {
         try blobCall("reading the endorsement key") { ktpm_ek_public(handle, $0, $1, $2) }
     }
 
+    /// One TPM2_GetRandom: true when the TPM answers.
+    public func probe() -> Bool { ktpm_probe(handle) == 0 }
+
     public func supports(_ kind: TPMKeyKind) -> Bool { ktpm_supports(handle, kind.rawValue) == 0 }
 
     /// A key created inside the TPM; its blob is safe to store (the private part is encrypted by this TPM).
@@ -204,10 +207,11 @@ public enum TPM {
         try with(TPMSite(tcti: tcti), body)
     }
 
-    /// Whether a connection to the TPM opens (nothing is sent: cheap enough for
-    /// a slot list). A TPM token whose TPM is not there is "not present".
+    /// Whether the TPM answers one TPM2_GetRandom (a round trip: cheap enough
+    /// for a slot list). A TPM token whose TPM is not there is "not present".
     public static func canConnect(_ site: TPMSite) -> Bool {
-        (try? TPMConnection(tcti: site.tcti)) != nil
+        guard let c = try? TPMConnection(tcti: site.tcti) else { return false }
+        return c.probe()
     }
 
     /// Whether a TPM answers at `tcti` (it creates nothing).

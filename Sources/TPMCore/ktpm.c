@@ -1,6 +1,8 @@
 // keyshare's TPM work over tpm2-tss ESAPI; see include/ktpm.h and docs/tpm.md.
 #include "ktpm.h"
+#include "tcti_cloexec.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <tss2/tss2_esys.h>
@@ -10,22 +12,48 @@
 
 struct ktpm {
     TSS2_TCTI_CONTEXT *tcti;
+    int own_tcti;    // tcti is keyshare's close-on-exec one (tcti_cloexec.c), not tpm2-tss's loader
     ESYS_CONTEXT *esys;
-    ESYS_TR srk;  // ESYS_TR_NONE until first needed
+    ESYS_TR srk;     // ESYS_TR_NONE until first needed
+    int srk_cached;  // srk came from the saved context (srk_cache), not from CreatePrimary
+    char *tcti_conf; // the TCTI string: the saved SRK context is kept per TPM
 };
 
 #define CHECK(expr) do { TSS2_RC rc_ = (expr); if (rc_ != TSS2_RC_SUCCESS) return rc_; } while (0)
 
+/// tpm2-tss logs to the host's stderr (WARNING and ERROR lines for a wrong PIN,
+/// a probe that finds no TPM, a stale saved context) unless TSS2_LOG says
+/// otherwise, and it has no other switch: each of its source files reads
+/// TSS2_LOG once, at its first log call, into a private static. So TSS2_LOG
+/// is set to all+NONE if (and only if) the host has not set it, once, before
+/// this process's first TSS call. Once, because glibc's setenv may free the
+/// environment array an earlier setenv made while another thread's getenv
+/// reads it: one call is the least exposure, and in a host that never called
+/// setenv it frees nothing (the initial array is copied). Not restored
+/// afterwards, because a file that logs later would read it then. A host that sets TSS2_LOG keeps
+/// its choice. The price: the host's children inherit TSS2_LOG=all+NONE
+/// (docs/tpm.md).
+static pthread_once_t quiet_once = PTHREAD_ONCE_INIT;
+static void quiet_tss(void) {
+    if (!getenv("TSS2_LOG")) setenv("TSS2_LOG", "all+NONE", 0);
+}
+
 uint32_t ktpm_open(const char *tcti, ktpm **out) {
     *out = NULL;
+    pthread_once(&quiet_once, quiet_tss);
     ktpm *t = calloc(1, sizeof *t);
     if (!t) return KTPM_RC_BUFFER;
     t->srk = ESYS_TR_NONE;
-    TSS2_RC rc = Tss2_TctiLdr_Initialize(tcti, &t->tcti);
-    if (rc != TSS2_RC_SUCCESS) { free(t); return rc; }
+    t->tcti_conf = strdup(tcti ? tcti : "");
+    if (!t->tcti_conf) { free(t); return KTPM_RC_BUFFER; }
+    // swtpm and TPM devices through keyshare's own TCTI, whose descriptors are close-on-exec; others through tpm2-tss.
+    t->own_tcti = ktcti_handles(tcti);
+    TSS2_RC rc = t->own_tcti ? ktcti_open(tcti, &t->tcti) : Tss2_TctiLdr_Initialize(tcti, &t->tcti);
+    if (rc != TSS2_RC_SUCCESS) { free(t->tcti_conf); free(t); return rc; }
     rc = Esys_Initialize(&t->esys, t->tcti, NULL);
     if (rc != TSS2_RC_SUCCESS) {
-        Tss2_TctiLdr_Finalize(&t->tcti);
+        if (t->own_tcti) ktcti_close(t->tcti); else Tss2_TctiLdr_Finalize(&t->tcti);
+        free(t->tcti_conf);
         free(t);
         return rc;
     }
@@ -37,8 +65,16 @@ void ktpm_close(ktpm *t) {
     if (!t) return;
     if (t->srk != ESYS_TR_NONE) Esys_FlushContext(t->esys, t->srk);
     Esys_Finalize(&t->esys);
-    Tss2_TctiLdr_Finalize(&t->tcti);
+    if (t->own_tcti) ktcti_close(t->tcti); else Tss2_TctiLdr_Finalize(&t->tcti);
+    free(t->tcti_conf);
     free(t);
+}
+
+uint32_t ktpm_probe(ktpm *t) {
+    TPM2B_DIGEST *r = NULL;
+    TSS2_RC rc = Esys_GetRandom(t->esys, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, 1, &r);
+    Esys_Free(r);
+    return rc;
 }
 
 const char *ktpm_rc_text(uint32_t rc) {
@@ -148,8 +184,57 @@ static uint32_t blob_read(const uint8_t *blob, size_t len, TPM2B_PUBLIC *pub, TP
 
 // MARK: the storage root key and loading
 
-static uint32_t srk(ktpm *t) {
-    if (t->srk != ESYS_TR_NONE) return TSS2_RC_SUCCESS;
+/// The SRK's saved context (TPM2_ContextSave right after CreatePrimary), kept
+/// for the life of this process per TCTI string: TPM2_ContextLoad of it costs
+/// one cheap command where CreatePrimary derives the ECC key from the owner
+/// seed (about half of a login's TPM time, docs/tpm.md). The TPM protects the
+/// context's integrity with a key that changes at every TPM Reset (swtpm
+/// restart, reboot) and with the owner hierarchy's proof (TPM2_Clear): a
+/// stale context does not load, and the primary is made again. Only loads
+/// use it; creating keys and sealing always use a freshly derived primary.
+static pthread_mutex_t srk_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *srk_cache_tcti;
+static TPMS_CONTEXT srk_cache;
+
+static void srk_cache_drop(void) {
+    pthread_mutex_lock(&srk_cache_lock);
+    free(srk_cache_tcti);
+    srk_cache_tcti = NULL;
+    pthread_mutex_unlock(&srk_cache_lock);
+}
+
+static void srk_cache_put(const char *tcti, const TPMS_CONTEXT *ctx) {
+    char *copy = strdup(tcti);
+    if (!copy) return;
+    pthread_mutex_lock(&srk_cache_lock);
+    free(srk_cache_tcti);
+    srk_cache_tcti = copy;
+    srk_cache = *ctx;
+    pthread_mutex_unlock(&srk_cache_lock);
+}
+
+static int srk_cache_get(const char *tcti, TPMS_CONTEXT *out) {
+    int found = 0;
+    pthread_mutex_lock(&srk_cache_lock);
+    if (srk_cache_tcti && !strcmp(srk_cache_tcti, tcti)) { *out = srk_cache; found = 1; }
+    pthread_mutex_unlock(&srk_cache_lock);
+    return found;
+}
+
+/// A response code from the TPM itself (not from the TSS or the TCTI).
+static int tpm_layer(TSS2_RC rc) { return (rc & TSS2_RC_LAYER_MASK) == TSS2_TPM_RC_LAYER; }
+
+static void srk_flush(ktpm *t) {
+    if (t->srk != ESYS_TR_NONE) Esys_FlushContext(t->esys, t->srk);
+    t->srk = ESYS_TR_NONE;
+    t->srk_cached = 0;
+}
+
+/// The storage root key, derived afresh from the owner seed (CreatePrimary);
+/// its context is saved for later loads in this process.
+static uint32_t srk_fresh(ktpm *t) {
+    if (t->srk != ESYS_TR_NONE && !t->srk_cached) return TSS2_RC_SUCCESS;
+    srk_flush(t);
     TPM2B_SENSITIVE_CREATE sens = { 0 };
     TPM2B_PUBLIC tmpl = srk_template();
     TPM2B_DATA outside = { 0 };
@@ -161,8 +246,33 @@ static uint32_t srk(ktpm *t) {
     TSS2_RC rc = Esys_CreatePrimary(t->esys, ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &sens,
                                     &tmpl, &outside, &none, &t->srk, &pub, &cd, &ch, &tk);
     Esys_Free(pub); Esys_Free(cd); Esys_Free(ch); Esys_Free(tk);
-    if (rc != TSS2_RC_SUCCESS) t->srk = ESYS_TR_NONE;
-    return rc;
+    if (rc != TSS2_RC_SUCCESS) { t->srk = ESYS_TR_NONE; return rc; }
+    // ContextSave leaves a transient object loaded; a failure only costs the cache.
+    TPMS_CONTEXT *ctx = NULL;
+    if (Esys_ContextSave(t->esys, t->srk, &ctx) == TSS2_RC_SUCCESS && ctx) srk_cache_put(t->tcti_conf, ctx);
+    Esys_Free(ctx);
+    return TSS2_RC_SUCCESS;
+}
+
+/// The storage root key for loading objects: the saved context if this TPM
+/// still accepts it, else a fresh one.
+static uint32_t srk_for_load(ktpm *t) {
+    if (t->srk != ESYS_TR_NONE) return TSS2_RC_SUCCESS;
+    TPMS_CONTEXT ctx;
+    if (srk_cache_get(t->tcti_conf, &ctx)) {
+        TSS2_RC rc = Esys_ContextLoad(t->esys, &ctx, &t->srk);
+        if (rc == TSS2_RC_SUCCESS) {
+            t->srk_cached = 1;
+            return TSS2_RC_SUCCESS;
+        }
+        t->srk = ESYS_TR_NONE;
+        // Only the TPM's own refusal means "stale"; no TPM (a TCTI error) is reported as such,
+        // and ESAPI answers BAD_SEQUENCE to anything after one.
+        if (!tpm_layer(rc)) return rc;
+        // TPM Reset, owner cleared, another TPM at this address: derive it again.
+        srk_cache_drop();
+    }
+    return srk_fresh(t);
 }
 
 /// Loads a blob under the SRK and sets its authorization; the caller flushes *h.
@@ -173,9 +283,16 @@ static uint32_t load(ktpm *t, const uint8_t *blob, size_t len, const uint8_t *au
     *h = ESYS_TR_NONE;
     CHECK(blob_read(blob, len, &pub, &priv));
     if (!set_auth(&a, auth, authlen)) return KTPM_RC_ARGUMENT;
-    CHECK(srk(t));
-    CHECK(Esys_Load(t->esys, t->srk, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &priv, &pub, h));
-    TSS2_RC rc = Esys_TR_SetAuth(t->esys, *h, &a);
+    CHECK(srk_for_load(t));
+    TSS2_RC rc = Esys_Load(t->esys, t->srk, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &priv, &pub, h);
+    if (rc != TSS2_RC_SUCCESS && t->srk_cached && tpm_layer(rc)) {
+        // Whatever the saved context held, the answer that counts is the one under a freshly derived SRK.
+        srk_cache_drop();
+        CHECK(srk_fresh(t));
+        rc = Esys_Load(t->esys, t->srk, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &priv, &pub, h);
+    }
+    if (rc != TSS2_RC_SUCCESS) { *h = ESYS_TR_NONE; explicit_bzero(&a, sizeof a); return rc; }
+    rc = Esys_TR_SetAuth(t->esys, *h, &a);
     if (rc != TSS2_RC_SUCCESS) { Esys_FlushContext(t->esys, *h); *h = ESYS_TR_NONE; }
     explicit_bzero(&a, sizeof a);
     return rc;
@@ -228,7 +345,7 @@ uint32_t ktpm_supports(ktpm *t, int kind) {
 // MARK: keys
 
 static uint32_t create(ktpm *t, TPM2B_SENSITIVE_CREATE *sens, TPM2B_PUBLIC *tmpl, uint8_t *blob, size_t cap, size_t *len) {
-    CHECK(srk(t));
+    CHECK(srk_fresh(t));
     TPM2B_DATA outside = { 0 };
     TPML_PCR_SELECTION none = { 0 };
     TPM2B_PRIVATE *priv = NULL;
@@ -258,7 +375,7 @@ uint32_t ktpm_create_key(ktpm *t, int kind, const uint8_t *auth, size_t authlen,
 /// TPM2B_SENSITIVE itself (TPM 2.0 Part 1, "Duplication"). The key is in this
 /// process's memory already, so there is nothing to protect in transit.
 static uint32_t import(ktpm *t, TPM2B_PUBLIC *pub, TPMT_SENSITIVE *s, uint8_t *blob, size_t cap, size_t *len) {
-    CHECK(srk(t));
+    CHECK(srk_fresh(t));
     TPM2B_SENSITIVE wrapped = { .size = 0, .sensitiveArea = *s };
     TPM2B_PRIVATE dup = { 0 };
     size_t off = 0;

@@ -94,7 +94,18 @@ extension TokenManager {
         throws -> (privateKey: PersistentReference, publicKey: PersistentReference) {
         let tcti = store.tpmSite()
         let auth = try key.tpmObjectAuth()
-        let blob: [UInt8] = try TPM.with(tcti) { c in
+        let blob: [UInt8]
+        do {
+            blob = try importBlob(k, site: tcti, auth: auth)
+        } catch let e as TPMError {
+            throw KeychainError.tpmUnavailable("cannot import the key into the TPM: \(e)")
+        }
+        return try storeTPMKey(blob: blob, label: label, id: id, into: token, key: key, local: false)
+    }
+
+    /// TPM2_Import under the storage root key: the blob the store keeps.
+    private func importBlob(_ k: PrivateKey, site tcti: TPMSite, auth: [UInt8]) throws -> [UInt8] {
+        try TPM.with(tcti) { c in
             switch k.keyType {
             case .ec:
                 guard let point = k.publicKey.ecPoint, let curve = k.publicKey.curve, curve == .p256 || curve == .p384 else {
@@ -112,7 +123,6 @@ extension TokenManager {
                 throw TokensError.unsupported("a TPM token imports EC P-256/P-384 and RSA 2048/3072 keys")
             }
         }
-        return try storeTPMKey(blob: blob, label: label, id: id, into: token, key: key, local: false)
     }
 
     private func storeTPMKey(blob: [UInt8], label: String, id: [UInt8]?, into token: TokenID, key: TokenKey, local: Bool)

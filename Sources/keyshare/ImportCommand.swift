@@ -88,9 +88,11 @@ struct ImportCommand: ParsableCommand {
             return [row(try ctx.tokens.importCertificate(cert, options: options, into: token.tokenID, key: key))]
         }
         if let privateKey = try? PrivateKey(der: bytes) {
+            try refuseTPM(token)
             return [row(try ctx.tokens.importPrivateKey(privateKey, options: options, into: token.tokenID, key: key))]
         }
         do {
+            try refuseTPM(token)
             let pw = try workingPassword(bytes, password: &password)
             return [row(try ctx.tokens.importPKCS12(bytes, password: pw, options: options, into: token.tokenID, key: key))]
         } catch let e as CryptoError where e.kind == .notPKCS12 || e.kind == .corruptPKCS12 {
@@ -105,6 +107,7 @@ struct ImportCommand: ParsableCommand {
     private func importZip(_ entries: [(name: String, bytes: [UInt8])], path: String, options: ImportOptions, ctx: Context,
                            token: TokenRecord, key: TokenKey, password: inout String?) throws -> [ImportRow] {
         guard let first = entries.first else { throw CLIError("the zip archive holds no files") }
+        try refuseTPM(token)
         guard options.isEmpty || entries.count == 1 else {
             throw CLIError("--label and --id name one identity, but the zip holds \(entries.count) files")
         }
@@ -124,6 +127,14 @@ struct ImportCommand: ParsableCommand {
                 }
             }
         }
+    }
+
+    /// A TPM token's private keys live in its TPM (docs/tpm.md): this command
+    /// would keep the key in the store, so it sends the caller to `key import --tpm`.
+    private func refuseTPM(_ token: TokenRecord) throws {
+        guard TPMToken.isTPM(token.tokenID) else { return }
+        throw CLIError("token \(token.label) is a TPM token: bring private keys into its TPM with keyshare key import --tpm "
+            + "(keyshare import would keep the key in the store); certificates import as usual")
     }
 
     /// The password that opens this PKCS #12: the empty one if it does (no
@@ -170,6 +181,7 @@ struct ImportCommand: ParsableCommand {
         guard !bundle.privateKeys.isEmpty || !bundle.certificates.isEmpty else {
             throw CLIError("no certificate or private key in the PEM file" + (bundle.skipped.isEmpty ? "" : " (only \(bundle.skipped.joined(separator: "; ")))"))
         }
+        if !bundle.privateKeys.isEmpty { try refuseTPM(token) }
         let results = try ctx.tokens.importBundle(privateKeys: bundle.privateKeys, certificates: bundle.certificates,
                                                   options: options, into: token.tokenID, key: key)
         var rows = results.map { ImportRow(file: path, result: $0, token: token) }

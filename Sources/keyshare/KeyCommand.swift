@@ -11,7 +11,7 @@ struct KeyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "key",
         abstract: "Generate keys and encrypt, decrypt, sign and verify with them.",
-        subcommands: [Generate.self, Encrypt.self, Decrypt.self, Sign.self, Verify.self, Public.self, List.self])
+        subcommands: [Generate.self, Import.self, Encrypt.self, Decrypt.self, Sign.self, Verify.self, Public.self, List.self])
 
     /// Options every key subcommand shares.
     struct Common: ParsableArguments {

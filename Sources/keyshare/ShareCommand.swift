@@ -51,14 +51,30 @@ struct ShareSession {
         m["pin"] = nil
         var identities: [ShareIdentity] = []
         var files: [String: [UInt8]] = [:]
-        for i in 0..<(reply.string("count").flatMap(Int.init) ?? 0) {
-            guard let label = reply.string("label.\(i)"), let der = reply["certificate.\(i)"], let p12 = reply["pkcs12.\(i)"] else {
-                throw CLIError("the keyshare agent's share tree reply is incomplete")
+        let count = reply.string("count").flatMap(Int.init) ?? 0
+        let incomplete = CLIError("the keyshare agent's share tree reply is incomplete")
+        if let labels = reply["labels"] {
+            guard let labels = ShareWire.unpack(labels), let ders = reply["certificates"].flatMap(ShareWire.unpack),
+                  let p12s = reply["pkcs12"].flatMap(ShareWire.unpack),
+                  labels.count == count, ders.count == count, p12s.count == count else { throw incomplete }
+            for i in 0..<count {
+                let label = String(decoding: labels[i], as: UTF8.self)
+                identities.append(ShareIdentity(label: label, certificate: try Certificate(der: ders[i])))
+                files[label] = p12s[i]
             }
-            identities.append(ShareIdentity(label: label, certificate: try Certificate(der: der)))
-            files[label] = p12
+        } else {
+            // An agent of the previous release (still running after an upgrade): one field per item.
+            for i in 0..<count {
+                guard let label = reply.string("label.\(i)"), let der = reply["certificate.\(i)"], let p12 = reply["pkcs12.\(i)"] else {
+                    throw incomplete
+                }
+                identities.append(ShareIdentity(label: label, certificate: try Certificate(der: der)))
+                files[label] = p12
+            }
         }
-        let tree = ShareTree(identities: identities, accepting: options.selectors, now: Int64(Date().timeIntervalSince1970))
+        let leftOut = reply["leftOut"].map(ShareTree.LeftOut.decode) ?? []
+        let tree = ShareTree(identities: identities, leftOut: leftOut, accepting: options.selectors,
+                             now: Int64(Date().timeIntervalSince1970))
         return ShareSession(tree: tree, files: ShareFiles(prebuilt: files, profile: options.profile), built: files.count)
     }
 
@@ -71,7 +87,18 @@ struct ShareSession {
         for folder in tree.folders {
             if let e = folder.children.first(where: { "\(folder.fileName)/\($0.fileName)" == name }) { return e }
         }
+        // An identity the tree leaves out, by its label or as a folder item: say why.
+        if let left = tree.leftOut.first(where: { l in
+            l.label == name || tree.folders.contains { "\($0.identifier).\(l.label)" == name }
+        }) {
+            throw CLIError("\(left.label) is left out of the share tree: \(left.note)")
+        }
         throw CLIError("no item \(name) in the share tree (see `keyshare share list`)")
+    }
+
+    /// One line per identity the tree leaves out (`left out: LABEL: why`).
+    func printLeftOut() {
+        for l in tree.leftOut { Console.out("left out: \(l.label): \(l.note)") }
     }
 }
 
@@ -102,6 +129,7 @@ struct ShareList: ParsableCommand {
         }
         listing.zips.forEach { add($0) }
         Console.table(["", "ITEM", "FILE", "TYPE", "DATE", "SIZE"], rows)
+        session.printLeftOut()
         if !options.selectors.isEmpty { Console.out("(-: greyed out, not accepted by the given selectors)") }
     }
 }
@@ -122,10 +150,18 @@ struct ShareListing: Encodable {
         var entries: [String]?
     }
 
+    /// An identity the tree leaves out: reason "tpm" or "not-exportable".
+    struct LeftOut: Encodable {
+        var label: String
+        var reason: String
+        var note: String
+    }
+
     var profile: String
     var root: [Item]
     var folders: [Item]
     var zips: [Item]
+    var leftOut: [LeftOut]
 
     init(session: ShareSession, profile: PKCS12.Profile) throws {
         func item(_ e: ShareTree.Entry) throws -> Item {
@@ -141,6 +177,7 @@ struct ShareListing: Encodable {
         root = try session.tree.root.map(item)
         folders = try session.tree.folders.map(item)
         zips = try session.tree.zips.map(item)
+        leftOut = session.tree.leftOut.map { LeftOut(label: $0.label, reason: $0.reason.rawValue, note: $0.note) }
     }
 
     static func iso8601(_ unix: Int64) -> String {
@@ -213,5 +250,6 @@ struct ShareExportTree: ParsableCommand {
             for zip in session.tree.zips { try put(zip, in: root) }
         }
         Console.out("wrote \(files) files (\(total) bytes, \(session.built) PKCS #12 builds, \(options.profile.rawValue) profile) to \(directory)")
+        session.printLeftOut()
     }
 }

@@ -88,4 +88,38 @@ import Tokens
         let ids = try ShareFiles.shareable(tokens: p.tokens, token: p.token, key: p.key)
         #expect(ids.count == 11 && ids.contains { $0.certificate == leafOnly } && !ids.contains { $0.certificate == cert })
     }
+
+    /// Issue 17: an identity whose key lives in the TPM (the store holds only
+    /// a TPM blob, CKA 0x80004B4D) or is marked non-exportable is left out of
+    /// the tree with its reason, which the agent's reply carries to the CLI's
+    /// notes; the others are offered as before.
+    @Test func tpmAndNonExportableKeysAreLeftOutWithAReason() throws {
+        let p = try Self.provider()
+        defer { try? FileManager.default.removeItem(atPath: p.home) }
+        let all = try ShareFiles.shareable(tokens: p.tokens, token: p.token, key: p.key)
+        let inTPM = try #require(all.first), fixed = try #require(all.last)
+        try p.tokens.store.update(try #require(inTPM.privateKeyReference), attributes: [CKA.keyshareTPM: [1, 2, 3]], key: p.key)
+        try p.tokens.store.update(try #require(fixed.privateKeyReference), attributes: [CKA.extractable: [0]], key: p.key)
+        let (shareable, leftOut) = try ShareFiles.partition(tokens: p.tokens, token: p.token, key: p.key)
+        #expect(shareable.count == 9 && !shareable.contains { $0.label == inTPM.label || $0.label == fixed.label })
+        #expect(leftOut == [.init(label: inTPM.label, reason: .tpm), .init(label: fixed.label, reason: .notExportable)])
+        #expect(leftOut[0].note == "its private key lives in the TPM and can never leave it")
+        #expect(ShareTree.LeftOut.decode(ShareTree.LeftOut.encode(leftOut)) == leftOut)
+        #expect(ShareTree.LeftOut.decode([]) == [])
+        let tree = ShareTree(identities: shareable.map { ShareIdentity(label: $0.label, certificate: $0.certificate) },
+                             leftOut: leftOut, now: 0)
+        #expect(tree.leftOut == leftOut)
+        #expect(!tree.allEntries.flatMap(\.identities).contains { $0.label == inTPM.label })
+    }
+
+    /// The agent's share reply packs each list into one field (a control
+    /// message holds at most 64 fields: 3 per identity stopped at 21).
+    @Test func shareWirePacksListsIntoOneField() throws {
+        let parts: [[UInt8]] = [[], Array("device".utf8), [UInt8](repeating: 0xA5, count: 70_000), [0]]
+        #expect(ShareWire.unpack(ShareWire.pack(parts)) == parts)
+        #expect(ShareWire.unpack([]) == [])
+        let packed = ShareWire.pack(parts)
+        #expect(ShareWire.unpack(Array(packed.dropLast())) == nil)
+        #expect(ShareWire.unpack([0, 0, 1]) == nil)
+    }
 }

@@ -196,4 +196,20 @@ kill -TERM "$SERVE_PID"; wait "$SERVE_PID"; rc=$?; SERVE_PID=
 export KEYSHARE_HOME=$PROVIDER
 check_out "rotate" "replaced" ks password rotate --pin-source env:PIN
 [ "$(ks password --stdout --pin-source env:PIN)" != "$SPW" ] && ok "rotation gives a new password" || bad "rotation gives a new password"
+
+# 22 shareable identities (11 more, P-256 device certificates): the agent's
+# reply once took 3 fields per identity, and a control message holds at most
+# 64 fields, so share list failed from 22 on ("closed the connection without
+# an answer"); the lists are now packed into 3 fields.
+files=()
+for i in $(seq 11); do
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$T/many$i.key" -subj "/CN=many-$i" -days 2 \
+    -addext keyUsage=critical,digitalSignature -addext basicConstraints=critical,CA:FALSE -out "$T/many$i.pem" 2>/dev/null
+  files+=("$T/many$i.key" "$T/many$i.pem")
+done
+check "import 11 more identities (22 shareable)" ks import "${files[@]}" --pin-source env:PIN
+rm -f "$T"/many*.key
+out=$(ks share list --json --pin-source env:PIN 2>&1)
+n=$(python3 -c 'import json, sys; t = json.loads(sys.argv[1]); print(len(next(f for f in t["folders"] if f["identifier"] == "Unfiltered")["items"]))' "$out" 2>/dev/null)
+[ "$n" = 22 ] && ok "share list with 22 shareable identities: all 22 in Unfiltered" || bad "share list with 22 shareable identities" "$(head -c 300 <<<"$out")"
 finish

@@ -286,7 +286,10 @@ cycles "events(C_WaitForSlotEvent)"
 # The watcher killed outright: its module child (blocked in OpenSC's wait) leaves on its own.
 KIDS=$(pgrep -P "$WATCH" | tr '\n' ' ')
 kill -KILL "$WATCH"; wait "$WATCH" 2>/dev/null
-for _ in $(seq 40); do alive=; for k in $KIDS; do kill -0 "$k" 2>/dev/null && alive=1; done; [ -z "$alive" ] && break; sleep 0.05; done
+# "Exited" is state Z too: the orphan is reparented to this machine's PID 1 (or a subreaper), which may
+# reap it late, and kill -0 succeeds on a zombie. A process still running in OpenSC is any other state.
+running() { local st; st=$(sed -n "s/^.*) \([A-Za-z]\).*/\1/p" "/proc/$1/stat" 2>/dev/null) && [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]; }
+for _ in $(seq 40); do alive=; for k in $KIDS; do running "$k" && alive=1; done; [ -z "$alive" ] && break; sleep 0.05; done
 [ -n "$KIDS" ] && [ -z "$alive" ] && ok "watcher killed (SIGKILL): its module child ($KIDS) exits by itself" \
   || bad "watcher killed (SIGKILL): its module child exits by itself" "children: '$KIDS', still alive: ${alive:-no}"
 for k in $KIDS; do kill -KILL "$k" 2>/dev/null; done

@@ -8,7 +8,11 @@
 # limited by the TPM's dictionary-attack protection and the right PIN works
 # after its recovery; a restart keeps everything usable; a PCR-bound token
 # refuses after the PCR is extended; 1,000 signatures in a row and 4
-# concurrent clients. Passes in-process and with KEYSHARE_AGENT=1.
+# concurrent clients; a process that lives through a swtpm restart (its
+# saved SRK context goes stale); keys imported into the TPM (key import
+# --tpm: CKA_LOCAL false); a host starting programs while it signs hands
+# no TPM descriptor to its children; tpm2-tss writes nothing on the host's
+# stderr. Passes in-process and with KEYSHARE_AGENT=1.
 # Usage: 71-tpm.sh KEYSHARE MODULE.
 set -u
 KS=${1:?keyshare binary}
@@ -31,7 +35,7 @@ tpm_start() {  # tpm_start DIR PORT
     --ctrl type=tcp,port=$(($2 + 1)),bindaddr=127.0.0.1 --flags not-need-init,startup-clear --daemon --pid file="$1/pid"
 }
 tpm_stop() { local p; p=$(cat "$1/pid" 2>/dev/null) && kill "$p" 2>/dev/null; for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done; }
-cleanup() { agent_stop; tpm_stop "$WORK/tpmA"; tpm_stop "$WORK/tpmB"; rm -rf "$KEYSHARE_HOME" "$WORK"; }
+cleanup() { [ -n "${LIVE:-}" ] && kill "$LIVE" 2>/dev/null; agent_stop; tpm_stop "$WORK/tpmA"; tpm_stop "$WORK/tpmB"; rm -rf "$KEYSHARE_HOME" "$WORK"; }
 trap cleanup EXIT
 free_port() { local p; while :; do p=$((20000 + RANDOM % 30000)); ! (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && ! (exec 3<>/dev/tcp/127.0.0.1/$((p + 1))) 2>/dev/null && { echo $p; return; }; done; }
 # A port pair that is free now may be taken by the time swtpm binds: try a few.
@@ -48,6 +52,7 @@ P=(pkcs11-tool --module "$MODULE")
 # check_rv NAME REGEX CMD...: CMD is expected to fail; its output must name the CK_RV.
 check_rv() { local name=$1 re=$2 out; shift 2; out=$("$@" 2>&1); grep -Eq -- "$re" <<<"$out" && ok "$name" || bad "$name" "$out"; }
 cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -o "$WORK/tpmsign" "$ROOT/Tests/integration/c/tpmsign.c" -ldl || { bad "tpmsign compiles"; finish; exit 1; }
+cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -o "$WORK/tpmfork" "$ROOT/Tests/integration/c/tpmfork.c" -ldl -lpthread || { bad "tpmfork compiles"; finish; exit 1; }
 
 # --- a TPM token, keys made in the TPM --------------------------------------------------
 check_out "token create --tpm" "com.keyshare.tpm:" "$KS" token create --label T --tpm --pin-source env:PIN --so-pin-source env:SOPIN
@@ -73,6 +78,35 @@ openssl pkeyutl -encrypt -pubin -inkey "$WORK/k2.pem" -pkeyopt rsa_padding_mode:
 "${P[@]}" --token-label T --login --pin env:PIN --decrypt --id "$ID2" -m RSA-PKCS-OAEP --hash-algorithm SHA256 --mgf MGF1-SHA256 -i "$WORK/ct" -o "$WORK/pt" >/dev/null 2>&1
 check "RSA-OAEP decryption in the TPM" cmp "$WORK/secret" "$WORK/pt"
 check_out "private keys: never extractable, local" "never extractable, local" "${P[@]}" --token-label T --login --pin env:PIN -O --type privkey
+
+# --- keys imported into the TPM (TPM2_Import): CKA_LOCAL false -----------------------------------
+export P12PW=import-pass-1
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$WORK/imp-ec.key" 2>/dev/null
+openssl req -x509 -new -key "$WORK/imp-ec.key" -subj /CN=imported-ec -days 2 -out "$WORK/imp-ec.crt" 2>/dev/null
+openssl pkcs12 -export -inkey "$WORK/imp-ec.key" -in "$WORK/imp-ec.crt" -name ie -passout env:P12PW -out "$WORK/imp-ec.p12" 2>/dev/null
+openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$WORK/imp-rsa.key" 2>/dev/null
+check_fail "key import without --tpm says what it is for" "give --tpm" "$KS" key import --token T "$WORK/imp-rsa.key" --pin-source env:PIN
+check "key import --tpm: a PKCS #12 identity (P-256)" "$KS" key import --tpm --token T "$WORK/imp-ec.p12" --password-source env:P12PW --pin-source env:PIN
+check "key import --tpm: a PEM key (RSA-2048)" "$KS" key import --tpm --token T --label ir "$WORK/imp-rsa.key" --pin-source env:PIN
+IE=$(id_of ie); IR=$(id_of ir)
+openssl pkey -in "$WORK/imp-ec.key" -pubout -out "$WORK/ie.pem" 2>/dev/null
+openssl pkey -in "$WORK/imp-rsa.key" -pubout -out "$WORK/ir.pem" 2>/dev/null
+sign "$IE" ECDSA-SHA256 --signature-format openssl
+check_out "imported P-256 key signs in the TPM, openssl verifies with the original public key" "Verified OK" openssl dgst -sha256 -verify "$WORK/ie.pem" -signature "$WORK/sig" "$WORK/msg"
+sign "$IR" SHA256-RSA-PKCS
+check_out "imported RSA-2048 key signs in the TPM, openssl verifies" "Verified OK" openssl dgst -sha256 -verify "$WORK/ir.pem" -signature "$WORK/sig" "$WORK/msg"
+access_of() { "${P[@]}" --token-label T --login --pin env:PIN -O --type privkey 2>/dev/null | awk -v l="$1" '/^[A-Z]/{cur=""} $1=="label:"{cur=$2} $1=="Access:" && cur==l {sub(/^ *Access: */, ""); print}'; }
+a=$(access_of ie); b=$(access_of ir)
+[ "$a" = "sensitive" ] && [ "$b" = "sensitive" ] && ok "imported keys: Access only sensitive (not extractable, not local, not always sensitive, not never extractable)" \
+  || bad "imported keys' access flags" "ie: $a / ir: $b"
+check_out "the PKCS #12's certificate joined the imported key" "label: +ie" "${P[@]}" --token-label T -O --type cert
+check_fail "keyshare import (soft) of a private key into a TPM token is refused, naming key import --tpm" "key import --tpm" "$KS" import --token T "$WORK/imp-rsa.key" --pin-source env:PIN
+# The store holds neither private value: not the EC scalar, not an RSA prime (raw bytes, in the store or its WAL).
+hexof() { openssl pkey -in "$1" -text -noout 2>/dev/null | awk -v f="$2:" '$1==f{on=1;next} on && /^[a-z]/{on=0} on' | tr -d ' :\n' | sed 's/^00//' | cut -c1-64; }
+dbhex=$(cat "$KEYSHARE_HOME"/keychain.db* 2>/dev/null | od -An -tx1 -v | tr -d ' \n')
+d=$(hexof "$WORK/imp-ec.key" priv); q=$(hexof "$WORK/imp-rsa.key" prime1)
+[ ${#d} = 64 ] && [ ${#q} = 64 ] && ! grep -q "$d" <<<"$dbhex" && ! grep -q "$q" <<<"$dbhex" \
+  && ok "the store holds no private value of the imported keys" || bad "imported keys' private values absent from the store" "${#d} ${#q}"
 # The store: no PKCS #8 item attribute for the TPM token (only the TPM blob, sealed).
 DB=$KEYSHARE_HOME/keychain.db
 n=$(sqlite3 "$DB" "SELECT count(*) FROM attributes a JOIN items i ON i.id = a.item WHERE i.token_id LIKE 'com.keyshare.tpm:%' AND a.type = $((0x80004B53))" 2>&1)
@@ -83,6 +117,8 @@ check_out "1,000 ECDSA signatures in a row (transient objects flushed)" "signs=1
 for i in 1 2 3 4; do "$WORK/tpmsign" "$MODULE" T 100 >"$WORK/c$i.out" 2>&1 & done; wait
 c=$(cat "$WORK"/c?.out | grep -c "signs=100 failed=0")
 [ "$c" = 4 ] && ok "4 concurrent clients, 100 signatures each" || bad "4 concurrent clients" "$(cat "$WORK"/c?.out)"
+# A host thread starts programs (posix_spawn: no atfork handler) while another signs: every TPM descriptor is close-on-exec.
+check_out "a host starting programs (posix_spawn) while it signs: no child inherits a TPM descriptor" "leaked=0 signs=200 failed=0" "$WORK/tpmfork" "$MODULE" T 200
 
 # --- soft tokens sealed to this machine -----------------------------------------------------
 check "token create --bind tpm" "$KS" token create --label bnd --bind tpm --pin-source env:PIN --so-pin-source env:SOPIN
@@ -92,9 +128,17 @@ check "key in the bound token" "$KS" key generate --type ec --label bk --tag bk 
 check "token bind --tpm" "$KS" token bind --tpm --token soft1 --pin-source env:PIN --so-pin-source env:SOPIN
 check_out "token list: bound kinds" "soft, bound to TPM PCRs 7" "$KS" token list
 check_out "bound token logs in on this machine" "bk" "${P[@]}" --token-label bnd --login --pin env:PIN -O
+check_fail "key import --tpm into a soft token is refused" "not a TPM token" "$KS" key import --tpm --token bnd "$WORK/imp-rsa.key" --pin-source env:PIN
 check_out "PCR-bound token logs in" "Public Key|^$" "${P[@]}" --token-label pcr7 --login --pin env:PIN -O
 
 # --- restart: same state, same TPM -----------------------------------------------------------
+# A process (with KEYSHARE_AGENT=1: the agent) that lives through the restart: the SRK context it saved no longer loads, the SRK is made again.
+rm -f "$WORK/go" "$WORK/go.ready"
+TPMSIGN_WAIT=$WORK/go "$WORK/tpmsign" "$MODULE" T 20 >"$WORK/live.out" 2>&1 &
+LIVE=$!
+for _ in $(seq 400); do [ -e "$WORK/go.ready" ] && break; sleep 0.05; done
+tpm_stop "$WORK/tpmA"; tpm_start "$WORK/tpmA" "$PA"; touch "$WORK/go"; wait "$LIVE"; LIVE=
+check_out "a process living through a swtpm restart still signs (stale SRK context detected)" "signs=20 failed=0" cat "$WORK/live.out"
 agent_stop; tpm_stop "$WORK/tpmA"; tpm_start "$WORK/tpmA" "$PA"
 check_out "after a restart: the TPM key signs" "signs=20 failed=0" "$WORK/tpmsign" "$MODULE" T 20
 check_out "after a restart: the PCR-bound token opens (PCRs reset)" "Public Key|^$" "${P[@]}" --token-label pcr7 --login --pin env:PIN -O
@@ -104,9 +148,15 @@ check_rv "... and through the module" "CKR_DEVICE_ERROR" "${P[@]}" --token-label
 check_out "the unbound-PCR bound token still opens" "bk" "${P[@]}" --token-label bnd --login --pin env:PIN -O
 
 # --- wrong PINs are counted by the TPM ---------------------------------------------------------
-out=""
-for i in 1 2 3 4 5 6; do out+=$("${P[@]}" --token-label T --login --pin env:WRONG -O 2>&1 | grep -o 'CKR_PIN_[A-Z_]*')" "; done
+out="" all=""
+for i in 1 2 3 4 5 6; do
+  r=$(env -u TSS2_LOG "${P[@]}" --token-label T --login --pin env:WRONG -O 2>&1); all+=$r$'\n'
+  out+=$(grep -o 'CKR_PIN_[A-Z_]*' <<<"$r")" "
+done
 grep -q "CKR_PIN_INCORRECT" <<<"$out" && grep -q "CKR_PIN_LOCKED" <<<"$out" && ok "wrong PINs: PIN_INCORRECT, then the TPM locks out" || bad "TPM lockout after wrong PINs" "$out"
+# tpm2-tss logs failed commands on stderr (ERROR:esys:...) unless TSS2_LOG says otherwise; the module silences it.
+tss=$(grep -E '^(ERROR|WARNING|INFO|DEBUG|TRACE):[a-z_]+:' <<<"$all")
+[ -z "$tss" ] && ok "no tpm2-tss lines on the host's stderr (wrong PINs, lockout; TSS2_LOG unset)" || bad "tpm2-tss lines on stderr" "$tss"
 check_rv "right PIN refused during the TPM's lockout" "CKR_PIN_LOCKED" "${P[@]}" --token-label T --login --pin env:PIN -O
 check_fail "CLI: the lockout is one clear line" "dictionary-attack lockout" "$KS" list --token T --pin-source env:PIN
 sleep 5

@@ -34,6 +34,9 @@ typedef struct ktpm ktpm;
 uint32_t ktpm_open(const char *tcti, ktpm **out);
 /// Flushes the storage root key if it was created, and closes the connection.
 void ktpm_close(ktpm *t);
+/// Whether a TPM answers: one TPM2_GetRandom of 1 byte (opening a connection
+/// need not reach the TPM: keyshare's swtpm TCTI connects per command).
+uint32_t ktpm_probe(ktpm *t);
 
 /// The endorsement key's public point x||y (ECC P-256, TCG EK template L-2): names this TPM.
 uint32_t ktpm_ek_public(ktpm *t, uint8_t *out, size_t cap, size_t *len);
