@@ -166,7 +166,14 @@ BENCH_BIN := Benchmarks/p11bench
 $(BENCH_BIN): Benchmarks/p11bench.c
 	$(CC) -O2 -Wall -I/usr/include/p11-kit-1 $$(pkg-config --cflags p11-kit-1 2>/dev/null) -o $@ $< -lcrypto -lsqlite3 -ldl -lpthread
 
-bench: build $(BENCH_BIN)
+## The post-quantum rows (issue 18): linked with the OpenSSL the module carries, for its raw column.
+PQBENCH_BIN := Benchmarks/pqbench
+PQBENCH_CRYPTO = $(if $(filter bundled,$(OPENSSL_MODE)),-I$(OPENSSL_BUNDLE)/include -L$(OPENSSL_BUNDLE)/lib \
+  -lkeyshare-crypto35 -lzstd -lz -lbrotlienc -lbrotlidec,-lcrypto)
+$(PQBENCH_BIN): Benchmarks/pqbench.c $(OPENSSL_DEP)
+	$(CC) -O2 -Wall -I/usr/include/p11-kit-1 -o $@ $< $(PQBENCH_CRYPTO) -ldl -lpthread
+
+bench: build $(BENCH_BIN) $(PQBENCH_BIN)
 	@BENCH_AGENT=$${BENCH_AGENT:-1} bash Benchmarks/run.sh "$(KEYSHARE)" "$(MODULE)" "$(BENCH_BIN)"
 	@bash Benchmarks/tpm.sh "$(KEYSHARE)" "$(MODULE)"
 

@@ -167,6 +167,9 @@ extension Runtime {
         // A key of a TPM token: signed in the TPM (TPMKeys.swift).
         if let blob = view.tpmBlob { return try s.begin(.sign, try tpmSignOperation(s, view, blob: blob, mechanism)) }
         let k = try privateKey(view)
+        if case .pqSign(let m) = mechanism {
+            return try s.begin(.sign, try PQSignatureOperation(m, keyType: k.keyType, privateKey: k, publicKey: nil))
+        }
         let op = try SignatureOperation(mechanism, keyType: k.keyType, bits: k.bits, privateKey: k, publicKey: nil)
         op.keyHandle = key
         try s.begin(.sign, op)

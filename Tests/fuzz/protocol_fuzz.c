@@ -213,6 +213,12 @@ int main(int argc, char **argv) {
     CK_GCM_MESSAGE_PARAMS gm = {iv, sizeof iv, 32, CKG_GENERATE_RANDOM, tag, 128};
     CK_MECHANISM gmMech = {CKM_AES_GCM, &gm, sizeof gm};
     CK_SALSA20_CHACHA20_POLY1305_MSG_PARAMS cm = {iv, sizeof iv, tag};
+    /* PKCS #11 3.2 post-quantum (pq_params.c): the signature parameters, key encapsulation. */
+    CK_SIGN_ADDITIONAL_CONTEXT pqs = {CKH_HEDGE_PREFERRED, aad, sizeof aad};
+    CK_MECHANISM pqMech = {CKM_ML_DSA, &pqs, sizeof pqs};
+    CK_HASH_SIGN_ADDITIONAL_CONTEXT pqh = {CKH_DETERMINISTIC_REQUIRED, aad, sizeof aad, CKM_SHA256};
+    CK_MECHANISM pqhMech = {CKM_HASH_ML_DSA, &pqh, sizeof pqh};
+    CK_MECHANISM kemMech = {CKM_ML_KEM, NULL, 0};
     struct { uint32_t fn; ksa_arg a[KSA_MAX_ARGS]; } calls[] = {
         {KSA_FN_DeriveKey, {{.ul = 7}, {.ptr = &kdfMech}, {.ul = 9}, {.ptr = tmpl, .len = 2}, {.plen = &handle}}},
         {KSA_FN_DeriveKey, {{.ul = 7}, {.ptr = &hkMech}, {.ul = 9}, {.ptr = tmpl, .len = 2}, {.plen = &handle}}},
@@ -232,6 +238,12 @@ int main(int argc, char **argv) {
         {KSA_FN_DecryptMessageNext, {{.ul = 7}, {.ptr = &cm, .len = sizeof cm}, {.ptr = data, .len = 32},
                                      {.ptr = out, .plen = &outlen}, {.ul = CKF_END_OF_MESSAGE}}},
         {KSA_FN_SignMessage, {{.ul = 7}, {.ptr = data, .len = 16}, {.ptr = data, .len = 32}, {.ptr = out, .plen = &outlen}}},
+        {KSA_FN_SignInit, {{.ul = 7}, {.ptr = &pqMech}, {.ul = 9}}},
+        {KSA_FN_VerifyInit, {{.ul = 7}, {.ptr = &pqhMech}, {.ul = 9}}},
+        {KSA_FN_EncapsulateKey, {{.ul = 7}, {.ptr = &kemMech}, {.ul = 9}, {.ptr = tmpl, .len = 2}, {.ptr = out, .plen = &outlen},
+                                 {.plen = &handle}}},
+        {KSA_FN_DecapsulateKey, {{.ul = 7}, {.ptr = &kemMech}, {.ul = 9}, {.ptr = tmpl, .len = 2}, {.ptr = data, .len = 32},
+                                 {.plen = &handle}}},
     };
     for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
         ksa_buf b;

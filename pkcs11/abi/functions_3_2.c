@@ -7,22 +7,28 @@
  */
 #include "keyshare_abi.h"
 
+/* Key encapsulation (ML-KEM, issue 18): the agent's client in agent mode, the Swift entry points
+ * (Sources/PKCS11Module/Encapsulation.swift) in-process and inside the agent. */
 CK_RV ks32_C_EncapsulateKey(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hPublicKey,
                             CK_ATTRIBUTE_PTR pTemplate, CK_ULONG ulAttributeCount, CK_BYTE_PTR pCiphertext,
                             CK_ULONG_PTR pulCiphertextLen, CK_OBJECT_HANDLE_PTR phKey)
 {
-    (void)hSession; (void)pMechanism; (void)hPublicKey; (void)pTemplate; (void)ulAttributeCount;
-    (void)pCiphertext; (void)pulCiphertextLen; (void)phKey;
-    return CKR_FUNCTION_NOT_SUPPORTED;
+    if (ks_agent_mode())
+        return kc32_C_EncapsulateKey(hSession, pMechanism, hPublicKey, pTemplate, ulAttributeCount, pCiphertext,
+                                     pulCiphertextLen, phKey);
+    return ks_C_EncapsulateKey(hSession, pMechanism, hPublicKey, pTemplate, ulAttributeCount, pCiphertext,
+                               pulCiphertextLen, phKey);
 }
 
 CK_RV ks32_C_DecapsulateKey(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hPrivateKey,
                             CK_ATTRIBUTE_PTR pTemplate, CK_ULONG ulAttributeCount, CK_BYTE_PTR pCiphertext,
                             CK_ULONG ulCiphertextLen, CK_OBJECT_HANDLE_PTR phKey)
 {
-    (void)hSession; (void)pMechanism; (void)hPrivateKey; (void)pTemplate; (void)ulAttributeCount;
-    (void)pCiphertext; (void)ulCiphertextLen; (void)phKey;
-    return CKR_FUNCTION_NOT_SUPPORTED;
+    if (ks_agent_mode())
+        return kc32_C_DecapsulateKey(hSession, pMechanism, hPrivateKey, pTemplate, ulAttributeCount, pCiphertext,
+                                     ulCiphertextLen, phKey);
+    return ks_C_DecapsulateKey(hSession, pMechanism, hPrivateKey, pTemplate, ulAttributeCount, pCiphertext,
+                               ulCiphertextLen, phKey);
 }
 
 CK_RV ks32_C_VerifySignatureInit(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hKey,

@@ -33,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "../../../pkcs11/types/pkcs11_shim.h"
+#include "../../../pkcs11/abi/include/pkcs11_3_2.h"
 
 #define KSA_MAGIC 0x3141534bu /* "KSA1" little-endian */
 /* 2: KDF mechanism parameters, mechanism outputs in replies.
@@ -69,6 +70,8 @@ enum ksa_function {
     KSA_FN_MessageDecryptFinal, KSA_FN_MessageSignInit, KSA_FN_SignMessage, KSA_FN_SignMessageBegin,
     KSA_FN_SignMessageNext, KSA_FN_MessageSignFinal, KSA_FN_MessageVerifyInit, KSA_FN_VerifyMessage,
     KSA_FN_VerifyMessageBegin, KSA_FN_VerifyMessageNext, KSA_FN_MessageVerifyFinal,
+    /* 3.2: key encapsulation (issue 18, ML-KEM) */
+    KSA_FN_EncapsulateKey, KSA_FN_DecapsulateKey,
     KSA_FN_COUNT
 };
 
@@ -141,6 +144,10 @@ void ksa_encode_reply(uint32_t fn, ksa_arg *args, CK_RV rv, ksa_buf *out);
  * malformed call gets CKR_ARGUMENTS_BAD without outputs (and a -1 return
  * so the agent can log it); an unknown function CKR_FUNCTION_NOT_SUPPORTED. */
 int ksa_serve(const CK_FUNCTION_LIST_3_0 *f, const uint8_t *req, size_t len, ksa_buf *out);
+/* The agent's in-process 3.2 table, for the 3.2 functions ksa_serve serves (C_EncapsulateKey,
+ * C_DecapsulateKey). Unset (a 3.0 table only, as in the fuzz harness), they are
+ * CKR_FUNCTION_NOT_SUPPORTED. */
+void ksa_set_functions_3_2(const CK_FUNCTION_LIST_3_2 *f);
 
 /* The mechanisms whose parameter is pointer-free and may cross as raw bytes. */
 int ksa_mechanism_param_is_raw(CK_MECHANISM_TYPE type);

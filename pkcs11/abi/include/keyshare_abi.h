@@ -42,6 +42,21 @@ CK_RV ks32_C_EncapsulateKey(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechan
 CK_RV ks32_C_DecapsulateKey(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hPrivateKey,
                             CK_ATTRIBUTE_PTR pTemplate, CK_ULONG ulAttributeCount, CK_BYTE_PTR pCiphertext,
                             CK_ULONG ulCiphertextLen, CK_OBJECT_HANDLE_PTR phKey);
+/* Key encapsulation, issue 18: the agent's client (agent_client.c) and the in-process entry points (Swift). */
+CK_RV kc32_C_EncapsulateKey(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hPublicKey,
+                            CK_ATTRIBUTE_PTR pTemplate, CK_ULONG ulAttributeCount, CK_BYTE_PTR pCiphertext,
+                            CK_ULONG_PTR pulCiphertextLen, CK_OBJECT_HANDLE_PTR phKey);
+CK_RV kc32_C_DecapsulateKey(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hPrivateKey,
+                            CK_ATTRIBUTE_PTR pTemplate, CK_ULONG ulAttributeCount, CK_BYTE_PTR pCiphertext,
+                            CK_ULONG ulCiphertextLen, CK_OBJECT_HANDLE_PTR phKey);
+CK_RV ks_C_EncapsulateKey(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hPublicKey,
+                          CK_ATTRIBUTE_PTR pTemplate, CK_ULONG ulAttributeCount, CK_BYTE_PTR pCiphertext,
+                          CK_ULONG_PTR pulCiphertextLen, CK_OBJECT_HANDLE_PTR phKey);
+CK_RV ks_C_DecapsulateKey(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hPrivateKey,
+                          CK_ATTRIBUTE_PTR pTemplate, CK_ULONG ulAttributeCount, CK_BYTE_PTR pCiphertext,
+                          CK_ULONG ulCiphertextLen, CK_OBJECT_HANDLE_PTR phKey);
+/* The in-process 3.2 table with the in-process entry points (the agent serves the 3.2 functions with it). */
+const CK_FUNCTION_LIST_3_2 *ks_function_list_3_2(void);
 CK_RV ks32_C_VerifySignatureInit(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hKey,
                                  CK_BYTE_PTR pSignature, CK_ULONG ulSignatureLen);
 CK_RV ks32_C_VerifySignature(CK_SESSION_HANDLE hSession, CK_BYTE_PTR pData, CK_ULONG ulDataLen);
