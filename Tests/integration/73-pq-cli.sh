@@ -10,10 +10,11 @@
 #    overwrites, secret 0600) and `key decapsulate` (in the agent: the CLI opens no keychain.db).
 #  - dilithium-py (FIPS 204) verifies keyshare's ML-DSA signatures and keyshare verifies its
 #    signatures; kyber-py (FIPS 203) decapsulates keyshare's ciphertexts and keyshare decapsulates
-#    kyber-py's, agreeing on the shared secret. Both pinned by hash (support/pq-crosscheck-requirements.txt)
+#    kyber-py's, agreeing on the shared secret. Through the module (c/pqmodule.c: C_Sign with
+#    CKM_ML_DSA and a context; private CKA_VALUE unreadable) dilithium-py verifies too. Both pinned by hash (support/pq-crosscheck-requirements.txt)
 #    in a venv under .build (made here when missing, as `make pq-crosscheck-venv` does).
-# The CLI is the same in both modes (its private-key operations always go through the agent);
-# KEYSHARE_IN_PROCESS=1 runs it all the same and must pass too.
+# The CLI is the same in both modes (its private-key operations always go through the agent); the
+# module's path is not: run it plain and with KEYSHARE_IN_PROCESS=1.
 set -u
 KS=${1:?keyshare binary}
 MODULE=${2:?module path}
@@ -145,6 +146,25 @@ check_out "keyshare verifies the SLH-DSA signature with its context (and size 17
 [ "$(stat -c %s "$WORK/slh.sig")" = 17088 ] && ok "SLH-DSA-SHA2-128f signature: 17088 bytes (FIPS 205)" || bad "SLH-DSA signature size"
 check_fail "and refuses it with another context: one line" "signature invalid" \
   ks key verify --token pq --tag slh --context other "$WORK/doc" "$WORK/slh.sig"
+# Through the PKCS #11 module (this path differs between the agent mode and KEYSHARE_IN_PROCESS=1):
+# C_Sign with CKM_ML_DSA and a CK_SIGN_ADDITIONAL_CONTEXT, verified by dilithium-py with the public
+# key's CKA_VALUE, which is the raw key inside `keyshare key public`'s SubjectPublicKeyInfo.
+if cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -I "$HERE/c" -o "$WORK/pqmodule" "$HERE/c/pqmodule.c" -ldl 2>"$WORK/cc.err"; then
+  if "$WORK/pqmodule" "$MODULE" pq g-ml-dsa-65 "$WORK/doc" "$WORK/mod.sig" "$WORK/mod.pub" "$WORK/ctx" >"$WORK/mod.out" 2>&1; then
+    while read -r line; do ok "${line#ok   - }"; done <"$WORK/mod.out"
+    check_out "dilithium-py verifies the module's ML-DSA-65 signature (with its context)" "valid" \
+      PY mldsa-verify "$WORK/mod.pub" "$WORK/doc" "$WORK/mod.sig" "$WORK/ctx"
+    openssl base64 -d -in <(grep -v -- ----- "$WORK/ml-dsa-65.pub") | tail -c 1952 >"$WORK/cli.raw"
+    cmp -s "$WORK/cli.raw" "$WORK/mod.pub" && ok "the module's public CKA_VALUE is the key in keyshare key public's SPKI" \
+      || bad "module CKA_VALUE = CLI SPKI key"
+    check_out "keyshare verifies the module's signature (key verify --context)" "signature valid" \
+      ks key verify --token pq --tag ml-dsa-65 --context "keyshare test context" "$WORK/doc" "$WORK/mod.sig"
+  else
+    bad "ML-DSA-65 through the module" "$(cat "$WORK/mod.out")"
+  fi
+else
+  bad "pqmodule builds" "$(cat "$WORK/cc.err")"
+fi
 head -c 256 /dev/zero | tr '\0' c >"$WORK/ctx256"
 check_fail "key sign with a 256-byte context: one line" "255" \
   ks key sign --token pq --tag ml-dsa-65 --context "$(cat "$WORK/ctx256")" "$WORK/doc" "$WORK/long.sig" --pin-source env:PIN

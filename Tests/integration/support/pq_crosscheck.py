@@ -6,7 +6,8 @@ and kyber-py (ML-KEM, FIPS 203), pure Python, installed pinned by hash into a ve
 has its own small DER reader and writer so that no other library stands between the two sides.
 
   pq_crosscheck.py check-fips                      the packages are FIPS 204/203 final (exit 1 if not)
-  pq_crosscheck.py mldsa-verify PUB.pem MSG SIG [CTX]   exit 0 when valid, 1 when not
+  pq_crosscheck.py mldsa-verify PUB MSG SIG [CTX]   exit 0 when valid, 1 when not (PUB: SPKI PEM or
+                                                    the raw FIPS 204 key, as the module's CKA_VALUE)
   pq_crosscheck.py mldsa-sign SET PUB.pem MSG SIG [CTX] new key of SET (44/65/87): writes its
                                                          public key and a signature of MSG
   pq_crosscheck.py mlkem-keygen SET PUB.pem DK          new key of SET (512/768/1024)
@@ -151,7 +152,11 @@ def main(argv):
     if cmd == "check-fips":
         return check_fips()
     if cmd == "mldsa-verify":
-        oid, pk = read_spki(a[0])
+        if read(a[0]).startswith(b"-----BEGIN"):
+            oid, pk = read_spki(a[0])
+        else:  # a raw FIPS 204 public key (the module's CKA_VALUE): the set by its length
+            pk = read(a[0])
+            oid = {1312: BY_SET["44"], 1952: BY_SET["65"], 2592: BY_SET["87"]}.get(len(pk), "raw key of unknown length")
         if oid not in MLDSA:
             die(f"{a[0]}: not an ML-DSA key ({oid})")
         ctx = read(a[3]) if len(a) > 3 else b""
