@@ -11,7 +11,8 @@
 #  - dilithium-py (FIPS 204) verifies keyshare's ML-DSA signatures and keyshare verifies its
 #    signatures; kyber-py (FIPS 203) decapsulates keyshare's ciphertexts and keyshare decapsulates
 #    kyber-py's, agreeing on the shared secret. Through the module (c/pqmodule.c: C_Sign with
-#    CKM_ML_DSA and a context; private CKA_VALUE unreadable) dilithium-py verifies too. Both pinned by hash (support/pq-crosscheck-requirements.txt)
+#    CKM_ML_DSA and a context; private CKA_VALUE unreadable) dilithium-py verifies too, and
+#    C_DecapsulateKey of kyber-py's ciphertext gives kyber-py's secret. Both pinned by hash (support/pq-crosscheck-requirements.txt)
 #    in a venv under .build (made here when missing, as `make pq-crosscheck-venv` does).
 # The CLI is the same in both modes (its private-key operations always go through the agent); the
 # module's path is not: run it plain and with KEYSHARE_IN_PROCESS=1.
@@ -197,6 +198,14 @@ for s in 512 768 1024; do
   cmp -s "$WORK/py$s.ss" "$WORK/py$s.ss.ks" && ok "$t: kyber-py and keyshare agree on the shared secret (kyber-py encapsulated)" \
     || bad "$t: shared secrets differ (kyber-py -> keyshare)"
 done
+# kyber-py's ML-KEM-768 ciphertext decapsulated through the module (C_DecapsulateKey, PKCS #11 3.2).
+if [ -x "$WORK/pqmodule" ] && "$WORK/pqmodule" "$MODULE" pq g-ml-kem-768 --decapsulate "$WORK/py768.ct" "$WORK/py768.ss.mod" >"$WORK/mod.out" 2>&1; then
+  while read -r line; do ok "${line#ok   - }"; done <"$WORK/mod.out"
+  cmp -s "$WORK/py768.ss" "$WORK/py768.ss.mod" && ok "ML-KEM-768: the module and kyber-py agree on the shared secret" \
+    || bad "module vs kyber-py shared secret"
+else
+  bad "C_DecapsulateKey of kyber-py's ciphertext through the module" "$(cat "$WORK/mod.out" 2>/dev/null)"
+fi
 [ "$(stat -c %a "$WORK/ml-kem-768.ss")" = 600 ] && [ "$(stat -c %a "$WORK/ml-kem-768.ss2")" = 600 ] \
   && ok "the shared-secret files are 0600" || bad "secret files 0600" "$(stat -c '%a %n' "$WORK"/ml-kem-768.ss*)"
 cp "$WORK/ml-kem-768.ss" "$WORK/keep"
