@@ -26,7 +26,8 @@ enum KeyKind: ExpressibleByArgument, Equatable {
         ["rsa", "ec", "ed25519"] + KeyType.allPostQuantum.map { "\($0)".lowercased() }
     }
 
-    var defaultValueDescription: String { "" }
+    /// Not CaseIterable (a post-quantum case carries its type), so the completion list is given here.
+    static var defaultCompletionKind: CompletionKind { .list(allValueStrings) }
 
     var isPostQuantum: Bool { if case .postQuantum = self { true } else { false } }
 }

@@ -115,6 +115,9 @@ ks show --token pq u3 --pin-source env:PIN >"$WORK/show.u3" 2>&1
 grep -q "CKA_DECAPSULATE: true" "$WORK/show.u3" && grep -q "CKA_ENCAPSULATE: true" "$WORK/show.u3" && ! grep -q "CKA_SIGN: true" "$WORK/show.u3" \
   && ! grep -q "CKA_DECRYPT: true" "$WORK/show.u3" && ok "show: --usage encrypt set CKA_ENCAPSULATE/DECAPSULATE, not CKA_SIGN/DECRYPT" \
   || bad "ML-KEM --usage flags" "$(grep -E 'SIGN|CRYPT|CAPSULATE' "$WORK/show.u3")"
+"$KS" --generate-completion-script bash >"$WORK/completion.bash" 2>&1
+grep -q "'rsa'.*'ml-dsa-65'.*'ml-kem-768'" "$WORK/completion.bash" && grep -q "compgen -W '.* encapsulate decapsulate " "$WORK/completion.bash" \
+  && ok "bash completion offers the post-quantum --type values and encapsulate/decapsulate" || bad "bash completion of the PQ types"
 check_fail "key generate --bits with an ML-DSA type: one line" "bits" \
   ks key generate --token pq --type ml-dsa-65 --bits 2048 --label x --tag x --pin-source env:PIN
 printf 'post-quantum document\n' >"$WORK/doc"
