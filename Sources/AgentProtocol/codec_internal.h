@@ -17,10 +17,11 @@ enum {
     PARAM_RSA_AES = 12,    /* CK_RSA_AES_KEY_WRAP_PARAMS with its CK_RSA_PKCS_OAEP_PARAMS */
     PARAM_GCM_MSG = 13,    /* CK_GCM_MESSAGE_PARAMS (C_MessageEncryptInit's mechanism, per-message) */
     PARAM_CHACHA_MSG = 14, /* CK_SALSA20_CHACHA20_POLY1305_MSG_PARAMS (likewise) */
+    /* 40-43: breadth_params.c's own kinds (CCM, ENCRYPT_DATA). */
     /* pq_params.c (PKCS #11 3.2, issue 18) */
-    PARAM_PQ_SIGN = 40,      /* CK_SIGN_ADDITIONAL_CONTEXT */
-    PARAM_PQ_HASH_SIGN = 41, /* CK_HASH_SIGN_ADDITIONAL_CONTEXT */
-    PARAM_PQ_SIZED = 42,     /* either, of a wrong size: zeros of that length for the module to refuse */
+    PARAM_PQ_SIGN = 60,      /* CK_SIGN_ADDITIONAL_CONTEXT */
+    PARAM_PQ_HASH_SIGN = 61, /* CK_HASH_SIGN_ADDITIONAL_CONTEXT */
+    PARAM_PQ_SIZED = 62,     /* either, of a wrong size: zeros of that length for the module to refuse */
 };
 
 /* Input bytes: u8 present, u64 len, bytes when present (NULL, or too long to
