@@ -63,4 +63,16 @@ int ksa_get_message_param(ksa_rd *r, ksa_arena *ar, ksa_arg *a, char sig);
 void ksa_put_message_outputs(ksa_buf *b, const ksa_arg *a);
 int ksa_apply_message_outputs(ksa_rd *r, const ksa_arg *a, int write);
 
+/* Template-valued attributes (template_params.c): CKA_WRAP_TEMPLATE,
+ * CKA_UNWRAP_TEMPLATE, CKA_DERIVE_TEMPLATE, rebuilt as arrays in the agent. */
+int ksa_is_template_type(CK_ATTRIBUTE_TYPE t);
+CK_RV ksa_put_template_value(ksa_buf *b, const CK_ATTRIBUTE *a);
+int ksa_get_template_value(ksa_rd *r, ksa_arena *ar, CK_ATTRIBUTE *out);
+int ksa_wants_template_caps(const CK_ATTRIBUTE *a);
+void ksa_put_template_caps(ksa_buf *b, const CK_ATTRIBUTE *a);
+int ksa_get_template_caps(ksa_rd *r, ksa_arena *ar, CK_ATTRIBUTE *out);
+int ksa_template_reply_kind(const CK_ATTRIBUTE *a, int values_valid);
+void ksa_put_template_reply(ksa_buf *b, const CK_ATTRIBUTE *a);
+int ksa_apply_template_reply(ksa_rd *r, CK_ATTRIBUTE *a, CK_ULONG cap, uint64_t v, int write);
+
 #endif
