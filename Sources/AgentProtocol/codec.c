@@ -162,6 +162,12 @@ static const char *const signatures[KSA_FN_COUNT] = {
     [KSA_FN_SignMessageNext] = "uZIO", [KSA_FN_MessageSignFinal] = "u",
     [KSA_FN_MessageVerifyInit] = "uNu", [KSA_FN_VerifyMessage] = "uZII", [KSA_FN_VerifyMessageBegin] = "uZ",
     [KSA_FN_VerifyMessageNext] = "uZII", [KSA_FN_MessageVerifyFinal] = "u",
+    /* PKCS #11 3.2 (v32_params.c): the signature crosses at init; AES-GCM's CK_GCM_PARAMS is
+     * the M codec's (its pAAD empty: the associated data is the call's own I). */
+    [KSA_FN_VerifySignatureInit] = "uMuI", [KSA_FN_VerifySignature] = "uI",
+    [KSA_FN_VerifySignatureUpdate] = "uI", [KSA_FN_VerifySignatureFinal] = "u",
+    [KSA_FN_GetSessionValidationFlags] = "uuL",
+    [KSA_FN_WrapKeyAuthenticated] = "uMuuIO", [KSA_FN_UnwrapKeyAuthenticated] = "uMuITIL",
     /* 3.2 key encapsulation: the ciphertext out (O: length queries as C_Encrypt's) or in, the new key's handle. */
     [KSA_FN_EncapsulateKey] = "uMuTOL", [KSA_FN_DecapsulateKey] = "uMuTIL",
 };
@@ -424,12 +430,17 @@ CK_RV ksa_put_template(ksa_buf *b, const CK_ATTRIBUTE *t, CK_ULONG count, int wi
     if (!t) return CKR_OK;
     for (CK_ULONG i = 0; i < count; i++) {
         ksa_put_u64(b, t[i].type);
-        if (with_values) {
+        if (with_values && ksa_is_template_type(t[i].type)) {
+            /* An array of attributes: its entries cross, never its pointers (template_params.c). */
+            CK_RV rv = ksa_put_template_value(b, &t[i]);
+            if (rv != CKR_OK) return rv;
+        } else if (with_values) {
             CK_RV rv = ksa_put_bytes(b, t[i].ulValueLen ? t[i].pValue : NULL, t[i].ulValueLen);
             if (rv != CKR_OK) return rv;
         } else {
             ksa_put_u8(b, t[i].pValue != NULL);
             ksa_put_u64(b, t[i].ulValueLen);
+            if (ksa_wants_template_caps(&t[i])) ksa_put_template_caps(b, &t[i]);
         }
     }
     return b->failed ? CKR_ARGUMENTS_BAD : CKR_OK;
@@ -448,7 +459,9 @@ int ksa_get_template(ksa_rd *r, ksa_arena *a, int with_values, CK_ATTRIBUTE **ou
     if (!t) return -1;
     for (uint64_t i = 0; i < n; i++) {
         t[i].type = ksa_get_u64(r);
-        if (with_values) {
+        if (with_values && ksa_is_template_type(t[i].type)) {
+            if (ksa_get_template_value(r, a, &t[i])) return -1;
+        } else if (with_values) {
             if (ksa_get_bytes(r, &t[i].pValue, &t[i].ulValueLen)) return -1;
         } else {
             uint8_t has = ksa_get_u8(r);
@@ -456,7 +469,10 @@ int ksa_get_template(ksa_rd *r, ksa_arena *a, int with_values, CK_ATTRIBUTE **ou
             if (r->failed || has > 1) return -1;
             t[i].ulValueLen = (CK_ULONG)cap;
             t[i].pValue = NULL;
-            if (has) {
+            if (has && ksa_is_template_type(t[i].type) && cap >= sizeof(CK_ATTRIBUTE)) {
+                /* The caller's array with its inner capacities (template_params.c). */
+                if (ksa_get_template_caps(r, a, &t[i])) return -1;
+            } else if (has) {
                 size_t c = cap > KSA_MAX_OUTPUT ? KSA_MAX_OUTPUT : (size_t)cap;
                 t[i].pValue = ksa_arena_alloc(a, c);
                 if (!t[i].pValue) return -1;
@@ -646,6 +662,13 @@ void ksa_encode_reply(uint32_t fn, ksa_arg *args, CK_RV rv, ksa_buf *b) {
             if (!t) break;
             for (CK_ULONG k = 0; k < a->len; k++) {
                 ksa_put_u64(b, t[k].ulValueLen);
+                if (ksa_is_template_type(t[k].type)) {
+                    /* An array: its inner entries, never the agent's pointers. */
+                    int nested = ksa_template_reply_kind(&t[k], attribute_values_valid(rv));
+                    ksa_put_u8(b, nested ? 2 : 0);
+                    if (nested) ksa_put_template_reply(b, &t[k]);
+                    continue;
+                }
                 int data = t[k].pValue && attribute_values_valid(rv) &&
                            t[k].ulValueLen != CK_UNAVAILABLE_INFORMATION && t[k].ulValueLen <= KSA_MAX_OUTPUT;
                 ksa_put_u8(b, data);
@@ -739,9 +762,13 @@ CK_RV ksa_apply_reply(uint32_t fn, ksa_arg *args, ksa_rd *r) {
                 for (CK_ULONG k = 0; k < a->len; k++) {
                     uint64_t v = ksa_get_u64(rd);
                     uint8_t data = ksa_get_u8(rd);
-                    if (rd->failed || data > 1) return CKR_DEVICE_ERROR;
                     CK_ULONG cap = ((CK_ULONG *)a->plen)[k];
-                    if (data) {
+                    int tpl = ksa_is_template_type(t[k].type);
+                    /* A template-type value comes only as its entries (2), other values only as bytes (1). */
+                    if (rd->failed || data > 2 || (data == 2) != (tpl && data != 0)) return CKR_DEVICE_ERROR;
+                    if (data == 2) {
+                        if (ksa_apply_template_reply(rd, &t[k], cap, v, write)) return CKR_DEVICE_ERROR;
+                    } else if (data) {
                         uint32_t n = ksa_get_u32(rd);
                         if (rd->failed || !t[k].pValue || n != v || n > cap) return CKR_DEVICE_ERROR;
                         const uint8_t *d = ksa_get_raw(rd, n);

@@ -17,10 +17,11 @@ enum {
     PARAM_RSA_AES = 12,    /* CK_RSA_AES_KEY_WRAP_PARAMS with its CK_RSA_PKCS_OAEP_PARAMS */
     PARAM_GCM_MSG = 13,    /* CK_GCM_MESSAGE_PARAMS (C_MessageEncryptInit's mechanism, per-message) */
     PARAM_CHACHA_MSG = 14, /* CK_SALSA20_CHACHA20_POLY1305_MSG_PARAMS (likewise) */
+    /* 40-43: breadth_params.c's own kinds (CCM, ENCRYPT_DATA). */
     /* pq_params.c (PKCS #11 3.2, issue 18) */
-    PARAM_PQ_SIGN = 40,      /* CK_SIGN_ADDITIONAL_CONTEXT */
-    PARAM_PQ_HASH_SIGN = 41, /* CK_HASH_SIGN_ADDITIONAL_CONTEXT */
-    PARAM_PQ_SIZED = 42,     /* either, of a wrong size: zeros of that length for the module to refuse */
+    PARAM_PQ_SIGN = 60,      /* CK_SIGN_ADDITIONAL_CONTEXT */
+    PARAM_PQ_HASH_SIGN = 61, /* CK_HASH_SIGN_ADDITIONAL_CONTEXT */
+    PARAM_PQ_SIZED = 62,     /* either, of a wrong size: zeros of that length for the module to refuse */
 };
 
 /* Input bytes: u8 present, u64 len, bytes when present (NULL, or too long to
@@ -61,5 +62,17 @@ CK_RV ksa_put_message_param(ksa_buf *b, ksa_arg *a, char sig);
 int ksa_get_message_param(ksa_rd *r, ksa_arena *ar, ksa_arg *a, char sig);
 void ksa_put_message_outputs(ksa_buf *b, const ksa_arg *a);
 int ksa_apply_message_outputs(ksa_rd *r, const ksa_arg *a, int write);
+
+/* Template-valued attributes (template_params.c): CKA_WRAP_TEMPLATE,
+ * CKA_UNWRAP_TEMPLATE, CKA_DERIVE_TEMPLATE, rebuilt as arrays in the agent. */
+int ksa_is_template_type(CK_ATTRIBUTE_TYPE t);
+CK_RV ksa_put_template_value(ksa_buf *b, const CK_ATTRIBUTE *a);
+int ksa_get_template_value(ksa_rd *r, ksa_arena *ar, CK_ATTRIBUTE *out);
+int ksa_wants_template_caps(const CK_ATTRIBUTE *a);
+void ksa_put_template_caps(ksa_buf *b, const CK_ATTRIBUTE *a);
+int ksa_get_template_caps(ksa_rd *r, ksa_arena *ar, CK_ATTRIBUTE *out);
+int ksa_template_reply_kind(const CK_ATTRIBUTE *a, int values_valid);
+void ksa_put_template_reply(ksa_buf *b, const CK_ATTRIBUTE *a);
+int ksa_apply_template_reply(ksa_rd *r, CK_ATTRIBUTE *a, CK_ULONG cap, uint64_t v, int write);
 
 #endif

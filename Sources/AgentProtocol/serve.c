@@ -14,10 +14,6 @@
 #define T(i) ((CK_ATTRIBUTE_PTR)a[i].ptr)
 #define M(i) ((CK_MECHANISM_PTR)a[i].ptr)
 
-/* The in-process 3.2 table (issue 18), set by the agent. */
-static const CK_FUNCTION_LIST_3_2 *functions_3_2;
-void ksa_set_functions_3_2(const CK_FUNCTION_LIST_3_2 *f) { functions_3_2 = f; }
-
 static CK_RV call(const CK_FUNCTION_LIST_3_0 *f, uint32_t fn, ksa_arg *a) {
     switch (fn) {
     case KSA_FN_Initialize: return f->C_Initialize(NULL);
@@ -118,13 +114,7 @@ static CK_RV call(const CK_FUNCTION_LIST_3_0 *f, uint32_t fn, ksa_arg *a) {
     case KSA_FN_VerifyMessageBegin: return f->C_VerifyMessageBegin(U(0), a[1].ptr, N(1));
     case KSA_FN_VerifyMessageNext: return f->C_VerifyMessageNext(U(0), a[1].ptr, N(1), B(2), N(2), B(3), N(3));
     case KSA_FN_MessageVerifyFinal: return f->C_MessageVerifyFinal(U(0));
-    case KSA_FN_EncapsulateKey:
-        if (!functions_3_2) return CKR_FUNCTION_NOT_SUPPORTED;
-        return functions_3_2->C_EncapsulateKey(U(0), M(1), U(2), T(3), N(3), B(4), PL(4), PL(5));
-    case KSA_FN_DecapsulateKey:
-        if (!functions_3_2) return CKR_FUNCTION_NOT_SUPPORTED;
-        return functions_3_2->C_DecapsulateKey(U(0), M(1), U(2), T(3), N(3), B(4), N(4), PL(5));
-    default: return CKR_FUNCTION_NOT_SUPPORTED;
+    default: return ksa_call_3_2(fn, a);  /* 3.2 (v32_params.c), else CKR_FUNCTION_NOT_SUPPORTED */
     }
 }
 

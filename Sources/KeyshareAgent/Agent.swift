@@ -69,8 +69,6 @@ public final class Agent: @unchecked Sendable {
         // The agent serves in-process: a copy of the module it loads (a
         // driver) or a helper it starts must never connect back to it.
         setenv("KEYSHARE_IN_PROCESS", "1", 1)
-        // The 3.2 functions (C_EncapsulateKey, C_DecapsulateKey) are served from the in-process 3.2 table.
-        ksa_set_functions_3_2(ks_function_list_3_2())
         harden()
         // Socket-activated: the directory (lock, pid file, log) is the one the
         // socket is in, whatever this process's environment says: a manager

@@ -18,11 +18,10 @@ import Keychain
 /// claim what it is not (an AES key with a modulus) and hand it back to
 /// C_FindObjects as if it meant something.
 ///
-/// Left out although the spec names them, because the module does not
-/// implement what they mean and storing them would pretend it does:
-/// CKA_WRAP_TEMPLATE, CKA_UNWRAP_TEMPLATE, CKA_DERIVE_TEMPLATE (attribute
-/// arrays whose pointers mean nothing once stored). The spec's answer for a
-/// type a token does not support is CKR_ATTRIBUTE_TYPE_INVALID too.
+/// CKA_WRAP_TEMPLATE (public and secret keys), CKA_UNWRAP_TEMPLATE and
+/// CKA_DERIVE_TEMPLATE (private and secret keys) are in the class tables as
+/// the 3.0 tables place them; their values are embedded templates, kept in
+/// a self-contained encoding (TemplateAttributes.swift).
 enum AttributeSchema {
     static let common: Set<CK_ATTRIBUTE_TYPE> = [
         CKA_CLASS, CKA_TOKEN, CKA_PRIVATE, CKA_MODIFIABLE, CKA_LABEL, CKA_COPYABLE, CKA_DESTROYABLE, CKA_UNIQUE_ID,
@@ -41,15 +40,17 @@ enum AttributeSchema {
     ]
     static let publicKey: Set<CK_ATTRIBUTE_TYPE> = [
         CKA_SUBJECT, CKA_ENCRYPT, CKA_VERIFY, CKA_VERIFY_RECOVER, CKA_WRAP, CKA_TRUSTED, CKA_PUBLIC_KEY_INFO,
+        KS_CKA_WRAP_TEMPLATE,
     ]
     static let privateKey: Set<CK_ATTRIBUTE_TYPE> = [
         CKA_SUBJECT, CKA_SENSITIVE, CKA_DECRYPT, CKA_SIGN, CKA_SIGN_RECOVER, CKA_UNWRAP, CKA_EXTRACTABLE,
         CKA_ALWAYS_SENSITIVE, CKA_NEVER_EXTRACTABLE, CKA_WRAP_WITH_TRUSTED, CKA_ALWAYS_AUTHENTICATE,
-        CKA_PUBLIC_KEY_INFO,
+        CKA_PUBLIC_KEY_INFO, KS_CKA_UNWRAP_TEMPLATE, KS_CKA_DERIVE_TEMPLATE,
     ]
     static let secretKey: Set<CK_ATTRIBUTE_TYPE> = [
         CKA_SENSITIVE, CKA_ENCRYPT, CKA_DECRYPT, CKA_SIGN, CKA_VERIFY, CKA_WRAP, CKA_UNWRAP, CKA_EXTRACTABLE,
         CKA_ALWAYS_SENSITIVE, CKA_NEVER_EXTRACTABLE, CKA_CHECK_VALUE, CKA_WRAP_WITH_TRUSTED, CKA_TRUSTED,
+        KS_CKA_WRAP_TEMPLATE, KS_CKA_UNWRAP_TEMPLATE, KS_CKA_DERIVE_TEMPLATE,
     ]
 
     /// The key-type part of a key's attribute table, or nil for a key type

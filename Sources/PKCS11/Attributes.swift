@@ -49,6 +49,8 @@ extension Dictionary where Key == AttributeType, Value == [UInt8] {
 /// caller's buffer is considered.
 public enum AttributeLookup: Sendable, Equatable {
     case value([UInt8])
+    /// An attribute whose value is a template (TemplateAttributes.swift).
+    case template(Template)
     case sensitive
     case typeInvalid
 }
@@ -64,15 +66,71 @@ public enum AttributeFill {
         case length(CK_ULONG)
         /// Set ulValueLen to CK_UNAVAILABLE_INFORMATION.
         case unavailable
+        /// An array attribute with room for all its entries: set the outer
+        /// ulValueLen to this length and each inner (type, entry) in order.
+        case nested(CK_ULONG, [(CK_ATTRIBUTE_TYPE, Entry)])
+
+        public static func == (a: Entry, b: Entry) -> Bool {
+            switch (a, b) {
+            case (.copy(let x), .copy(let y)): return x == y
+            case (.length(let x), .length(let y)): return x == y
+            case (.unavailable, .unavailable): return true
+            case (.nested(let n, let x), .nested(let m, let y)):
+                return n == m && x.count == y.count && zip(x, y).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+            default: return false
+            }
+        }
+    }
+
+    /// sizeof(CK_ATTRIBUTE): an array attribute's length is its count times this.
+    public static let attributeSize = CK_ULONG(MemoryLayout<CK_ATTRIBUTE>.stride)
+
+    /// One inner attribute of an array attribute whose buffer was large
+    /// enough: the same rules 3-5 as an outer one (§5.7.5: "If the pValue of
+    /// elements within the array is NULL_PTR then the ulValueLen of elements
+    /// within the array will be set to the required length ... If any
+    /// ulValueLen within the array isn't large enough, it will be set to
+    /// CK_UNAVAILABLE_INFORMATION and the function will return
+    /// CKR_BUFFER_TOO_SMALL").
+    static func inner(_ bytes: [UInt8], capacity: CK_ULONG?) -> (Entry, tooSmall: Bool) {
+        guard let capacity else { return (.length(CK_ULONG(bytes.count)), false) }
+        return capacity >= CK_ULONG(bytes.count) ? (.copy(bytes), false) : (.unavailable, true)
     }
 
     /// - Parameter capacities: each entry's buffer size, nil when pValue was NULL.
-    public static func evaluate(_ lookups: [AttributeLookup], capacities: [CK_ULONG?]) -> (entries: [Entry], rv: CK_RV) {
+    /// - Parameter innerCapacities: for entry `index` whose value is a
+    ///   template of `count` attributes and whose buffer holds that many
+    ///   CK_ATTRIBUTEs, each inner buffer's size (nil for a NULL pValue).
+    ///   Called only then, so the caller's array is read only where the
+    ///   spec says it holds that many entries.
+    public static func evaluate(_ lookups: [AttributeLookup], capacities: [CK_ULONG?],
+                                innerCapacities: (_ index: Int, _ count: Int) -> [CK_ULONG?] = { _, n in
+                                    [CK_ULONG?](repeating: nil, count: n)
+                                }) -> (entries: [Entry], rv: CK_RV) {
         var entries: [Entry] = []
         entries.reserveCapacity(lookups.count)
         var sensitive = false, invalid = false, tooSmall = false
-        for (lookup, capacity) in zip(lookups, capacities) {
+        for (index, (lookup, capacity)) in zip(lookups, capacities).enumerated() {
             switch lookup {
+            case .template(let t):
+                let length = CK_ULONG(t.count) * attributeSize
+                guard let capacity else {
+                    entries.append(.length(length))
+                    continue
+                }
+                guard capacity >= length else {
+                    tooSmall = true
+                    entries.append(.unavailable)
+                    continue
+                }
+                let caps = innerCapacities(index, t.count)
+                var inner: [(CK_ATTRIBUTE_TYPE, Entry)] = []
+                for (k, a) in t.enumerated() {
+                    let (e, small) = Self.inner(a.value, capacity: k < caps.count ? caps[k] : nil)
+                    if small { tooSmall = true }
+                    inner.append((a.type, e))
+                }
+                entries.append(.nested(length, inner))
             case .sensitive:
                 sensitive = true
                 entries.append(.unavailable)

@@ -37,8 +37,26 @@ extension Runtime {
     /// SP 800-108's CK_DERIVED_KEY array, in its order. Either all of them
     /// exist afterwards or none does.
     public func deriveKeys(session h: CK_SESSION_HANDLE, mechanism: Mechanism, baseKey: CK_OBJECT_HANDLE,
-                           template: Template) throws -> [CK_OBJECT_HANDLE] {
+                           template callerTemplate: Template) throws -> [CK_OBJECT_HANDLE] {
         let s = try session(h)
+        // CKA_DERIVE_TEMPLATE merged into the template of the key (and of
+        // SP 800-108's additional keys) before any check sees it. A base
+        // handle that does not resolve is left to the mechanism's own path,
+        // which gives its error in its order.
+        var template = callerTemplate
+        var mechanism = mechanism
+        if let base = try? resolveKey(s, baseKey) {
+            let stored = TemplateAttributes.stored(base, KS_CKA_DERIVE_TEMPLATE)
+            if !stored.isEmpty {
+                template = try TemplateAttributes.merge(callerTemplate, with: stored)
+                if case .sp800108(var p) = mechanism {
+                    for i in p.additionalKeys.indices {
+                        p.additionalKeys[i].template = try TemplateAttributes.merge(p.additionalKeys[i].template, with: stored)
+                    }
+                    mechanism = .sp800108(p)
+                }
+            }
+        }
         switch mechanism {
         case .ecdh(let p): return [try deriveECDH(s, p, baseKey: baseKey, template: template)]
         case .hkdf(let p, let data): return [try deriveHKDF(s, p, data: data, baseKey: baseKey, template: template)]

@@ -355,6 +355,12 @@ extension Mechanism {
         var out: Template = []
         for i in 0..<Int(n) {
             let a = p[i]
+            if TemplateAttributes.isTemplateType(a.type), a.ulValueLen != 0 {
+                // An embedded template: its pointers read now (TemplateAttributes.swift).
+                guard let v = a.pValue else { throw PKCS11Error.argumentsBad }
+                out.append(Attribute(a.type, try TemplateAttributes.embedded(v, a.ulValueLen)))
+                continue
+            }
             out.append(Attribute(a.type, try copy(a.pValue, a.ulValueLen, max: KDFLimits.dataBytes)))
         }
         return out

@@ -59,6 +59,8 @@ extension Runtime {
             try store.update(ref, attributes: changes, key: userKey(for: s.tokenID))
         case .session(let o):
             lock.withLock { o.attributes.merge(changes) { _, new in new } }
+        case .trust:
+            throw PKCS11Error.actionProhibited  // CKA_MODIFIABLE false already refused it
         }
     }
 
@@ -157,7 +159,10 @@ extension Runtime {
         let tokenFilter = try want.checkedBool(CKA_TOKEN)
         let classFilter = try want.checkedULong(CKA_CLASS)
         let privateFilter = try want.checkedBool(CKA_PRIVATE)
-        if privateFilter == true, key == nil {
+        // An embedded template (CKA_WRAP_TEMPLATE ...) matches no object, as
+        // in SoftHSM2, whose search compares no attribute-map value
+        // (PKCS #11 3.0 §5.7.7 lets a token do either).
+        if privateFilter == true && key == nil || want.keys.contains(where: TemplateAttributes.isTemplateType) {
             try s.begin(.find, FindOperation([]))
             return
         }
@@ -210,6 +215,9 @@ extension Runtime {
                 }
                 if ok { handles.append(oh) }
             }
+        }
+        if classFilter == CKO_TRUST_32, tokenFilter != false, privateFilter != true {
+            handles += try trustObjects(s, matching: template)
         }
         try s.begin(.find, FindOperation(handles))
     }

@@ -41,13 +41,14 @@ enum ObjectRules {
             a.merge(key) { old, _ in old }
             a.merge([
                 CKA_SUBJECT: [], CKA_ENCRYPT: f, CKA_VERIFY: f, CKA_VERIFY_RECOVER: f, CKA_WRAP: f, CKA_TRUSTED: f,
+                KS_CKA_WRAP_TEMPLATE: [],
             ]) { old, _ in old }
         case CKO_PRIVATE_KEY:
             a.merge(key) { old, _ in old }
             a.merge([
                 CKA_SUBJECT: [], CKA_SENSITIVE: t, CKA_DECRYPT: f, CKA_SIGN: f, CKA_SIGN_RECOVER: f, CKA_UNWRAP: f,
                 CKA_EXTRACTABLE: f, CKA_ALWAYS_SENSITIVE: f, CKA_NEVER_EXTRACTABLE: f, CKA_WRAP_WITH_TRUSTED: f,
-                CKA_ALWAYS_AUTHENTICATE: f,
+                CKA_ALWAYS_AUTHENTICATE: f, KS_CKA_UNWRAP_TEMPLATE: [], KS_CKA_DERIVE_TEMPLATE: [],
             ]) { old, _ in old }
         case CKO_SECRET_KEY:
             a.merge(key) { old, _ in old }
@@ -55,6 +56,7 @@ enum ObjectRules {
                 CKA_SENSITIVE: t, CKA_ENCRYPT: f, CKA_DECRYPT: f, CKA_SIGN: f, CKA_VERIFY: f, CKA_WRAP: f,
                 CKA_UNWRAP: f, CKA_EXTRACTABLE: f, CKA_ALWAYS_SENSITIVE: f, CKA_NEVER_EXTRACTABLE: f,
                 CKA_WRAP_WITH_TRUSTED: f, CKA_TRUSTED: f,
+                KS_CKA_WRAP_TEMPLATE: [], KS_CKA_UNWRAP_TEMPLATE: [], KS_CKA_DERIVE_TEMPLATE: [],
             ]) { old, _ in old }
         default:
             break
@@ -88,6 +90,18 @@ enum ObjectRules {
 
     /// C_GetAttributeValue's view of one type.
     static func lookup(_ view: ObjectView, _ type: CK_ATTRIBUTE_TYPE) -> AttributeLookup {
+        if hidden.contains(type) { return .typeInvalid }
+        if TemplateAttributes.isTemplateType(type) {
+            // An embedded template (TemplateAttributes.swift); keys of the classes that have it, else none.
+            guard case .value(let b) = lookupBytes(view, type) else { return .typeInvalid }
+            // An old store's pointer bytes read as the empty template (TemplateAttributes.swift).
+            return .template(TemplateAttributes.decode(b) ?? [])
+        }
+        return lookupBytes(view, type)
+    }
+
+    /// An attribute's stored (or computed, or default) bytes.
+    static func lookupBytes(_ view: ObjectView, _ type: CK_ATTRIBUTE_TYPE) -> AttributeLookup {
         if hidden.contains(type) { return .typeInvalid }
         if isSensitive(view, type) { return .sensitive }
         if let v = view.attributes[type] { return .value(v) }
@@ -133,6 +147,11 @@ enum ObjectRules {
         CKA_PRIVATE_EXPONENT, CKA_PRIME_1, CKA_PRIME_2, CKA_EXPONENT_1, CKA_EXPONENT_2, CKA_COEFFICIENT,
         CKA_VALUE_BITS, CKA_VALUE_LEN, CKA_EC_PARAMS, CKA_EC_POINT, CKA_CERTIFICATE_TYPE, CKA_MODIFIABLE,
         CKA_PUBLIC_KEY_INFO, CKA_CHECK_VALUE, CKA_PARAMETER_SET,
+        // Embedded templates: no footnote 8 in the 3.0 key tables, so fixed
+        // once the key exists (C_SetAttributeValue and C_CopyObject), else a
+        // restriction could be lifted by whoever may use the key.
+        // SoftHSM2 lets them change (docs/pkcs11-conformance.md).
+        KS_CKA_WRAP_TEMPLATE, KS_CKA_UNWRAP_TEMPLATE, KS_CKA_DERIVE_TEMPLATE,
     ]
 
     /// What only the token says of an object: "must not be specified when

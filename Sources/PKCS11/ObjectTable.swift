@@ -7,11 +7,15 @@ enum ObjectEntry {
     /// A token object: the store item, found again by its persistent reference.
     case token(TokenID, PersistentReference, isPrivate: Bool)
     case session(SessionObject)
+    /// A PKCS #11 3.2 trust object (TrustObjects.swift): derived, read-only, from the trusted
+    /// certificate item `reference`; never stored.
+    case trust(TokenID, PersistentReference)
 
     var tokenID: TokenID {
         switch self {
         case .token(let t, _, _): t
         case .session(let o): o.tokenID
+        case .trust(let t, _): t
         }
     }
 
@@ -19,6 +23,7 @@ enum ObjectEntry {
         switch self {
         case .token(_, _, let p): p
         case .session(let o): o.isPrivate
+        case .trust: false
         }
     }
 }
@@ -62,6 +67,8 @@ struct ObjectTable {
     init(firstHandle: CK_OBJECT_HANDLE = 1) { next = max(1, firstHandle) }
     private(set) var entries: [CK_OBJECT_HANDLE: ObjectEntry] = [:]
     private var byReference: [PersistentReference: CK_OBJECT_HANDLE] = [:]
+    /// Trust objects by their certificate's reference, so repeated finds give the same handle.
+    private var byTrustReference: [PersistentReference: CK_OBJECT_HANDLE] = [:]
     /// The session objects' handles, so a find does not walk every token
     /// object handle this process holds (100,000 after listing a big token).
     private(set) var sessionHandles: Set<CK_OBJECT_HANDLE> = []
@@ -87,6 +94,15 @@ struct ObjectTable {
         return h
     }
 
+    /// The trust object of the trusted certificate `certificate`: one handle per certificate.
+    mutating func trustHandle(token: TokenID, certificate: PersistentReference) -> CK_OBJECT_HANDLE {
+        if let h = byTrustReference[certificate] { return h }
+        let h = allocate()
+        entries[h] = .trust(token, certificate)
+        byTrustReference[certificate] = h
+        return h
+    }
+
     mutating func add(_ object: SessionObject) -> CK_OBJECT_HANDLE {
         let h = allocate()
         entries[h] = .session(object)
@@ -99,7 +115,11 @@ struct ObjectTable {
     }
 
     mutating func remove(_ h: CK_OBJECT_HANDLE) {
-        if case .token(_, let ref, _)? = entries.removeValue(forKey: h) { byReference[ref] = nil }
+        switch entries.removeValue(forKey: h) {
+        case .token(_, let ref, _)?: byReference[ref] = nil
+        case .trust(_, let ref)?: byTrustReference[ref] = nil
+        default: break
+        }
         sessionHandles.remove(h)
         keyCache[h] = nil
         publicKeyCache[h] = nil
@@ -140,6 +160,7 @@ struct ObjectTable {
         entries.removeAll()
         loggedOut.removeAll()
         byReference.removeAll()
+        byTrustReference.removeAll()
         sessionHandles.removeAll()
         keyCache.removeAll()
         publicKeyCache.removeAll()
@@ -167,7 +188,12 @@ struct ObjectView {
     let objectClass: CK_OBJECT_CLASS
     var attributes: AttributeMap
 
-    var isToken: Bool { if case .token = entry { true } else { false } }
+    var isToken: Bool {
+        switch entry {
+        case .token, .trust: true
+        case .session: false
+        }
+    }
     var isPrivate: Bool { entry.isPrivate }
     var keyType: CK_KEY_TYPE? { attributes.ulong(CKA_KEY_TYPE) }
     func bool(_ t: CK_ATTRIBUTE_TYPE) -> Bool? { attributes.bool(t) }
@@ -223,6 +249,8 @@ extension Runtime {
                 objects.viewCache[h] = CachedView(counter: counter, keyed: keyed, view: view)
             }
             return view
+        case .trust(_, let ref):
+            return try trustView(h, entry, certificate: ref, key: key)
         case .session(let o):
             let a = lock.withLock { () -> AttributeMap in
                 if let a = o.shown { return a }

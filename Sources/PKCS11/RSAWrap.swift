@@ -62,6 +62,7 @@ extension Runtime {
         let wrapper = try publicKey(wrapperView)
         let target = try resolveKey(s, key)
         guard target.bool(CKA_EXTRACTABLE) == true else { throw PKCS11Error(CKR_KEY_UNEXTRACTABLE) }
+        try TemplateAttributes.checkWrap(wrapper: wrapperView, target: target)  // CKA_WRAP_TEMPLATE
         try KeyUsagePolicy.checkPublicKeyWrap(wrapper: wrapperView, target: target) {
             try rsaPrivateHalfPresent(s, modulus: wrapper.rsaModulus ?? [])
         }
@@ -110,8 +111,10 @@ extension Runtime {
 
     func rsaUnwrapKey(_ s: Session, _ mechanism: Mechanism, unwrappingKey: CK_OBJECT_HANDLE, wrapped: [UInt8],
                       template: Template) throws -> CK_OBJECT_HANDLE {
-        let unwrapper = try privateKey(try rsaWrappingKey(s, unwrappingKey, wrapping: false))
-        let t = try template.map()
+        let unwrapperView = try rsaWrappingKey(s, unwrappingKey, wrapping: false)
+        let unwrapper = try privateKey(unwrapperView)
+        // CKA_UNWRAP_TEMPLATE merged in first: the checks below see the merged template.
+        let t = try TemplateAttributes.merge(template, with: TemplateAttributes.stored(unwrapperView, KS_CKA_UNWRAP_TEMPLATE)).map()
         try KeyUsagePolicy.checkPrivateKeyUnwrapTemplate(t)
         guard let cls = try t.checkedULong(CKA_CLASS), let keyType = try t.checkedULong(CKA_KEY_TYPE) else {
             throw PKCS11Error.templateIncomplete

@@ -148,10 +148,17 @@ extension Runtime {
         }
     }
 
-    public func signInit(session h: CK_SESSION_HANDLE, mechanism: Mechanism, key: CK_OBJECT_HANDLE) throws {
-        let s = try session(h)
+    public func signInit(session h: CK_SESSION_HANDLE, mechanism: Mechanism, key: CK_OBJECT_HANDLE,
+                         allowing type: CK_MECHANISM_TYPE? = nil) throws {
+        try signInit(session: try session(h), mechanism: mechanism, key: key, allowing: type)
+    }
+
+    /// For a caller that has the session already (the C entry point);
+    /// `type` as `encryptInit`'s.
+    public func signInit(session s: Session, mechanism: Mechanism, key: CK_OBJECT_HANDLE,
+                         allowing type: CK_MECHANISM_TYPE? = nil) throws {
         guard !s.isActive(.sign) else { throw PKCS11Error.operationActive }
-        let view = try resolveKey(s, key)
+        let view = try resolveKey(s, key, allowing: type)
         if let op = try hmacOperation(mechanism, view, usage: CKA_SIGN) { return try s.begin(.sign, op) }
         if case .aesCMAC(let n) = mechanism { return try s.begin(.sign, try cmacOperation(n, view, usage: CKA_SIGN)) }
         if case .cbcMAC(let m) = mechanism { return try s.begin(.sign, try cbcMACOperation(m, view, usage: CKA_SIGN)) }

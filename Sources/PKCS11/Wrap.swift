@@ -90,7 +90,7 @@ enum WrapMethod {
 
 extension Runtime {
     /// The wrapping or unwrapping key's value, after its flag check.
-    private func kek(_ s: Session, _ h: CK_OBJECT_HANDLE, usage: CK_ATTRIBUTE_TYPE) throws -> (ObjectView, [UInt8]) {
+    func kek(_ s: Session, _ h: CK_OBJECT_HANDLE, usage: CK_ATTRIBUTE_TYPE) throws -> (ObjectView, [UInt8]) {
         let view: ObjectView
         do {
             view = try resolve(s, h)
@@ -111,10 +111,17 @@ extension Runtime {
                         key: CK_OBJECT_HANDLE, capacity: Int?) throws -> OutputResult {
         let s = try session(h)
         if mechanism.isRSAWrap { return try rsaWrapKey(s, mechanism, wrappingKey: wrappingKey, key: key, capacity: capacity) }
-        let method = try WrapMethod(mechanism)
+        return try wrapKey(s, method: try WrapMethod(mechanism), wrappingKey: wrappingKey, key: key, capacity: capacity)
+    }
+
+    /// C_WrapKey's AES path, shared with the 3.2 C_WrapKeyAuthenticated (WrapAuthenticated.swift):
+    /// one place for the extractability and wrap/decrypt separation rules.
+    func wrapKey(_ s: Session, method: WrapMethod, wrappingKey: CK_OBJECT_HANDLE, key: CK_OBJECT_HANDLE,
+                 capacity: Int?) throws -> OutputResult {
         let (wrapper, kekValue) = try kek(s, wrappingKey, usage: CKA_WRAP)
         let target = try resolveKey(s, key)
         guard target.bool(CKA_EXTRACTABLE) == true else { throw PKCS11Error(CKR_KEY_UNEXTRACTABLE) }
+        try TemplateAttributes.checkWrap(wrapper: wrapper, target: target)  // CKA_WRAP_TEMPLATE
         try KeyUsagePolicy.checkWrap(wrapper: wrapper, target: target)
         try KeyUsagePolicy.checkWrapMechanism(method.protection, wrapper: wrapper, target: target)
         var material: [UInt8]
@@ -140,9 +147,16 @@ extension Runtime {
                           wrapped: [UInt8], template: Template) throws -> CK_OBJECT_HANDLE {
         let s = try session(h)
         if mechanism.isRSAWrap { return try rsaUnwrapKey(s, mechanism, unwrappingKey: unwrappingKey, wrapped: wrapped, template: template) }
-        let method = try WrapMethod(mechanism)
+        return try unwrapKey(s, method: try WrapMethod(mechanism), unwrappingKey: unwrappingKey, wrapped: wrapped,
+                             template: template)
+    }
+
+    /// C_UnwrapKey's AES path, shared with the 3.2 C_UnwrapKeyAuthenticated.
+    func unwrapKey(_ s: Session, method: WrapMethod, unwrappingKey: CK_OBJECT_HANDLE, wrapped: [UInt8],
+                   template: Template) throws -> CK_OBJECT_HANDLE {
         let (unwrapper, kekValue) = try kek(s, unwrappingKey, usage: CKA_UNWRAP)
-        let t = try template.map()
+        // CKA_UNWRAP_TEMPLATE merged in first: the checks below see the merged template.
+        let t = try TemplateAttributes.merge(template, with: TemplateAttributes.stored(unwrapper, KS_CKA_UNWRAP_TEMPLATE)).map()
         try KeyUsagePolicy.checkUnwrapTemplate(unwrapper: unwrapper, t)
         guard let cls = try t.checkedULong(CKA_CLASS), let keyType = try t.checkedULong(CKA_KEY_TYPE) else {
             throw PKCS11Error.templateIncomplete

@@ -63,21 +63,39 @@ public func ks_C_GetAttributeValue(_ hSession: CK_SESSION_HANDLE, _ hObject: CK_
         let types = (0..<count).map { pTemplate[$0].type }
         let capacities = (0..<count).map { pTemplate[$0].pValue == nil ? nil : Optional(pTemplate[$0].ulValueLen) }
         let lookups = try rt.getAttributeValue(session: hSession, object: hObject, types: types)
-        let (entries, rv) = AttributeFill.evaluate(lookups, capacities: capacities)
-        for (i, e) in entries.enumerated() {
-            switch e {
-            case .copy(let bytes):
-                if let dst = pTemplate[i].pValue, !bytes.isEmpty {
-                    bytes.withUnsafeBytes { dst.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
-                }
-                pTemplate[i].ulValueLen = CK_ULONG(bytes.count)
-            case .length(let n):
-                pTemplate[i].ulValueLen = n
-            case .unavailable:
-                pTemplate[i].ulValueLen = KS_CK_UNAVAILABLE_INFORMATION
-            }
+        // An array attribute's buffer is read as CK_ATTRIBUTEs only when it
+        // holds all of them (PKCS #11 3.0 §5.7.5).
+        let (entries, rv) = AttributeFill.evaluate(lookups, capacities: capacities) { i, n in
+            let inner = pTemplate[i].pValue!.assumingMemoryBound(to: CK_ATTRIBUTE.self)
+            return (0..<n).map { inner[$0].pValue == nil ? nil : Optional(inner[$0].ulValueLen) }
         }
+        for (i, e) in entries.enumerated() { fillAttribute(&pTemplate[i], e) }
         return rv
+    }
+}
+
+/// One C_GetAttributeValue entry as `AttributeFill` decided it; an array
+/// attribute's inner entries get the same treatment, their types set
+/// ("the type element of attributes within the array ... MUST be set on
+/// output").
+private func fillAttribute(_ a: inout CK_ATTRIBUTE, _ e: AttributeFill.Entry) {
+    switch e {
+    case .copy(let bytes):
+        if let dst = a.pValue, !bytes.isEmpty {
+            bytes.withUnsafeBytes { dst.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        }
+        a.ulValueLen = CK_ULONG(bytes.count)
+    case .length(let n):
+        a.ulValueLen = n
+    case .unavailable:
+        a.ulValueLen = KS_CK_UNAVAILABLE_INFORMATION
+    case .nested(let length, let inner):
+        let array = a.pValue!.assumingMemoryBound(to: CK_ATTRIBUTE.self)
+        for (k, (type, entry)) in inner.enumerated() {
+            array[k].type = type
+            fillAttribute(&array[k], entry)
+        }
+        a.ulValueLen = length
     }
 }
 

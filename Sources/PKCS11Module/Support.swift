@@ -140,6 +140,11 @@ func template(_ p: UnsafeMutablePointer<CK_ATTRIBUTE>?, _ n: CK_ULONG) throws ->
             continue
         }
         guard let v = a.pValue else { throw PKCS11Error.argumentsBad }
+        if TemplateAttributes.isTemplateType(a.type) {
+            // CKA_WRAP/UNWRAP/DERIVE_TEMPLATE: an array of CK_ATTRIBUTE, read now.
+            out.append(Attribute(a.type, try TemplateAttributes.embedded(v, a.ulValueLen)))
+            continue
+        }
         out.append(Attribute(a.type, Array(UnsafeRawBufferPointer(start: v, count: len))))
     }
     return out

@@ -26,18 +26,27 @@ private func decode(_ f: ksa_function, _ bytes: [UInt8], _ arena: inout ksa_aren
     return (out, rc)
 }
 
-/// The mechanism as the agent rebuilds it from a C_SignInit.
-private func rebuilt(_ m: inout CK_MECHANISM, _ arena: inout ksa_arena) -> (CK_RV, CK_MECHANISM?) {
+/// The mechanism as the agent rebuilds it from a C_SignInit. Its pointers may point into the
+/// request, so they are read only in `look`, while the request lives (as during ksa_serve).
+private func rebuilt(_ m: inout CK_MECHANISM, _ arena: inout ksa_arena,
+                     _ look: (CK_MECHANISM) -> [UInt8] = { _ in [] }) -> (CK_RV, CK_MECHANISM?, [UInt8]) {
     withUnsafeMutablePointer(to: &m) { mp in
         var a = blank()
         a[0].ul = 1
         a[1].ptr = UnsafeMutableRawPointer(mp)
         a[2].ul = 2
         let (rv, bytes) = encode(KSA_FN_SignInit, &a)
-        guard rv == CKR_OK else { return (rv, nil) }
-        let (server, rc) = decode(KSA_FN_SignInit, bytes, &arena)
-        guard rc == 0 else { return (CKR_GENERAL_ERROR, nil) }
-        return (rv, server[1].ptr?.assumingMemoryBound(to: CK_MECHANISM.self).pointee)
+        guard rv == CKR_OK else { return (rv, nil, []) }
+        var out = blank()
+        var arenaRC: Int32 = -1
+        var seen: [UInt8] = []
+        bytes.withUnsafeBufferPointer { p in
+            var r = ksa_rd(p: p.baseAddress, left: p.count, failed: 0)
+            arenaRC = out.withUnsafeMutableBufferPointer { ksa_decode_request(fn(KSA_FN_SignInit), &r, $0.baseAddress, &arena) }
+            if arenaRC == 0, let mech = out[1].ptr?.assumingMemoryBound(to: CK_MECHANISM.self).pointee { seen = look(mech) }
+        }
+        guard arenaRC == 0 else { return (CKR_GENERAL_ERROR, nil, []) }
+        return (rv, out[1].ptr?.assumingMemoryBound(to: CK_MECHANISM.self).pointee, seen)
     }
 }
 
@@ -53,13 +62,17 @@ private func rebuilt(_ m: inout CK_MECHANISM, _ arena: inout ksa_arena) -> (CK_R
                 defer { ksa_arena_free(&arena) }
                 var m = CK_MECHANISM(mechanism: CK_MECHANISM_TYPE(CKM_ML_DSA), pParameter: UnsafeMutableRawPointer(pp),
                                      ulParameterLen: CK_ULONG(MemoryLayout<CK_SIGN_ADDITIONAL_CONTEXT>.size))
-                let (rv, r) = rebuilt(&m, &arena)
+                let (rv, r, seen) = rebuilt(&m, &arena) { mech in
+                    guard let p = mech.pParameter?.assumingMemoryBound(to: CK_SIGN_ADDITIONAL_CONTEXT.self).pointee,
+                          let c = p.pContext else { return [] }
+                    return Array(UnsafeBufferPointer(start: c, count: Int(p.ulContextLen)))
+                }
                 #expect(rv == CKR_OK)
+                #expect(seen == expected)
                 #expect(r?.ulParameterLen == CK_ULONG(MemoryLayout<CK_SIGN_ADDITIONAL_CONTEXT>.size))
                 let s = r?.pParameter?.assumingMemoryBound(to: CK_SIGN_ADDITIONAL_CONTEXT.self).pointee
                 #expect(s?.hedgeVariant == CK_HEDGE_TYPE(CKH_DETERMINISTIC_REQUIRED) && s?.ulContextLen == 12)
                 #expect(s?.pContext != c.baseAddress)  // the agent's copy, not the client's address
-                #expect(s.flatMap { Array(UnsafeBufferPointer(start: $0.pContext, count: 12)) } == expected)
 
                 // The same struct under a hash-named mechanism.
                 m.mechanism = CK_MECHANISM_TYPE(CKM_HASH_SLH_DSA_SHAKE256)

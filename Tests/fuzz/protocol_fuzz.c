@@ -29,10 +29,17 @@ FAKE(any)
 
 static CK_FUNCTION_LIST_3_0 table;
 
+/* The PKCS #11 3.2 entries ksa_serve reaches through ksa_call_3_2 (v32_params.c), fake too. */
+static ksa_functions_3_2 table_3_2;
+
 static void fill_table(void) {
     void **p = (void **)&table.C_Initialize;
     void **end = (void **)((char *)&table + sizeof table);
     for (; p < end; p++) *p = (void *)fake_any;
+    p = (void **)&table_3_2;
+    end = (void **)((char *)&table_3_2 + sizeof table_3_2);
+    for (; p < end; p++) *p = (void *)fake_any;
+    ksa_register_functions_3_2(&table_3_2);
 }
 
 /* A caller's per-message parameter (X Y Z), as the client sent it: by the
@@ -97,6 +104,22 @@ static int client_args(const char *sig, ksa_arg *a, CK_ULONG cap, void **allocs,
                 tmpl[k].pValue = allocs[n++] = malloc((cap >> k) + 1);
                 caps[k] = cap >> k;
             }
+            /* The last entry a CKA_WRAP_TEMPLATE (template_params.c): an array
+             * of cap/24 inner attributes, each inner buffer exactly `k` bytes
+             * (heap), so a reply writing past any of them is an ASan report. */
+            if (cap >= sizeof(CK_ATTRIBUTE)) {
+                CK_ULONG count = cap / sizeof(CK_ATTRIBUTE);
+                CK_ATTRIBUTE *inner = allocs[n++] = malloc(count * sizeof *inner);
+                for (CK_ULONG k = 0; k < count && k < 4; k++) {
+                    inner[k].type = 0;
+                    inner[k].ulValueLen = k;
+                    inner[k].pValue = allocs[n++] = malloc(k + 1);
+                }
+                for (CK_ULONG k = 4; k < count; k++) { inner[k].type = 0; inner[k].pValue = NULL; inner[k].ulValueLen = 0; }
+                tmpl[3].type = CKA_WRAP_TEMPLATE;
+                tmpl[3].pValue = inner;
+                tmpl[3].ulValueLen = caps[3] = count * sizeof *inner;
+            }
             a[i].ptr = tmpl;
             a[i].len = 4;
             a[i].plen = caps;
@@ -133,7 +156,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else if (mode == 1) {
         if (!sig) return 0;
         ksa_arg a[KSA_MAX_ARGS];
-        void *allocs[KSA_MAX_ARGS * 4] = {0};
+        void *allocs[KSA_MAX_ARGS * 4 + 8] = {0};
         CK_ATTRIBUTE tmpl[4];
         CK_ULONG caps[4], lens[KSA_MAX_ARGS];
         int n = client_args(sig, a, cap, allocs, tmpl, caps, lens);
@@ -191,6 +214,15 @@ int main(int argc, char **argv) {
     CK_BBOOL yes = CK_TRUE;
     CK_ATTRIBUTE tmpl[2] = {{CKA_TOKEN, &yes, 1}, {CKA_LABEL, data, 8}};
     CK_ULONG caps[2];
+    /* Template attributes (template_params.c): a CKA_WRAP_TEMPLATE in a
+     * template, and one asked of C_GetAttributeValue with inner buffers. */
+    CK_ULONG cls = CKO_SECRET_KEY;
+    CK_ATTRIBUTE inner[2] = {{CKA_CLASS, &cls, sizeof cls}, {CKA_ID, data, 4}};
+    CK_ATTRIBUTE wtmpl[2] = {{CKA_TOKEN, &yes, 1}, {CKA_WRAP_TEMPLATE, inner, sizeof inner}};
+    uint8_t ib0[8], ib1[2];
+    CK_ATTRIBUTE ginner[2] = {{0, ib0, sizeof ib0}, {0, ib1, sizeof ib1}};
+    CK_ATTRIBUTE gtmpl[2] = {{CKA_WRAP_TEMPLATE, ginner, sizeof ginner}, {CKA_UNWRAP_TEMPLATE, NULL, 0}};
+    CK_ULONG gcaps[2];
     /* SP 800-108 counter mode with one additional key (a handle handed back). */
     CK_SP800_108_COUNTER_FORMAT ctr = {CK_FALSE, 32};
     CK_PRF_DATA_PARAM prf[2] = {{CK_SP800_108_ITERATION_VARIABLE, &ctr, sizeof ctr}, {CK_SP800_108_BYTE_ARRAY, data, 8}};
@@ -213,6 +245,11 @@ int main(int argc, char **argv) {
     CK_GCM_MESSAGE_PARAMS gm = {iv, sizeof iv, 32, CKG_GENERATE_RANDOM, tag, 128};
     CK_MECHANISM gmMech = {CKM_AES_GCM, &gm, sizeof gm};
     CK_SALSA20_CHACHA20_POLY1305_MSG_PARAMS cm = {iv, sizeof iv, tag};
+    /* PKCS #11 3.2 (issue 18): the signature-first verify, the validation flags, authenticated wrapping. */
+    CK_GCM_PARAMS wg = {iv, sizeof iv, 96, NULL, 0, 128};
+    CK_MECHANISM wgMech = {CKM_AES_GCM, &wg, sizeof wg};
+    CK_MECHANISM ecdsaMech = {CKM_ECDSA_SHA256, NULL, 0};
+    CK_ULONG flags = 0;
     /* PKCS #11 3.2 post-quantum (pq_params.c): the signature parameters, key encapsulation. */
     CK_SIGN_ADDITIONAL_CONTEXT pqs = {CKH_HEDGE_PREFERRED, aad, sizeof aad};
     CK_MECHANISM pqMech = {CKM_ML_DSA, &pqs, sizeof pqs};
@@ -220,12 +257,22 @@ int main(int argc, char **argv) {
     CK_MECHANISM pqhMech = {CKM_HASH_ML_DSA, &pqh, sizeof pqh};
     CK_MECHANISM kemMech = {CKM_ML_KEM, NULL, 0};
     struct { uint32_t fn; ksa_arg a[KSA_MAX_ARGS]; } calls[] = {
+        {KSA_FN_VerifySignatureInit, {{.ul = 7}, {.ptr = &ecdsaMech}, {.ul = 9}, {.ptr = sig, .len = 64}}},
+        {KSA_FN_VerifySignatureUpdate, {{.ul = 7}, {.ptr = data, .len = 32}}},
+        {KSA_FN_VerifySignatureFinal, {{.ul = 7}}},
+        {KSA_FN_GetSessionValidationFlags, {{.ul = 7}, {.ul = 1}, {.plen = &flags}}},
+        {KSA_FN_WrapKeyAuthenticated, {{.ul = 7}, {.ptr = &wgMech}, {.ul = 9}, {.ul = 10}, {.ptr = aad, .len = sizeof aad},
+                                       {.ptr = out, .plen = &outlen}}},
+        {KSA_FN_UnwrapKeyAuthenticated, {{.ul = 7}, {.ptr = &wgMech}, {.ul = 9}, {.ptr = data, .len = 32},
+                                         {.ptr = tmpl, .len = 2}, {.ptr = aad, .len = sizeof aad}, {.plen = &handle}}},
         {KSA_FN_DeriveKey, {{.ul = 7}, {.ptr = &kdfMech}, {.ul = 9}, {.ptr = tmpl, .len = 2}, {.plen = &handle}}},
         {KSA_FN_DeriveKey, {{.ul = 7}, {.ptr = &hkMech}, {.ul = 9}, {.ptr = tmpl, .len = 2}, {.plen = &handle}}},
         {KSA_FN_Sign, {{.ul = 7}, {.ptr = data, .len = 32}, {.ptr = sig, .plen = &siglen}}},
         {KSA_FN_EncryptInit, {{.ul = 7}, {.ptr = &mech}, {.ul = 9}}},
         {KSA_FN_CreateObject, {{.ul = 7}, {.ptr = tmpl, .len = 2}, {.plen = &handle}}},
         {KSA_FN_GetAttributeValue, {{.ul = 7}, {.ul = 9}, {.ptr = tmpl, .len = 2, .plen = caps}}},
+        {KSA_FN_CreateObject, {{.ul = 7}, {.ptr = wtmpl, .len = 2}, {.plen = &handle}}},
+        {KSA_FN_GetAttributeValue, {{.ul = 7}, {.ul = 9}, {.ptr = gtmpl, .len = 2, .plen = gcaps}}},
         {KSA_FN_GetSlotList, {{.ul = 1}, {.ptr = sig, .plen = &siglen}}},
         {KSA_FN_GetTokenInfo, {{.ul = 1}, {.ptr = sig}}},
         {KSA_FN_EncryptInit, {{.ul = 7}, {.ptr = &ccMech}, {.ul = 9}}},

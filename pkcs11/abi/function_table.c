@@ -52,7 +52,7 @@ static const CK_FUNCTION_LIST_3_2 ks_functions_3_2 = {
     .C_GetInterfaceList = ks_get_interface_list,
     .C_GetInterface = ks_get_interface,
     KS_FUNCTIONS_3_0_EXTRA(ks)
-    KS_FUNCTIONS_3_2_EXTRA(ks32)
+    KS_FUNCTIONS_3_2_EXTRA(ks)
 };
 
 _Static_assert(sizeof(CK_FUNCTION_LIST_3_2) == sizeof(CK_FUNCTION_LIST_3_0) + 12 * sizeof(void (*)(void)),
@@ -83,19 +83,6 @@ __attribute__((constructor)) static void ks_choose_tables(void) {
 #define KS_INTERFACE_COUNT 3
 
 const CK_FUNCTION_LIST_3_0 *ks_function_list_3_0(void) { return &ks_functions_3_0; }
-/* What the agent serves the 3.2 calls with (issue 18): the in-process table with the in-process
- * entry points themselves, not the ks32 dispatchers, which choose by ks_agent_mode(): the agent may
- * have decided that before it set KEYSHARE_IN_PROCESS, and would then call itself as a client.
- * Filled by the first call (the agent makes it at start, before serving). */
-const CK_FUNCTION_LIST_3_2 *ks_function_list_3_2(void) {
-    static CK_FUNCTION_LIST_3_2 served;
-    if (!served.C_EncapsulateKey) {
-        served = ks_functions_3_2;
-        served.C_EncapsulateKey = ks_C_EncapsulateKey;
-        served.C_DecapsulateKey = ks_C_DecapsulateKey;
-    }
-    return &served;
-}
 
 CK_RV ks_get_function_list(CK_FUNCTION_LIST_PTR_PTR ppFunctionList)
 {

@@ -33,7 +33,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "../../../pkcs11/types/pkcs11_shim.h"
-#include "../../../pkcs11/abi/include/pkcs11_3_2.h"
 
 #define KSA_MAGIC 0x3141534bu /* "KSA1" little-endian */
 /* 2: KDF mechanism parameters, mechanism outputs in replies.
@@ -70,7 +69,12 @@ enum ksa_function {
     KSA_FN_MessageDecryptFinal, KSA_FN_MessageSignInit, KSA_FN_SignMessage, KSA_FN_SignMessageBegin,
     KSA_FN_SignMessageNext, KSA_FN_MessageSignFinal, KSA_FN_MessageVerifyInit, KSA_FN_VerifyMessage,
     KSA_FN_VerifyMessageBegin, KSA_FN_VerifyMessageNext, KSA_FN_MessageVerifyFinal,
-    /* 3.2: key encapsulation (issue 18, ML-KEM) */
+    /* 3.2 (issue 18; v32_params.c): the signature-first verify, the validation flags,
+     * authenticated wrapping. An agent older than these answers CKR_FUNCTION_NOT_SUPPORTED. */
+    KSA_FN_VerifySignatureInit, KSA_FN_VerifySignature, KSA_FN_VerifySignatureUpdate,
+    KSA_FN_VerifySignatureFinal, KSA_FN_GetSessionValidationFlags, KSA_FN_WrapKeyAuthenticated,
+    KSA_FN_UnwrapKeyAuthenticated,
+    /* 3.2 key encapsulation (issue 18, ML-KEM; pq_params.c's parameters). */
     KSA_FN_EncapsulateKey, KSA_FN_DecapsulateKey,
     KSA_FN_COUNT
 };
@@ -144,10 +148,31 @@ void ksa_encode_reply(uint32_t fn, ksa_arg *args, CK_RV rv, ksa_buf *out);
  * malformed call gets CKR_ARGUMENTS_BAD without outputs (and a -1 return
  * so the agent can log it); an unknown function CKR_FUNCTION_NOT_SUPPORTED. */
 int ksa_serve(const CK_FUNCTION_LIST_3_0 *f, const uint8_t *req, size_t len, ksa_buf *out);
-/* The agent's in-process 3.2 table, for the 3.2 functions ksa_serve serves (C_EncapsulateKey,
- * C_DecapsulateKey). Unset (a 3.0 table only, as in the fuzz harness), they are
- * CKR_FUNCTION_NOT_SUPPORTED. */
-void ksa_set_functions_3_2(const CK_FUNCTION_LIST_3_2 *f);
+
+/* The PKCS #11 3.2 entries the agent serves (issue 18), as plain function pointers so the
+ * protocol needs no 3.2 header: the agent's process registers its in-process ones once
+ * (pkcs11/abi/agent_serve_3_2.c, a constructor); until then, or in a process that never
+ * registers, the 3.2 calls are answered CKR_FUNCTION_NOT_SUPPORTED (v32_params.c). */
+typedef struct ksa_functions_3_2 {
+    CK_RV (*VerifySignatureInit)(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_BYTE_PTR, CK_ULONG);
+    CK_RV (*VerifySignature)(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG);
+    CK_RV (*VerifySignatureUpdate)(CK_SESSION_HANDLE, CK_BYTE_PTR, CK_ULONG);
+    CK_RV (*VerifySignatureFinal)(CK_SESSION_HANDLE);
+    CK_RV (*GetSessionValidationFlags)(CK_SESSION_HANDLE, CK_ULONG, CK_FLAGS *);
+    CK_RV (*WrapKeyAuthenticated)(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_OBJECT_HANDLE,
+                                  CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR);
+    CK_RV (*UnwrapKeyAuthenticated)(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_BYTE_PTR, CK_ULONG,
+                                    CK_ATTRIBUTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG, CK_OBJECT_HANDLE_PTR);
+    /* ML-KEM (issue 18). */
+    CK_RV (*EncapsulateKey)(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_ATTRIBUTE_PTR, CK_ULONG,
+                            CK_BYTE_PTR, CK_ULONG_PTR, CK_OBJECT_HANDLE_PTR);
+    CK_RV (*DecapsulateKey)(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_ATTRIBUTE_PTR, CK_ULONG,
+                            CK_BYTE_PTR, CK_ULONG, CK_OBJECT_HANDLE_PTR);
+} ksa_functions_3_2;
+void ksa_register_functions_3_2(const ksa_functions_3_2 *f);
+/* serve.c: one 3.2 call with the registered functions (CKR_FUNCTION_NOT_SUPPORTED when none,
+ * or for a function id that is not a 3.2 one). */
+CK_RV ksa_call_3_2(uint32_t fn, ksa_arg *a);
 
 /* The mechanisms whose parameter is pointer-free and may cross as raw bytes. */
 int ksa_mechanism_param_is_raw(CK_MECHANISM_TYPE type);

@@ -105,7 +105,9 @@
     .C_VerifyMessageNext = P##_C_VerifyMessageNext, \
     .C_MessageVerifyFinal = P##_C_MessageVerifyFinal,
 
-/* The 12 entries 3.2 adds after the 3.0 list (pkcs11_3_2.h), in pkcs11f.h order. */
+/* The 12 entries 3.2 adds after the 3.0 list (pkcs11_3_2.h), in pkcs11f.h order. P is the
+ * table's prefix (ks in-process, kc the agent client) for the entries implemented; the others
+ * are the shared CKR_FUNCTION_NOT_SUPPORTED ones of functions_3_2.c (ks32). */
 #define KS_FUNCTIONS_3_2_EXTRA(P) \
     .C_EncapsulateKey = P##_C_EncapsulateKey, \
     .C_DecapsulateKey = P##_C_DecapsulateKey, \
@@ -114,9 +116,9 @@
     .C_VerifySignatureUpdate = P##_C_VerifySignatureUpdate, \
     .C_VerifySignatureFinal = P##_C_VerifySignatureFinal, \
     .C_GetSessionValidationFlags = P##_C_GetSessionValidationFlags, \
-    .C_AsyncComplete = P##_C_AsyncComplete, \
-    .C_AsyncGetID = P##_C_AsyncGetID, \
-    .C_AsyncJoin = P##_C_AsyncJoin, \
+    .C_AsyncComplete = ks32_C_AsyncComplete, \
+    .C_AsyncGetID = ks32_C_AsyncGetID, \
+    .C_AsyncJoin = ks32_C_AsyncJoin, \
     .C_WrapKeyAuthenticated = P##_C_WrapKeyAuthenticated, \
     .C_UnwrapKeyAuthenticated = P##_C_UnwrapKeyAuthenticated,
 

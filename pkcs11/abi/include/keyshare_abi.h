@@ -34,49 +34,12 @@ const CK_FUNCTION_LIST *kc_function_list_2_40(void);
 const CK_FUNCTION_LIST_3_0 *kc_function_list_3_0(void);
 const CK_FUNCTION_LIST_3_2 *kc_function_list_3_2(void);
 
-/* The twelve PKCS #11 3.2 entries (functions_3_2.c), shared by the in-process and the agent
- * client's 3.2 tables: CKR_FUNCTION_NOT_SUPPORTED until each is implemented. */
-CK_RV ks32_C_EncapsulateKey(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hPublicKey,
-                            CK_ATTRIBUTE_PTR pTemplate, CK_ULONG ulAttributeCount, CK_BYTE_PTR pCiphertext,
-                            CK_ULONG_PTR pulCiphertextLen, CK_OBJECT_HANDLE_PTR phKey);
-CK_RV ks32_C_DecapsulateKey(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hPrivateKey,
-                            CK_ATTRIBUTE_PTR pTemplate, CK_ULONG ulAttributeCount, CK_BYTE_PTR pCiphertext,
-                            CK_ULONG ulCiphertextLen, CK_OBJECT_HANDLE_PTR phKey);
-/* Key encapsulation, issue 18: the agent's client (agent_client.c) and the in-process entry points (Swift). */
-CK_RV kc32_C_EncapsulateKey(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hPublicKey,
-                            CK_ATTRIBUTE_PTR pTemplate, CK_ULONG ulAttributeCount, CK_BYTE_PTR pCiphertext,
-                            CK_ULONG_PTR pulCiphertextLen, CK_OBJECT_HANDLE_PTR phKey);
-CK_RV kc32_C_DecapsulateKey(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hPrivateKey,
-                            CK_ATTRIBUTE_PTR pTemplate, CK_ULONG ulAttributeCount, CK_BYTE_PTR pCiphertext,
-                            CK_ULONG ulCiphertextLen, CK_OBJECT_HANDLE_PTR phKey);
-CK_RV ks_C_EncapsulateKey(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hPublicKey,
-                          CK_ATTRIBUTE_PTR pTemplate, CK_ULONG ulAttributeCount, CK_BYTE_PTR pCiphertext,
-                          CK_ULONG_PTR pulCiphertextLen, CK_OBJECT_HANDLE_PTR phKey);
-CK_RV ks_C_DecapsulateKey(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hPrivateKey,
-                          CK_ATTRIBUTE_PTR pTemplate, CK_ULONG ulAttributeCount, CK_BYTE_PTR pCiphertext,
-                          CK_ULONG ulCiphertextLen, CK_OBJECT_HANDLE_PTR phKey);
-/* The in-process 3.2 table with the in-process entry points (the agent serves the 3.2 functions with it). */
-const CK_FUNCTION_LIST_3_2 *ks_function_list_3_2(void);
-CK_RV ks32_C_VerifySignatureInit(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hKey,
-                                 CK_BYTE_PTR pSignature, CK_ULONG ulSignatureLen);
-CK_RV ks32_C_VerifySignature(CK_SESSION_HANDLE hSession, CK_BYTE_PTR pData, CK_ULONG ulDataLen);
-CK_RV ks32_C_VerifySignatureUpdate(CK_SESSION_HANDLE hSession, CK_BYTE_PTR pPart, CK_ULONG ulPartLen);
-CK_RV ks32_C_VerifySignatureFinal(CK_SESSION_HANDLE hSession);
-CK_RV ks32_C_GetSessionValidationFlags(CK_SESSION_HANDLE hSession, CK_SESSION_VALIDATION_FLAGS_TYPE type,
-                                       CK_FLAGS_PTR pFlags);
+/* The PKCS #11 3.2 entries not served yet (functions_3_2.c), shared by the in-process and the
+ * agent client's 3.2 tables: CKR_FUNCTION_NOT_SUPPORTED until each is implemented. */
 CK_RV ks32_C_AsyncComplete(CK_SESSION_HANDLE hSession, CK_UTF8CHAR_PTR pFunctionName, CK_ASYNC_DATA_PTR pResult);
 CK_RV ks32_C_AsyncGetID(CK_SESSION_HANDLE hSession, CK_UTF8CHAR_PTR pFunctionName, CK_ULONG_PTR pulID);
 CK_RV ks32_C_AsyncJoin(CK_SESSION_HANDLE hSession, CK_UTF8CHAR_PTR pFunctionName, CK_ULONG ulID, CK_BYTE_PTR pData,
                        CK_ULONG ulData);
-CK_RV ks32_C_WrapKeyAuthenticated(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism,
-                                  CK_OBJECT_HANDLE hWrappingKey, CK_OBJECT_HANDLE hKey, CK_BYTE_PTR pAssociatedData,
-                                  CK_ULONG ulAssociatedDataLen, CK_BYTE_PTR pWrappedKey,
-                                  CK_ULONG_PTR pulWrappedKeyLen);
-CK_RV ks32_C_UnwrapKeyAuthenticated(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism,
-                                    CK_OBJECT_HANDLE hUnwrappingKey, CK_BYTE_PTR pWrappedKey,
-                                    CK_ULONG ulWrappedKeyLen, CK_ATTRIBUTE_PTR pTemplate, CK_ULONG ulAttributeCount,
-                                    CK_BYTE_PTR pAssociatedData, CK_ULONG ulAssociatedDataLen,
-                                    CK_OBJECT_HANDLE_PTR phKey);
 
 /* General purpose */
 CK_RV ks_C_Initialize(CK_VOID_PTR pInitArgs);
@@ -241,6 +204,30 @@ CK_RV ks_C_VerifyMessageNext(CK_SESSION_HANDLE hSession, CK_VOID_PTR pParameter,
                              CK_BYTE_PTR pData, CK_ULONG ulDataLen, CK_BYTE_PTR pSignature,
                              CK_ULONG ulSignatureLen);
 CK_RV ks_C_MessageVerifyFinal(CK_SESSION_HANDLE hSession);
+
+/* PKCS #11 3.2 (issue 18), implemented in Swift (Sources/PKCS11Module/Functions32.swift): the
+ * signature-first verify, the session's validation flags, authenticated wrapping. */
+/* Key encapsulation (issue 18, ML-KEM; Sources/PKCS11Module/Encapsulation.swift). */
+CK_RV ks_C_EncapsulateKey(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hPublicKey,
+                          CK_ATTRIBUTE_PTR pTemplate, CK_ULONG ulAttributeCount, CK_BYTE_PTR pCiphertext,
+                          CK_ULONG_PTR pulCiphertextLen, CK_OBJECT_HANDLE_PTR phKey);
+CK_RV ks_C_DecapsulateKey(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hPrivateKey,
+                          CK_ATTRIBUTE_PTR pTemplate, CK_ULONG ulAttributeCount, CK_BYTE_PTR pCiphertext,
+                          CK_ULONG ulCiphertextLen, CK_OBJECT_HANDLE_PTR phKey);
+CK_RV ks_C_VerifySignatureInit(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hKey,
+                               CK_BYTE_PTR pSignature, CK_ULONG ulSignatureLen);
+CK_RV ks_C_VerifySignature(CK_SESSION_HANDLE hSession, CK_BYTE_PTR pData, CK_ULONG ulDataLen);
+CK_RV ks_C_VerifySignatureUpdate(CK_SESSION_HANDLE hSession, CK_BYTE_PTR pPart, CK_ULONG ulPartLen);
+CK_RV ks_C_VerifySignatureFinal(CK_SESSION_HANDLE hSession);
+CK_RV ks_C_GetSessionValidationFlags(CK_SESSION_HANDLE hSession, CK_SESSION_VALIDATION_FLAGS_TYPE type,
+                                     CK_FLAGS_PTR pFlags);
+CK_RV ks_C_WrapKeyAuthenticated(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism,
+                                CK_OBJECT_HANDLE hWrappingKey, CK_OBJECT_HANDLE hKey, CK_BYTE_PTR pAssociatedData,
+                                CK_ULONG ulAssociatedDataLen, CK_BYTE_PTR pWrappedKey, CK_ULONG_PTR pulWrappedKeyLen);
+CK_RV ks_C_UnwrapKeyAuthenticated(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism,
+                                  CK_OBJECT_HANDLE hUnwrappingKey, CK_BYTE_PTR pWrappedKey, CK_ULONG ulWrappedKeyLen,
+                                  CK_ATTRIBUTE_PTR pTemplate, CK_ULONG ulAttributeCount, CK_BYTE_PTR pAssociatedData,
+                                  CK_ULONG ulAssociatedDataLen, CK_OBJECT_HANDLE_PTR phKey);
 
 /* For tests: the tables themselves, without going through the exported getters. */
 const CK_FUNCTION_LIST_3_0 *ks_function_list_3_0(void);
