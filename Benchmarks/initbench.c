@@ -3,7 +3,9 @@
  * per C_EncryptInit + C_Encrypt of SIZE bytes, N times, under a 32-byte
  * session key (AES-256 or ChaCha20) created in the first slot's token; KIND
  * is gcm, ctr or chacha, or raw-gcm / raw-ctr / raw-chacha for the same work
- * on a new EVP_CIPHER_CTX per message (MODULE is then ignored). CPU time,
+ * on a new EVP_CIPHER_CTX per message (MODULE is then ignored); hmac is
+ * C_SignInit + C_Sign of CKM_SHA256_HMAC under a generic secret key (the
+ * per-call cost of a small keyed operation). CPU time,
  * not wall time: on a shared, loaded machine it is what stays comparable
  * between runs (docs/benchmarks.md, "One-shot encryption").
  *   cc -O2 -o initbench Benchmarks/initbench.c -ldl -lcrypto
@@ -54,15 +56,22 @@ int main(int argc, char **argv) {
     CK_SESSION_HANDLE s; f->C_OpenSession(slots[0], CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s);
     const char *pin = getenv("PIN");
     if (f->C_Login(s, CKU_USER, (CK_BYTE_PTR)pin, strlen(pin)) != CKR_OK) return 2;
-    CK_OBJECT_CLASS cls = CKO_SECRET_KEY; CK_KEY_TYPE kt = !strcmp(kind, "chacha") ? CKK_CHACHA20 : CKK_AES; CK_BBOOL yes = CK_TRUE;
-    CK_ATTRIBUTE t[] = {{CKA_CLASS, &cls, sizeof cls}, {CKA_KEY_TYPE, &kt, sizeof kt}, {CKA_VALUE, key, 32}, {CKA_ENCRYPT, &yes, 1}};
+    CK_OBJECT_CLASS cls = CKO_SECRET_KEY; int hmac = !strcmp(kind, "hmac");
+    CK_KEY_TYPE kt = !strcmp(kind, "chacha") ? CKK_CHACHA20 : hmac ? CKK_GENERIC_SECRET : CKK_AES; CK_BBOOL yes = CK_TRUE;
+    CK_ATTRIBUTE t[] = {{CKA_CLASS, &cls, sizeof cls}, {CKA_KEY_TYPE, &kt, sizeof kt}, {CKA_VALUE, key, 32}, {hmac ? CKA_SIGN : CKA_ENCRYPT, &yes, 1}};
     CK_OBJECT_HANDLE h; CK_RV rv = f->C_CreateObject(s, t, 4, &h); if (rv) { printf("create %lx\n", rv); return 3; }
     CK_GCM_PARAMS g = {iv, 12, 96, NULL, 0, 128};
     CK_AES_CTR_PARAMS c = {128, {0}}; memcpy(c.cb, iv, 16);
     CHACHA_PARAMS ch = {iv, 12, NULL, 0};
     CK_MECHANISM m = !strcmp(kind, "gcm") ? (CK_MECHANISM){CKM_AES_GCM, &g, sizeof g} : !strcmp(kind, "ctr") ? (CK_MECHANISM){CKM_AES_CTR, &c, sizeof c} : (CK_MECHANISM){CKM_CHACHA20_POLY1305, &ch, sizeof ch};
+    if (hmac) m = (CK_MECHANISM){CKM_SHA256_HMAC, NULL, 0};
     double t0 = now();
-    for (long i = 0; i < n; i++) {
+    for (long i = 0; hmac && i < n; i++) {
+        if ((rv = f->C_SignInit(s, &m, h))) { printf("init %lx\n", rv); return 4; }
+        CK_ULONG len = size + 64;
+        if ((rv = f->C_Sign(s, in, size, out, &len))) { printf("sign %lx\n", rv); return 5; }
+    }
+    for (long i = 0; !hmac && i < n; i++) {
         if ((rv = f->C_EncryptInit(s, &m, h))) { printf("init %lx\n", rv); return 4; }
         CK_ULONG len = size + 64;
         if ((rv = f->C_Encrypt(s, in, size, out, &len))) { printf("enc %lx\n", rv); return 5; }

@@ -785,6 +785,69 @@ static CK_RV sym_setup(int c, int kind, int style, int start) {
     return mods[c].f->C_EncryptFinal(mods[c].s, symout, &len);
 }
 
+/* A small keyed operation, where the per-call cost of the module (session
+ * and key lookups, CKA_ALLOWED_MECHANISMS, the agent's round trips) is most
+ * of the time: C_SignInit + C_Sign of HMAC-SHA256 over 32 bytes with a
+ * session generic-secret key; raw: HMAC() one-shot with the same key. */
+static CK_OBJECT_HANDLE hmach[NCOL];
+static unsigned char hmackey[32];
+static EVP_MAC *hmacalg;
+
+static int raw_hmac(work_t *w) {
+    OSSL_PARAM p[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, "SHA256", 0), OSSL_PARAM_construct_end()};
+    EVP_MAC_CTX *c = EVP_MAC_CTX_new(hmacalg);
+    size_t len = 0;
+    int ok = c && EVP_MAC_init(c, hmackey, sizeof hmackey, p) == 1 && EVP_MAC_update(c, w->data, w->datalen) == 1 &&
+             EVP_MAC_final(c, w->sig, &len, sizeof w->sig) == 1;
+    EVP_MAC_CTX_free(c);
+    return !ok;
+}
+
+static int p11_hmac(work_t *w) {
+    CK_MECHANISM mm = {CKM_SHA256_HMAC, NULL, 0};
+    CK_RV rv = w->m->f->C_SignInit(w->s, &mm, hmach[w->col]);
+    if (rv != CKR_OK) return w->err = rv, 1;
+    w->siglen = sizeof w->sig;
+    rv = w->m->f->C_Sign(w->s, w->data, w->datalen, w->sig, &w->siglen);
+    return rv != CKR_OK ? (w->err = rv, 1) : 0;
+}
+
+static void hmac_row(void) {
+    const char *name = "sign HMAC-SHA256 (CKM_SHA256_HMAC, 32-byte message), 1 thread";
+    if (!wanted(name)) return;
+    snprintf(cursection, sizeof cursection, "sign (C_SignInit+C_Sign)");
+    row_t *r = row("ops/s", HIGHER, "%s", name);
+    RAND_bytes(hmackey, sizeof hmackey);
+    hmacalg = EVP_MAC_fetch(NULL, "HMAC", NULL);
+    for (int c = 1; c <= nmods; c++) {
+        CK_OBJECT_CLASS cls = CKO_SECRET_KEY;
+        CK_KEY_TYPE kt = CKK_GENERIC_SECRET;
+        CK_BBOOL yes = CK_TRUE;
+        CK_ATTRIBUTE t[] = {{CKA_CLASS, &cls, sizeof cls}, {CKA_KEY_TYPE, &kt, sizeof kt},
+                            {CKA_VALUE, hmackey, 32}, {CKA_SIGN, &yes, 1}};
+        CK_RV rv = mods[c].f->C_CreateObject(mods[c].s, t, 4, &hmach[c]);
+        if (rv != CKR_OK) { note(r, c, "n/a (key import: %s)", rvname(rv)); hmach[c] = CK_INVALID_HANDLE; }
+    }
+    work_t w = {0};
+    w.datalen = 32;
+    memset(w.data, 0x5a, w.datalen);
+    double samples[NCOL][64];
+    int ns[NCOL] = {0}, failed[NCOL] = {0};
+    for (int c = 1; c <= nmods; c++) if (hmach[c] == CK_INVALID_HANDLE) failed[c] = 1;
+    for (int rep = 0; rep < REPS; rep++)
+        for (int c = 0; c < nmods + 1; c++) {
+            if (failed[c]) continue;
+            work_t x = w;
+            x.col = c;
+            x.m = c ? &mods[c] : NULL;
+            x.s = c ? mods[c].s : 0;
+            double v = run_for(c ? p11_hmac : raw_hmac, &x);
+            if (v < 0) { failed[c] = 1; note(r, c, "n/a (%s)", c ? rvname(x.err) : "OpenSSL error"); continue; }
+            samples[c][ns[c]++] = v;
+        }
+    for (int c = 0; c < nmods + 1; c++) if (!failed[c]) put(r, c, samples[c], ns[c]);
+}
+
 static void sym_rows(void) {
     snprintf(cursection, sizeof cursection, "symmetric encryption, 16 KiB messages");
     RAND_bytes(symkey, sizeof symkey); RAND_bytes(symiv, sizeof symiv); RAND_bytes(symin, sizeof symin);
@@ -1537,6 +1600,7 @@ int main(int argc, char **argv) {
     }
     crypto_rows();
     multiproc_rows();
+    hmac_row();
     sym_rows();
     object_rows();
     keygen_rows();

@@ -12,6 +12,9 @@ public final class CipherContext: @unchecked Sendable {
     private let ctx: OpaquePointer
     private let operation: String
     public let blockSize: Int
+    /// The cipher's IV length, kept: asking the context is a parameter
+    /// lookup by name in OpenSSL 3.
+    private let ivLength: Int
 
     /// - Parameters:
     ///   - cipher: a fetched EVP_CIPHER (never freed here).
@@ -56,9 +59,24 @@ public final class CipherContext: @unchecked Sendable {
         ctx = c
         self.operation = operation
         blockSize = Int(EVP_CIPHER_get_block_size(cipher))
+        self.ivLength = ivLength
     }
 
     deinit { EVP_CIPHER_CTX_free(ctx) }
+
+    /// Starts the context over with a new IV under the key it holds (no new
+    /// context, no key schedule): what a fresh context made with this key
+    /// and `iv` would do. OpenSSL's init with only an IV resets the stream
+    /// position and any buffered partial block (the provider's generic init
+    /// clears `num` and `bufsz`). For KeyedCipherCache's AES-CTR reuse.
+    public func restart(iv: UnsafeRawBufferPointer) throws {
+        guard let base = iv.baseAddress, ivLength > 0, iv.count == ivLength else {
+            throw CryptoError(.invalidInput, operation, reason: "bad IV")
+        }
+        guard EVP_CipherInit_ex2(ctx, nil, nil, base.assumingMemoryBound(to: UInt8.self), -1, nil) == 1 else {
+            throw CryptoError.openssl("\(operation) restart")
+        }
+    }
 
     /// The output of `data`; for a block mode, whole blocks only (the rest
     /// waits in OpenSSL's buffer), for a stream mode exactly `data.count`.

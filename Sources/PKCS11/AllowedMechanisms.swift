@@ -51,11 +51,26 @@ enum AllowedMechanisms {
 }
 
 extension Runtime {
-    /// The CKA_ALLOWED_MECHANISMS check of a key-taking Init, done where the
-    /// mechanism's type is still the caller's number (the C entry points):
-    /// the decoded `Mechanism` does not keep it. A handle that does not
-    /// resolve is left to the Init itself, which answers for it in its own
-    /// order (CKR_OPERATION_ACTIVE before the key, CKR_KEY_HANDLE_INVALID).
+    /// A key-taking Init's key, resolved once and checked against its
+    /// CKA_ALLOWED_MECHANISMS with the caller's mechanism type (`type`, the
+    /// CK_MECHANISM_TYPE the C entry point was given: the decoded
+    /// `Mechanism` does not keep it). The order is the spec's: the session
+    /// and the mechanism were answered by the caller, a handle that does not
+    /// resolve is CKR_KEY_HANDLE_INVALID, then a mechanism outside the list
+    /// is CKR_MECHANISM_INVALID, before the key's class, type and usage
+    /// checks. `type` nil is a semantics-layer caller (unit tests) that
+    /// skips the list. One lookup per Init: the check used to resolve the
+    /// key a second time in the C entry point.
+    func resolveKey(_ s: Session, _ h: CK_OBJECT_HANDLE, allowing type: CK_MECHANISM_TYPE?) throws -> ObjectView {
+        let view = try resolveKey(s, h)
+        if let type { try AllowedMechanisms.check(view, type) }
+        return view
+    }
+
+    /// The check for the key-taking functions that are no Init (C_WrapKey,
+    /// C_UnwrapKey, C_DeriveKey: their C entry points check before the
+    /// call). A handle that does not resolve is left to the function, which
+    /// answers for it in its own order.
     public func checkAllowedMechanism(session s: Session, key: CK_OBJECT_HANDLE, mechanism: CK_MECHANISM_TYPE) throws {
         guard let view = try? resolveKey(s, key) else { return }
         try AllowedMechanisms.check(view, mechanism)

@@ -2,15 +2,18 @@ import CPKCS11
 
 extension Runtime {
     /// The mechanisms are in Cipher.swift (`cipherOperation`).
-    public func decryptInit(session h: CK_SESSION_HANDLE, mechanism: Mechanism, key: CK_OBJECT_HANDLE) throws {
-        try decryptInit(session: try session(h), mechanism: mechanism, key: key)
+    public func decryptInit(session h: CK_SESSION_HANDLE, mechanism: Mechanism, key: CK_OBJECT_HANDLE,
+                            allowing type: CK_MECHANISM_TYPE? = nil) throws {
+        try decryptInit(session: try session(h), mechanism: mechanism, key: key, allowing: type)
     }
 
     /// For a caller that has the session already (the C entry point): one
     /// session lookup per C_DecryptInit instead of two.
-    public func decryptInit(session s: Session, mechanism: Mechanism, key: CK_OBJECT_HANDLE) throws {
+    /// `type`: as `encryptInit`'s.
+    public func decryptInit(session s: Session, mechanism: Mechanism, key: CK_OBJECT_HANDLE,
+                            allowing type: CK_MECHANISM_TYPE? = nil) throws {
         guard !s.isActive(.decrypt) else { throw PKCS11Error.operationActive }
-        let view = try resolveKey(s, key)
+        let view = try resolveKey(s, key, allowing: type)
         try s.begin(.decrypt, try cipherOperation(mechanism, view, encrypting: false))
     }
 

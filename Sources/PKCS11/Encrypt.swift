@@ -112,16 +112,20 @@ extension Runtime {
     }
 
     /// The mechanisms are in Cipher.swift (`cipherOperation`).
-    public func encryptInit(session h: CK_SESSION_HANDLE, mechanism: Mechanism, key: CK_OBJECT_HANDLE) throws {
-        try encryptInit(session: try session(h), mechanism: mechanism, key: key)
+    public func encryptInit(session h: CK_SESSION_HANDLE, mechanism: Mechanism, key: CK_OBJECT_HANDLE,
+                            allowing type: CK_MECHANISM_TYPE? = nil) throws {
+        try encryptInit(session: try session(h), mechanism: mechanism, key: key, allowing: type)
     }
 
     /// For a caller that has the session already (the C entry point): one
     /// session lookup (a lock and the store's change counter) per
     /// C_EncryptInit instead of two.
-    public func encryptInit(session s: Session, mechanism: Mechanism, key: CK_OBJECT_HANDLE) throws {
+    /// `type`: the caller's mechanism number for CKA_ALLOWED_MECHANISMS
+    /// (AllowedMechanisms.swift, `resolveKey(_:_:allowing:)`).
+    public func encryptInit(session s: Session, mechanism: Mechanism, key: CK_OBJECT_HANDLE,
+                            allowing type: CK_MECHANISM_TYPE? = nil) throws {
         guard !s.isActive(.encrypt) else { throw PKCS11Error.operationActive }
-        let view = try resolveKey(s, key)
+        let view = try resolveKey(s, key, allowing: type)
         let op = try cipherOperation(mechanism, view, encrypting: true)
         op.attach(s.cipherCache)
         try s.begin(.encrypt, op)

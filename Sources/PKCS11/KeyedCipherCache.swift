@@ -1,7 +1,8 @@
 import KeyshareCrypto
 
 /// One session's last keyed AEAD context (AES-GCM or ChaCha20-Poly1305
-/// encryption), kept after a single-part C_Encrypt so that the next
+/// encryption), and its last AES-CTR context, kept after a single-part
+/// C_Encrypt so that the next
 /// C_EncryptInit + C_Encrypt under the same key restarts it with the new IV
 /// instead of building a context and running the key schedule (and GCM's
 /// hash key) again: an application that calls C_EncryptInit per message
@@ -28,6 +29,9 @@ import KeyshareCrypto
 public final class KeyedCipherCache: @unchecked Sendable {
     private let lock = Lock()
     private var entry: (algorithm: AEADAlgorithm, key: [UInt8], context: AEADContext)?
+    /// AES-CTR's own slot, so that an application alternating CTR and an
+    /// AEAD keeps both.
+    private var ctr: (key: [UInt8], context: CipherContext)?
 
     /// A context for `algorithm` under `key`, started with `iv` and `aad`:
     /// the cached one restarted, or a new one. Give it back with `put`.
@@ -50,7 +54,32 @@ public final class KeyedCipherCache: @unchecked Sendable {
     }
 
     func clear() {
-        lock.withLock { entry = nil }
+        lock.withLock {
+            entry = nil
+            ctr = nil
+        }
+    }
+
+    /// Runs `body` (one single-part AES-CTR encryption) on a context keyed
+    /// with `key` and started at `counterBlock`: the cached one restarted,
+    /// or a new one. The same rules as the AEAD entry: compared by value,
+    /// taken out while in use, put back only after a call that succeeded.
+    func withCTR<R>(key: [UInt8], counterBlock: [UInt8], _ body: (CipherContext) throws -> R) throws -> R {
+        let cached = lock.withLock { () -> CipherContext? in
+            guard let e = ctr, e.key == key else { return nil }
+            ctr = nil
+            return e.context
+        }
+        let c: CipherContext
+        if let cached {
+            try counterBlock.withUnsafeBytes { try cached.restart(iv: $0) }
+            c = cached
+        } else {
+            c = try AESMode.ctr.context(key: key, iv: counterBlock, encrypt: true)
+        }
+        let r = try body(c)
+        lock.withLock { ctr = (key, c) }
+        return r
     }
 
     /// Runs one single-part encryption on a context from the cache.

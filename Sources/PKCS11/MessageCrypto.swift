@@ -207,12 +207,17 @@ extension Runtime {
     /// C_MessageEncryptInit / C_MessageDecryptInit: the key must be the
     /// mechanism's (CKK_AES for GCM, CKK_CHACHA20 for ChaCha20-Poly1305) and
     /// have CKA_ENCRYPT / CKA_DECRYPT.
+    /// `type` as `encryptInit`'s.
     public func messageInit(session h: CK_SESSION_HANDLE, encrypt: Bool, mechanism: MessageMechanism,
-                            key: CK_OBJECT_HANDLE) throws {
-        let s = try session(h)
+                            key: CK_OBJECT_HANDLE, allowing type: CK_MECHANISM_TYPE? = nil) throws {
+        try messageInit(session: try session(h), encrypt: encrypt, mechanism: mechanism, key: key, allowing: type)
+    }
+
+    public func messageInit(session s: Session, encrypt: Bool, mechanism: MessageMechanism,
+                            key: CK_OBJECT_HANDLE, allowing type: CK_MECHANISM_TYPE? = nil) throws {
         let kind: OperationKind = encrypt ? .messageEncrypt : .messageDecrypt
         guard !s.isActive(kind) else { throw PKCS11Error.operationActive }
-        let view = try resolveKey(s, key)
+        let view = try resolveKey(s, key, allowing: type)
         let value: [UInt8]
         switch mechanism {
         case .aesGCM: value = try aesKey(view, encrypting: encrypt)

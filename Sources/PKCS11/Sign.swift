@@ -64,6 +64,9 @@ final class SignatureOperation: SignOperation, VerifyOperation {
         case .rsa: signatureLength = bytes
         case .ec: signatureLength = 2 * bytes
         case .ed25519, .ed448, .x25519, .x448: signatureLength = ECXCurve(keyType: keyType)?.signatureLength ?? 0
+        case .mlDSA(let s): signatureLength = s.signatureLength
+        case .slhDSA(let s): signatureLength = s.signatureLength
+        case .mlKEM: throw PKCS11Error.keyTypeInconsistent
         }
         input = try digest.map { .hashed(try DigestContext($0)) } ?? .raw([])
     }
@@ -145,10 +148,17 @@ extension Runtime {
         }
     }
 
-    public func signInit(session h: CK_SESSION_HANDLE, mechanism: Mechanism, key: CK_OBJECT_HANDLE) throws {
-        let s = try session(h)
+    public func signInit(session h: CK_SESSION_HANDLE, mechanism: Mechanism, key: CK_OBJECT_HANDLE,
+                         allowing type: CK_MECHANISM_TYPE? = nil) throws {
+        try signInit(session: try session(h), mechanism: mechanism, key: key, allowing: type)
+    }
+
+    /// For a caller that has the session already (the C entry point);
+    /// `type` as `encryptInit`'s.
+    public func signInit(session s: Session, mechanism: Mechanism, key: CK_OBJECT_HANDLE,
+                         allowing type: CK_MECHANISM_TYPE? = nil) throws {
         guard !s.isActive(.sign) else { throw PKCS11Error.operationActive }
-        let view = try resolveKey(s, key)
+        let view = try resolveKey(s, key, allowing: type)
         if let op = try hmacOperation(mechanism, view, usage: CKA_SIGN) { return try s.begin(.sign, op) }
         if case .aesCMAC(let n) = mechanism { return try s.begin(.sign, try cmacOperation(n, view, usage: CKA_SIGN)) }
         if case .cbcMAC(let m) = mechanism { return try s.begin(.sign, try cbcMACOperation(m, view, usage: CKA_SIGN)) }
@@ -164,6 +174,9 @@ extension Runtime {
         // A key of a TPM token: signed in the TPM (TPMKeys.swift).
         if let blob = view.tpmBlob { return try s.begin(.sign, try tpmSignOperation(s, view, blob: blob, mechanism)) }
         let k = try privateKey(view)
+        if case .pqSign(let m) = mechanism {
+            return try s.begin(.sign, try PQSignatureOperation(m, keyType: k.keyType, privateKey: k, publicKey: nil))
+        }
         let op = try SignatureOperation(mechanism, keyType: k.keyType, bits: k.bits, privateKey: k, publicKey: nil)
         op.keyHandle = key
         try s.begin(.sign, op)

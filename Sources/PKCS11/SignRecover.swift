@@ -67,8 +67,9 @@ extension Runtime {
     /// checks (class or type wrong: CKR_KEY_TYPE_INCONSISTENT; flag not set:
     /// CKR_KEY_FUNCTION_NOT_PERMITTED). A key on an external card is not
     /// offered recovery (the card's module is asked only for C_Sign).
-    private func recoverKey(_ s: Session, _ h: CK_OBJECT_HANDLE, signing: Bool) throws -> ObjectView {
-        let view = try resolveKey(s, h)
+    private func recoverKey(_ s: Session, _ h: CK_OBJECT_HANDLE, signing: Bool,
+                            allowing type: CK_MECHANISM_TYPE?) throws -> ObjectView {
+        let view = try resolveKey(s, h, allowing: type)
         let cls = signing ? CKO_PRIVATE_KEY : CKO_PUBLIC_KEY
         guard view.objectClass == cls, view.keyType == CKK_RSA else { throw PKCS11Error.keyTypeInconsistent }
         guard view.bool(signing ? CKA_SIGN_RECOVER : CKA_VERIFY_RECOVER) == true else {
@@ -78,11 +79,17 @@ extension Runtime {
         return view
     }
 
-    public func signRecoverInit(session h: CK_SESSION_HANDLE, mechanism: Mechanism, key: CK_OBJECT_HANDLE) throws {
-        let s = try session(h)
+    public func signRecoverInit(session h: CK_SESSION_HANDLE, mechanism: Mechanism, key: CK_OBJECT_HANDLE,
+                            allowing type: CK_MECHANISM_TYPE? = nil) throws {
+        try signRecoverInit(session: try session(h), mechanism: mechanism, key: key, allowing: type)
+    }
+
+    /// `type` as `encryptInit`'s.
+    public func signRecoverInit(session s: Session, mechanism: Mechanism, key: CK_OBJECT_HANDLE,
+                            allowing type: CK_MECHANISM_TYPE? = nil) throws {
         guard !s.isActive(.signRecover) else { throw PKCS11Error.operationActive }
         guard mechanism == .rsaPKCS || mechanism == .rsaX509 else { throw PKCS11Error.mechanismInvalid }
-        let k = try privateKey(try recoverKey(s, key, signing: true))
+        let k = try privateKey(try recoverKey(s, key, signing: true, allowing: type))
         try s.begin(.signRecover, try RecoverOperation(mechanism, bits: k.bits, privateKey: k, publicKey: nil))
     }
 
@@ -99,11 +106,17 @@ extension Runtime {
         }
     }
 
-    public func verifyRecoverInit(session h: CK_SESSION_HANDLE, mechanism: Mechanism, key: CK_OBJECT_HANDLE) throws {
-        let s = try session(h)
+    public func verifyRecoverInit(session h: CK_SESSION_HANDLE, mechanism: Mechanism, key: CK_OBJECT_HANDLE,
+                            allowing type: CK_MECHANISM_TYPE? = nil) throws {
+        try verifyRecoverInit(session: try session(h), mechanism: mechanism, key: key, allowing: type)
+    }
+
+    /// `type` as `encryptInit`'s.
+    public func verifyRecoverInit(session s: Session, mechanism: Mechanism, key: CK_OBJECT_HANDLE,
+                            allowing type: CK_MECHANISM_TYPE? = nil) throws {
         guard !s.isActive(.verifyRecover) else { throw PKCS11Error.operationActive }
         guard mechanism == .rsaPKCS || mechanism == .rsaX509 else { throw PKCS11Error.mechanismInvalid }
-        let k = try publicKey(try recoverKey(s, key, signing: false))
+        let k = try publicKey(try recoverKey(s, key, signing: false, allowing: type))
         try s.begin(.verifyRecover, try RecoverOperation(mechanism, bits: k.bits, privateKey: nil, publicKey: k))
     }
 

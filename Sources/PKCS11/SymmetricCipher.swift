@@ -66,17 +66,42 @@ final class BlockCipherOperation: CipherOperation {
 /// bytes as it gets and the final call none. Input that would make the
 /// counter field (the low ulCounterBits bits of the counter block) wrap is
 /// CKR_DATA_LEN_RANGE (AESCounter says why).
+///
+/// The EVP context is made at the first update, not at Init: a single-part
+/// C_Encrypt instead borrows the session's keyed AES-CTR context
+/// (KeyedCipherCache.swift) and restarts it at this counter block, so a
+/// C_EncryptInit per message pays no context and no key schedule (the
+/// cipher is fetched at Init, so an OpenSSL without it fails there as before).
 final class AESCTROperation: DirectCipherOperation {
-    let context: CipherContext
+    let key: [UInt8]
+    let counterBlock: [UInt8]
+    private var stream: CipherContext?
     let encrypting: Bool
     /// Bytes left before the counter field wraps; nil: no Int-sized input reaches it.
     var remaining: Int?
+    /// The session's keyed contexts, for single-part encryption.
+    var cache: KeyedCipherCache?
 
     init(key: [UInt8], counterBlock: [UInt8], counterBits: Int, encrypting: Bool) throws {
-        context = try AESMode.ctr.context(key: key, iv: counterBlock, encrypt: encrypting)
+        _ = try AESMode.ctr.cipher(keySize: key.count)
+        guard counterBlock.count == 16 else { throw PKCS11Error.mechanismParamInvalid }
+        self.key = key
+        self.counterBlock = counterBlock
         remaining = AESCounter.byteLimit(counterBlock: counterBlock, counterBits: counterBits)
         self.encrypting = encrypting
     }
+
+    /// The multi-part context, made at the first update.
+    var context: CipherContext {
+        get throws {
+            if let stream { return stream }
+            let c = try AESMode.ctr.context(key: key, iv: counterBlock, encrypt: encrypting)
+            stream = c
+            return c
+        }
+    }
+
+    func attach(_ cache: KeyedCipherCache) { self.cache = cache }
 
     func outputLength(input: Int) -> Int { input }
     func updateOutputLength(input: Int) -> Int { input }
@@ -95,7 +120,9 @@ final class AESCTROperation: DirectCipherOperation {
     func finish() throws -> [UInt8] { [] }
 
     func directOneShot(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int? {
-        try directUpdate(input, into: output)
+        guard encrypting, stream == nil, let cache else { return try directUpdate(input, into: output) }
+        if let r = remaining, input.count > r { throw PKCS11Error(CKR_DATA_LEN_RANGE) }
+        return try cache.withCTR(key: key, counterBlock: counterBlock) { try $0.update(input, into: output) }
     }
 
     func directUpdate(_ input: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) throws -> Int? {

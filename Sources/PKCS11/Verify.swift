@@ -30,17 +30,25 @@ extension Runtime {
         }
     }
 
-    public func verifyInit(session h: CK_SESSION_HANDLE, mechanism: Mechanism, key: CK_OBJECT_HANDLE) throws {
-        let s = try session(h)
+    public func verifyInit(session h: CK_SESSION_HANDLE, mechanism: Mechanism, key: CK_OBJECT_HANDLE,
+                           allowing type: CK_MECHANISM_TYPE? = nil) throws {
+        try verifyInit(session: try session(h), mechanism: mechanism, key: key, allowing: type)
+    }
+
+    /// For a caller that has the session already (the C entry point);
+    /// `type` as `encryptInit`'s.
+    public func verifyInit(session s: Session, mechanism: Mechanism, key: CK_OBJECT_HANDLE,
+                           allowing type: CK_MECHANISM_TYPE? = nil) throws {
         guard !s.isActive(.verify) else { throw PKCS11Error.operationActive }
-        try s.begin(.verify, try verifyOperation(s, mechanism: mechanism, key: key))
+        try s.begin(.verify, try verifyOperation(s, mechanism: mechanism, key: key, allowing: type))
     }
 
     /// The verification `mechanism` with `key` would run: shared by C_VerifyInit and the 3.2
     /// signature-first C_VerifySignatureInit (VerifySignature.swift), so every verify mechanism,
     /// and each one added later, serves both with the same key checks.
-    func verifyOperation(_ s: Session, mechanism: Mechanism, key: CK_OBJECT_HANDLE) throws -> any VerifyOperation {
-        let view = try resolveKey(s, key)
+    func verifyOperation(_ s: Session, mechanism: Mechanism, key: CK_OBJECT_HANDLE,
+                         allowing type: CK_MECHANISM_TYPE? = nil) throws -> any VerifyOperation {
+        let view = try resolveKey(s, key, allowing: type)
         if let op = try hmacOperation(mechanism, view, usage: CKA_VERIFY) { return op }
         if case .aesCMAC(let n) = mechanism { return try cmacOperation(n, view, usage: CKA_VERIFY) }
         if case .cbcMAC(let m) = mechanism { return try cbcMACOperation(m, view, usage: CKA_VERIFY) }
@@ -52,6 +60,9 @@ extension Runtime {
         }
         guard permitted == true else { throw PKCS11Error.keyFunctionNotPermitted }
         let k = try publicKey(view)
+        if case .pqSign(let m) = mechanism {
+            return try PQSignatureOperation(m, keyType: k.keyType, privateKey: nil, publicKey: k)
+        }
         let op = try SignatureOperation(mechanism, keyType: k.keyType, bits: k.bits, privateKey: nil, publicKey: k)
         op.keyHandle = key
         return op

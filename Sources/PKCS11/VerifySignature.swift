@@ -30,10 +30,16 @@ extension Runtime {
     /// `signature` nil: a NULL pointer with a non-zero length (CKR_ARGUMENTS_BAD, nothing started).
     public func verifySignatureInit(session h: CK_SESSION_HANDLE, mechanism: Mechanism, key: CK_OBJECT_HANDLE,
                                     signature: [UInt8]?) throws {
-        let s = try session(h)
+        try verifySignatureInit(session: try session(h), mechanism: mechanism, key: key, signature: signature)
+    }
+
+    /// `type`: the caller's mechanism number, checked against the key's CKA_ALLOWED_MECHANISMS
+    /// where the key is resolved (as C_VerifyInit's).
+    public func verifySignatureInit(session s: Session, mechanism: Mechanism, key: CK_OBJECT_HANDLE,
+                                    allowing type: CK_MECHANISM_TYPE? = nil, signature: [UInt8]?) throws {
         guard !s.isActive(.verify) else { throw PKCS11Error.operationActive }
         // The key's errors first (hKey comes before pSignature), then the signature pointer's.
-        let inner = try verifyOperation(s, mechanism: mechanism, key: key)
+        let inner = try verifyOperation(s, mechanism: mechanism, key: key, allowing: type)
         guard let signature else { throw PKCS11Error.argumentsBad }
         try s.begin(.verify, SignatureFirstVerifyOperation(inner, signature: signature))
     }

@@ -10,8 +10,8 @@ import PKCS11
 public func ks_C_DecryptInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
                              _ hKey: CK_OBJECT_HANDLE) -> CK_RV {
     entry("C_DecryptInit", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hKey=\(hKey)") {
-        try operationInit(hSession, .decrypt, pMechanism, key: hKey) { rt, s, m in
-            try rt.decryptInit(session: s, mechanism: m, key: hKey)
+        try operationInit(hSession, .decrypt, pMechanism) { rt, s, m, type in
+            try rt.decryptInit(session: s, mechanism: m, key: hKey, allowing: type)
         }
     }
 }

@@ -10,8 +10,8 @@ import PKCS11
 public func ks_C_EncryptInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
                              _ hKey: CK_OBJECT_HANDLE) -> CK_RV {
     entry("C_EncryptInit", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hKey=\(hKey)") {
-        try operationInit(hSession, .encrypt, pMechanism, key: hKey) { rt, s, m in
-            try rt.encryptInit(session: s, mechanism: m, key: hKey)
+        try operationInit(hSession, .encrypt, pMechanism) { rt, s, m, type in
+            try rt.encryptInit(session: s, mechanism: m, key: hKey, allowing: type)
         }
     }
 }

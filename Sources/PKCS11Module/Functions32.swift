@@ -13,8 +13,8 @@ public func ks_C_VerifySignatureInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism
                                      _ ulSignatureLen: CK_ULONG) -> CK_RV {
     entry("C_VerifySignatureInit",
           "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hKey=\(hKey) sigLen=\(ulSignatureLen)") {
-        try operationInit(hSession, .verify, pMechanism, key: hKey) { rt, m in
-            try rt.verifySignatureInit(session: hSession, mechanism: m, key: hKey,
+        try operationInit(hSession, .verify, pMechanism) { rt, s, m, type in
+            try rt.verifySignatureInit(session: s, mechanism: m, key: hKey, allowing: type,
                                        signature: try input(pSignature, ulSignatureLen))
         }
     }

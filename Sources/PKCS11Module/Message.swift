@@ -36,10 +36,8 @@ private func messageInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMuta
         parameter = UnsafeRawBufferPointer(start: p, count: len)
     }
     let mechanism = try MessageMechanism(type: m.mechanism, parameter: parameter)
-    if !s.isActive(encrypt ? .messageEncrypt : .messageDecrypt) {
-        try rt.checkAllowedMechanism(session: s, key: hKey, mechanism: m.mechanism)  // AllowedMechanisms.swift
-    }
-    try rt.messageInit(session: hSession, encrypt: encrypt, mechanism: mechanism, key: hKey)
+    // CKA_ALLOWED_MECHANISMS is checked where the key is resolved (AllowedMechanisms.swift).
+    try rt.messageInit(session: s, encrypt: encrypt, mechanism: mechanism, key: hKey, allowing: m.mechanism)
     return CKR_OK
 }
 

@@ -180,18 +180,17 @@ func operationCall(_ hSession: CK_SESSION_HANDLE, _ kinds: [OperationKind],
 /// Init that fails never ends the operation already active (its error is
 /// CKR_OPERATION_ACTIVE).
 func operationInit(_ hSession: CK_SESSION_HANDLE, _ kind: OperationKind, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
-                   key: CK_OBJECT_HANDLE? = nil, _ body: (Runtime, Mechanism) throws -> Void) throws -> CK_RV {
-    try operationInit(hSession, kind, pMechanism, key: key) { rt, _, m in try body(rt, m) }
+                   _ body: (Runtime, Mechanism) throws -> Void) throws -> CK_RV {
+    try operationInit(hSession, kind, pMechanism) { rt, _, m, _ in try body(rt, m) }
 }
 
-/// `operationInit` with the session handed to the body too (C_EncryptInit,
-/// C_DecryptInit: an application may call them for every message).
-/// `key`, for the Inits that take one, is checked against its
-/// CKA_ALLOWED_MECHANISMS with the caller's mechanism type
-/// (AllowedMechanisms.swift); an active operation is left for the body to
-/// answer CKR_OPERATION_ACTIVE.
+/// `operationInit` with the session handed to the body too (one session
+/// lookup per Init: an application may call them for every message), and
+/// the caller's mechanism number, which the key-taking Inits check against
+/// the key's CKA_ALLOWED_MECHANISMS where they resolve the key
+/// (AllowedMechanisms.swift, `resolveKey(_:_:allowing:)`).
 func operationInit(_ hSession: CK_SESSION_HANDLE, _ kind: OperationKind, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
-                   key: CK_OBJECT_HANDLE? = nil, _ body: (Runtime, Session, Mechanism) throws -> Void) throws -> CK_RV {
+                   _ body: (Runtime, Session, Mechanism, CK_MECHANISM_TYPE) throws -> Void) throws -> CK_RV {
     let rt = try runtime()
     let s = try rt.session(hSession)
     guard let pMechanism else {
@@ -199,9 +198,6 @@ func operationInit(_ hSession: CK_SESSION_HANDLE, _ kind: OperationKind, _ pMech
         return CKR_OK
     }
     let m = try mechanism(pMechanism)
-    if let key, !s.isActive(kind) {
-        try rt.checkAllowedMechanism(session: s, key: key, mechanism: pMechanism.pointee.mechanism)
-    }
-    try body(rt, s, m)
+    try body(rt, s, m, pMechanism.pointee.mechanism)
     return CKR_OK
 }

@@ -10,8 +10,8 @@ import PKCS11
 public func ks_C_SignInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
                           _ hKey: CK_OBJECT_HANDLE) -> CK_RV {
     entry("C_SignInit", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hKey=\(hKey)") {
-        try operationInit(hSession, .sign, pMechanism, key: hKey) { rt, m in
-            try rt.signInit(session: hSession, mechanism: m, key: hKey)
+        try operationInit(hSession, .sign, pMechanism) { rt, s, m, type in
+            try rt.signInit(session: s, mechanism: m, key: hKey, allowing: type)
         }
     }
 }
@@ -55,8 +55,8 @@ public func ks_C_SignFinal(_ hSession: CK_SESSION_HANDLE, _ pSignature: UnsafeMu
 public func ks_C_SignRecoverInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
                                  _ hKey: CK_OBJECT_HANDLE) -> CK_RV {
     entry("C_SignRecoverInit", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hKey=\(hKey)") {
-        try operationInit(hSession, .signRecover, pMechanism, key: hKey) { rt, m in
-            try rt.signRecoverInit(session: hSession, mechanism: m, key: hKey)
+        try operationInit(hSession, .signRecover, pMechanism) { rt, s, m, type in
+            try rt.signRecoverInit(session: s, mechanism: m, key: hKey, allowing: type)
         }
     }
 }

@@ -10,8 +10,8 @@ import PKCS11
 public func ks_C_VerifyInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
                             _ hKey: CK_OBJECT_HANDLE) -> CK_RV {
     entry("C_VerifyInit", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hKey=\(hKey)") {
-        try operationInit(hSession, .verify, pMechanism, key: hKey) { rt, m in
-            try rt.verifyInit(session: hSession, mechanism: m, key: hKey)
+        try operationInit(hSession, .verify, pMechanism) { rt, s, m, type in
+            try rt.verifyInit(session: s, mechanism: m, key: hKey, allowing: type)
         }
     }
 }
@@ -55,8 +55,8 @@ public func ks_C_VerifyFinal(_ hSession: CK_SESSION_HANDLE, _ pSignature: Unsafe
 public func ks_C_VerifyRecoverInit(_ hSession: CK_SESSION_HANDLE, _ pMechanism: UnsafeMutablePointer<CK_MECHANISM>?,
                                    _ hKey: CK_OBJECT_HANDLE) -> CK_RV {
     entry("C_VerifyRecoverInit", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hKey=\(hKey)") {
-        try operationInit(hSession, .verifyRecover, pMechanism, key: hKey) { rt, m in
-            try rt.verifyRecoverInit(session: hSession, mechanism: m, key: hKey)
+        try operationInit(hSession, .verifyRecover, pMechanism) { rt, s, m, type in
+            try rt.verifyRecoverInit(session: s, mechanism: m, key: hKey, allowing: type)
         }
     }
 }

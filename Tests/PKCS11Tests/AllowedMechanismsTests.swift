@@ -81,6 +81,40 @@ struct AllowedMechanismsTests {
         try f.rt.digestKey(session: s, key: k)
     }
 
+    /// The Inits check the list where they resolve the key (one lookup), in
+    /// the spec's order: CKR_OPERATION_ACTIVE and CKR_KEY_HANDLE_INVALID
+    /// first, then CKR_MECHANISM_INVALID for a mechanism outside the list,
+    /// before the key's type and usage checks.
+    @Test func initsCheckTheListWhereTheyResolveTheKey() throws {
+        let (f, s) = try loggedIn()
+        let session = try f.rt.session(s)
+        let k = try aes(f, s, [list(CKM_AES_CBC_PAD), .bool(CKA_SIGN, true), .bool(CKA_DECRYPT, true)])
+        let ecb = try Mechanism(type: CKM_AES_ECB, parameter: nil)
+        let cbcPad = try [UInt8](repeating: 0, count: 16).withUnsafeBytes { try Mechanism(type: CKM_AES_CBC_PAD, parameter: $0) }
+        #expect(rv { try f.rt.encryptInit(session: session, mechanism: ecb, key: k, allowing: CKM_AES_ECB) }
+                == CKR_MECHANISM_INVALID)
+        #expect(rv { try f.rt.decryptInit(session: session, mechanism: ecb, key: k, allowing: CKM_AES_ECB) }
+                == CKR_MECHANISM_INVALID)
+        #expect(rv { try f.rt.encryptInit(session: session, mechanism: ecb, key: 0x7fff_0000, allowing: CKM_AES_ECB) }
+                == CKR_KEY_HANDLE_INVALID)
+        // Outside the list comes before the key's type: HMAC on an AES key.
+        let hmac = try Mechanism(type: CKM_SHA256_HMAC, parameter: nil)
+        #expect(rv { try f.rt.signInit(session: session, mechanism: hmac, key: k, allowing: CKM_SHA256_HMAC) }
+                == CKR_MECHANISM_INVALID)
+        #expect(rv { try f.rt.verifyInit(session: session, mechanism: hmac, key: k, allowing: CKM_SHA256_HMAC) }
+                == CKR_MECHANISM_INVALID)
+        let rsa = try Mechanism(type: CKM_RSA_PKCS, parameter: nil)
+        #expect(rv { try f.rt.signRecoverInit(session: session, mechanism: rsa, key: k, allowing: CKM_RSA_PKCS) }
+                == CKR_MECHANISM_INVALID)
+        #expect(rv { try f.rt.messageInit(session: session, encrypt: true, mechanism: .aesGCM, key: k,
+                                          allowing: CKM_AES_GCM) } == CKR_MECHANISM_INVALID)
+        // In the list: the Init goes on.
+        try f.rt.encryptInit(session: session, mechanism: cbcPad, key: k, allowing: CKM_AES_CBC_PAD)
+        // An active operation answers first, whatever the list.
+        #expect(rv { try f.rt.encryptInit(session: session, mechanism: ecb, key: k, allowing: CKM_AES_ECB) }
+                == CKR_OPERATION_ACTIVE)
+    }
+
     @Test func generatedKeysKeepTheList() throws {
         let (f, s) = try loggedIn()
         let gen = try Mechanism(type: CKM_AES_KEY_GEN, parameter: nil)

@@ -99,4 +99,47 @@ struct KeyedCipherCacheTests {
             #expect(got == ct + tag)
         }
     }
+
+    /// AES-CTR's keyed context: a single-part C_Encrypt restarts the
+    /// session's last CTR context at the new counter block. Odd lengths leave
+    /// the old context mid-block, so a restart that kept its stream position
+    /// would show; every output is checked against a fresh context, across
+    /// counter blocks, key sizes, keys, a multi-part CTR encryption (which
+    /// makes its own context) and a GCM call in between, and the counter
+    /// field's wrap limit still holds on the cached path.
+    @Test func reusedCTRContextsGiveWhatAFreshContextGives() throws {
+        let (f, s) = try loggedIn()
+        let k1 = [UInt8](repeating: 0x41, count: 32), k2 = [UInt8](repeating: 0x42, count: 16)
+        let a1 = try key(f, s, CKK_AES, k1), a2 = try key(f, s, CKK_AES, k2)
+        func fresh(_ k: [UInt8], _ cb: [UInt8], _ p: [UInt8]) throws -> [UInt8] {
+            try AESMode.ctr.context(key: k, iv: cb, encrypt: true).update(p)
+        }
+        let steps: [(CK_OBJECT_HANDLE, [UInt8], UInt8, Int)] = [
+            (a1, k1, 1, 37), (a1, k1, 2, 5), (a1, k1, 2, 5), (a1, k1, 3, 100), (a2, k2, 3, 17), (a1, k1, 4, 16), (a1, k1, 5, 1),
+        ]
+        for (h, k, c, n) in steps {
+            let cb = [UInt8](repeating: c, count: 15) + [0xFE]  // the counter crosses a byte boundary in a 37-byte message
+            let plain = (0..<n).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+            let got = try seal(f, s, .aesCTR(counterBlock: cb, counterBits: 128), h, plain)
+            #expect(got == (try fresh(k, cb, plain)), "counter \(c), \(n) bytes")
+        }
+        // A multi-part CTR encryption and a GCM message in between.
+        let cb = [UInt8](repeating: 9, count: 16)
+        let plain = [UInt8](repeating: 0x5A, count: 45)
+        try f.rt.encryptInit(session: s, mechanism: .aesCTR(counterBlock: cb, counterBits: 128), key: a1)
+        guard case .bytes(let first) = try f.rt.encryptUpdate(session: s, part: Array(plain[..<20]), capacity: 64),
+              case .bytes(let second) = try f.rt.encryptUpdate(session: s, part: Array(plain[20...]), capacity: 64) else {
+            throw PKCS11Error.generalError
+        }
+        _ = try f.rt.encryptFinal(session: s, capacity: 16)
+        #expect(first + second == (try fresh(k1, cb, plain)))
+        _ = try seal(f, s, .aesGCM(GCMParameters(iv: [UInt8](repeating: 1, count: 12), aad: [], tagBytes: 16)), a1, plain)
+        #expect(try seal(f, s, .aesCTR(counterBlock: cb, counterBits: 128), a1, plain) == (try fresh(k1, cb, plain)))
+        // The wrap limit: an 8-bit counter field at 0xFE has 2 blocks left.
+        let nearWrap = [UInt8](repeating: 0, count: 15) + [0xFE]
+        #expect(rv { _ = try seal(f, s, .aesCTR(counterBlock: nearWrap, counterBits: 8), a1, [UInt8](repeating: 0, count: 33)) }
+                == CKR_DATA_LEN_RANGE)
+        #expect(try seal(f, s, .aesCTR(counterBlock: nearWrap, counterBits: 8), a1, [UInt8](repeating: 0, count: 32))
+                == (try fresh(k1, nearWrap, [UInt8](repeating: 0, count: 32))))
+    }
 }
