@@ -8,7 +8,7 @@ BIN_DIR       := $(shell pwd)/.build/release
 MODULE        := $(BIN_DIR)/libkeyshare-pkcs11.so
 KEYSHARE      := $(BIN_DIR)/keyshare
 DEB_PACKAGES  := libssl-dev libsqlite3-dev libp11-kit-dev p11-kit opensc softhsm2 gnutls-bin \
-                 libengine-pkcs11-openssl openssh-client libnss3-tools zip unzip openssl python3 python3-cryptography pkg-config strace \
+                 libengine-pkcs11-openssl openssh-client libnss3-tools zip unzip openssl python3 python3-cryptography python3-venv pkg-config strace \
                  p11-kit-modules openssh-server openvpn curl iproute2 openjdk-17-jdk-headless gdb sqlite3 \
                  pcscd vsmartcard-vpcd opensc-pkcs11 libcacard-dev util-linux \
                  swtpm swtpm-tools tpm2-tools libtpm2-pkcs11-1 libtpm2-pkcs11-tools systemd libtss2-dev \
@@ -149,7 +149,8 @@ integration-test-agent: integration-test
 ## scripts (53, 57-59: the same module paths as 50/52 through OpenSSL, NSS, OpenSSH, GnuTLS, Java,
 ## minutes each), 75 (the agent itself, with its own in-process control). 72 (TPM keys through OpenSSL,
 ## OpenSSH, GnuTLS) is repeated: in-process the consumer's own process opens the TPM (in agent mode only
-## the agent does), under 60 s.
+## the agent does), under 60 s. 73-pq-cli (post-quantum CLI and cross-checks) is repeated for its
+## ML-DSA signature and ML-KEM decapsulation through the module (c/pqmodule.c), about 15 s.
 IN_PROCESS_SUBSET := 50 51 52 54 55 56 61 64 68 69 70 72 73 74
 integration-test-in-process-subset: build
 	@KEYSHARE_IN_PROCESS=1 KEYSHARE_IT_ONLY="$(IN_PROCESS_SUBSET)" bash Tests/integration/run-all.sh "$(KEYSHARE)" "$(MODULE)"
@@ -157,6 +158,17 @@ integration-test-in-process-subset: build
 ## integration-test-in-process: every script in the in-process mode (KEYSHARE_IN_PROCESS=1; weaker, opt-in).
 integration-test-in-process: build
 	@KEYSHARE_IN_PROCESS=1 KEYSHARE_IT_SKIP=41-cards bash Tests/integration/run-all.sh "$(KEYSHARE)" "$(MODULE)"
+
+## pq-crosscheck-venv: dilithium-py and kyber-py (pure-Python ML-DSA / ML-KEM, pinned by hash) for
+## 73-pq-cli.sh's cross-checks; the script makes the same venv itself when it is missing.
+PQ_VENV := $(CURDIR)/.build/pq-crosscheck-venv
+PQ_REQUIREMENTS := Tests/integration/support/pq-crosscheck-requirements.txt
+.PHONY: pq-crosscheck-venv
+pq-crosscheck-venv: $(PQ_VENV)/stamp
+$(PQ_VENV)/stamp: $(PQ_REQUIREMENTS) | deps
+	@rm -rf $(PQ_VENV) && python3 -m venv $(PQ_VENV)
+	@$(PQ_VENV)/bin/pip install -q --disable-pip-version-check --require-hashes --no-deps --only-binary :all: -r $(PQ_REQUIREMENTS)
+	@touch $@
 
 ## The virtual CAC card of the smart-card tests (libcacard bridged to pcscd's vpcd reader).
 CARD_BRIDGE := .build/cards/vcac-bridge
@@ -191,7 +203,14 @@ $(BENCH_BIN): Benchmarks/p11bench.c Benchmarks/glibc_shim.c $(OPENSSL_DEP) opens
 	$(CC) -O2 -Wall $$(pkg-config --cflags libcrypto) -I/usr/include/p11-kit-1 $$(pkg-config --cflags p11-kit-1 2>/dev/null) \
 	  -DBENCH_RAW_LINK='"$(OPENSSL_MODE)"' -o $@ $< Benchmarks/glibc_shim.c $$(pkg-config --libs libcrypto) -lsqlite3 -ldl -lpthread
 
-bench: build $(BENCH_BIN)
+## The post-quantum rows (issue 18): linked with the OpenSSL the module carries, for its raw column.
+PQBENCH_BIN := Benchmarks/pqbench
+PQBENCH_CRYPTO = $(if $(filter bundled,$(OPENSSL_MODE)),-I$(OPENSSL_BUNDLE)/include -L$(OPENSSL_BUNDLE)/lib \
+  -lkeyshare-crypto35 -lzstd -lz -lbrotlienc -lbrotlidec,-lcrypto)
+$(PQBENCH_BIN): Benchmarks/pqbench.c $(OPENSSL_DEP)
+	$(CC) -O2 -Wall -I/usr/include/p11-kit-1 -o $@ $< $(PQBENCH_CRYPTO) -ldl -lpthread
+
+bench: build $(BENCH_BIN) $(PQBENCH_BIN)
 	@BENCH_MODULE_OPENSSL="$(BENCH_MODULE_OPENSSL)" BENCH_AGENT=$${BENCH_AGENT:-1} bash Benchmarks/run.sh "$(KEYSHARE)" "$(MODULE)" "$(BENCH_BIN)"
 	@bash Benchmarks/tpm.sh "$(KEYSHARE)" "$(MODULE)"
 

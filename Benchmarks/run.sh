@@ -71,3 +71,10 @@ REF=(--module "SoftHSM2=$SOFTHSM")
 ${BENCH_WRAP:-} "$BENCH" --module "$SUBJECT=$MODULE" "${REF[@]}" --token bench \
   --cli "$KEYSHARE" --cli-home "$WORK/keyshare-cli"
 if [ -e "$XDG_RUNTIME_DIR/keyshare/agent.pid" ]; then echo "keyshare ran through its agent"; else echo "keyshare ran in-process"; fi
+# Post-quantum rows (issue 18): pqbench, linked with the module's OpenSSL, in this run's mode and in-process.
+PQBENCH=${PQBENCH:-$HERE/pqbench}
+if [ -x "$PQBENCH" ] && [ "${BENCH_NO_PQ:-0}" = 0 ]; then
+  echo
+  "$PQBENCH" "$MODULE" bench
+  [ "${KEYSHARE_IN_PROCESS:-0}" = 1 ] || KEYSHARE_IN_PROCESS=1 "$PQBENCH" "$MODULE" bench
+fi

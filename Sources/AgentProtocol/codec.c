@@ -168,6 +168,8 @@ static const char *const signatures[KSA_FN_COUNT] = {
     [KSA_FN_VerifySignatureUpdate] = "uI", [KSA_FN_VerifySignatureFinal] = "u",
     [KSA_FN_GetSessionValidationFlags] = "uuL",
     [KSA_FN_WrapKeyAuthenticated] = "uMuuIO", [KSA_FN_UnwrapKeyAuthenticated] = "uMuITIL",
+    /* 3.2 key encapsulation: the ciphertext out (O: length queries as C_Encrypt's) or in, the new key's handle. */
+    [KSA_FN_EncapsulateKey] = "uMuTOL", [KSA_FN_DecapsulateKey] = "uMuTIL",
 };
 
 const char *ksa_signature(uint32_t fn) {
@@ -272,6 +274,7 @@ static CK_RV put_mechanism(ksa_buf *b, const CK_MECHANISM *m, int message) {
     }
     CK_RV rv;
     if (ksa_put_struct_param(b, m, message, &rv)) return rv;
+    if (ksa_put_pq_param(b, m, &rv)) return rv;   /* pq_params.c */
     switch (m->mechanism) {
     case CKM_RSA_PKCS_OAEP: {
         if (m->ulParameterLen != sizeof(CK_RSA_PKCS_OAEP_PARAMS)) return CKR_MECHANISM_PARAM_INVALID;
@@ -401,6 +404,10 @@ static int get_mechanism(ksa_rd *r, ksa_arena *a, CK_MECHANISM **out, int messag
         break;
     default: {
         int ok;
+        if (ksa_get_pq_param(r, a, m, enc, &ok)) {   /* pq_params.c */
+            if (ok != 0) return -1;
+            break;
+        }
         if (ksa_get_breadth_param(r, a, m, enc, &ok)) {   /* breadth_params.c */
             if (ok != 0) return -1;
             break;

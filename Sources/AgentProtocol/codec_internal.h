@@ -17,6 +17,11 @@ enum {
     PARAM_RSA_AES = 12,    /* CK_RSA_AES_KEY_WRAP_PARAMS with its CK_RSA_PKCS_OAEP_PARAMS */
     PARAM_GCM_MSG = 13,    /* CK_GCM_MESSAGE_PARAMS (C_MessageEncryptInit's mechanism, per-message) */
     PARAM_CHACHA_MSG = 14, /* CK_SALSA20_CHACHA20_POLY1305_MSG_PARAMS (likewise) */
+    /* 40-43: breadth_params.c's own kinds (CCM, ENCRYPT_DATA). */
+    /* pq_params.c (PKCS #11 3.2, issue 18) */
+    PARAM_PQ_SIGN = 60,      /* CK_SIGN_ADDITIONAL_CONTEXT */
+    PARAM_PQ_HASH_SIGN = 61, /* CK_HASH_SIGN_ADDITIONAL_CONTEXT */
+    PARAM_PQ_SIZED = 62,     /* either, of a wrong size: zeros of that length for the module to refuse */
 };
 
 /* Input bytes: u8 present, u64 len, bytes when present (NULL, or too long to
@@ -37,6 +42,9 @@ int ksa_get_kdf_param(ksa_rd *r, ksa_arena *a, CK_MECHANISM *m, uint8_t enc);
  * (*ok 0, or -1 malformed), 0 otherwise. */
 int ksa_put_breadth_param(ksa_buf *b, const CK_MECHANISM *m, CK_RV *rv);
 int ksa_get_breadth_param(ksa_rd *r, ksa_arena *a, CK_MECHANISM *m, uint8_t enc, int *ok);
+/* The post-quantum signature parameters (pq_params.c): put and get as the breadth ones. */
+int ksa_put_pq_param(ksa_buf *b, const CK_MECHANISM *m, CK_RV *rv);
+int ksa_get_pq_param(ksa_rd *r, ksa_arena *a, CK_MECHANISM *m, uint8_t enc, int *ok);
 void ksa_put_mechanism_outputs(ksa_buf *b, const CK_MECHANISM *m);
 int ksa_apply_mechanism_outputs(ksa_rd *r, const CK_MECHANISM *m, int write);
 

@@ -36,6 +36,11 @@ CK_RV ksa_call_3_2(uint32_t fn, ksa_arg *a) {
     case KSA_FN_WrapKeyAuthenticated: return f->WrapKeyAuthenticated(U(0), M(1), U(2), U(3), B(4), N(4), B(5), PL(5));
     case KSA_FN_UnwrapKeyAuthenticated:
         return f->UnwrapKeyAuthenticated(U(0), M(1), U(2), B(3), N(3), T(4), N(4), B(5), N(5), PL(6));
+    /* ML-KEM (issue 18): an agent that registered no KEM entries answers CKR_FUNCTION_NOT_SUPPORTED. */
+    case KSA_FN_EncapsulateKey:
+        return f->EncapsulateKey ? f->EncapsulateKey(U(0), M(1), U(2), T(3), N(3), B(4), PL(4), PL(5)) : CKR_FUNCTION_NOT_SUPPORTED;
+    case KSA_FN_DecapsulateKey:
+        return f->DecapsulateKey ? f->DecapsulateKey(U(0), M(1), U(2), T(3), N(3), B(4), N(4), PL(5)) : CKR_FUNCTION_NOT_SUPPORTED;
     default: return CKR_FUNCTION_NOT_SUPPORTED;
     }
 }

@@ -130,6 +130,8 @@ public final class KeyRef: @unchecked Sendable {
         case .ecdsa: fits = keyType == .ec
         case .ed25519: fits = keyType == .ed25519
         case .ed448: fits = keyType == .ed448
+        case .mlDSA: if case .mlDSA = keyType { fits = true } else { fits = false }
+        case .slhDSA: if case .slhDSA = keyType { fits = true } else { fits = false }
         }
         guard fits else { throw KeyShareError.unsupported("the signature algorithm does not fit a \(keyType) key") }
     }
@@ -188,7 +190,18 @@ extension KeychainSession {
                     privAttrs[KeyShareAttribute.applicationTag] = tag
                     pubAttrs[KeyShareAttribute.applicationTag] = tag
                 }
-                if let u = p.usage {
+                if let u = p.usage, case .postQuantum(let t) = p.spec {
+                    // One job per post-quantum key (PKCS #11 3.2): ML-KEM's "encrypt" is CKA_ENCAPSULATE /
+                    // CKA_DECAPSULATE and it never signs; ML-DSA / SLH-DSA only sign.
+                    let sign = !u.isDisjoint(with: [.sign, .verify]), crypt = !u.isDisjoint(with: [.encrypt, .decrypt])
+                    if case .mlKEM = t {
+                        privAttrs[CKA.decapsulate] = AttributeCoding.bool(crypt)
+                        pubAttrs[CKA.encapsulate] = AttributeCoding.bool(crypt)
+                    } else {
+                        privAttrs[CKA.sign] = AttributeCoding.bool(sign)
+                        pubAttrs[CKA.verify] = AttributeCoding.bool(sign)
+                    }
+                } else if let u = p.usage {
                     let sign = !u.isDisjoint(with: [.sign, .verify]), crypt = !u.isDisjoint(with: [.encrypt, .decrypt])
                     let wrap = !u.isDisjoint(with: [.wrap, .unwrap]) || crypt
                     privAttrs[CKA.sign] = AttributeCoding.bool(sign)

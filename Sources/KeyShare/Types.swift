@@ -170,7 +170,9 @@ public struct ItemAttributes: Sendable {
         itemClass = item.itemClass
         label = a.string(CKA.label)
         applicationTag = a[KeyShareAttribute.applicationTag]
-        keyType = a.ulong(CKA.keyType).flatMap(Self.keyType)
+        keyType = a.ulong(CKA.keyType).flatMap { ckk in
+            Self.keyType(ckk) ?? a.ulong(CKA.parameterSet).flatMap { ObjectTemplates.postQuantumType(ckk: ckk, parameterSet: $0) }
+        }
         keySizeInBits = Self.size(a, keyType)
         tokenID = item.tokenID
         self.accessGroup = accessGroup
@@ -203,6 +205,10 @@ public struct ItemAttributes: Sendable {
         case .rsa: a.ulong(CKA.modulusBits).map { Int($0) }
         case .ec: a[CKA.ecParams].flatMap { ECCurve(paramsDER: $0) }?.bits
         case .ed25519, .ed448, .x25519, .x448: a[CKA.ecParams].flatMap { ECXCurve(paramsDER: $0) }?.bits ?? 256
+        // The public key's size in bits: post-quantum keys have no modulus or field size.
+        case .mlDSA(let s): s.publicKeyLength * 8
+        case .mlKEM(let s): s.encapsulationKeyLength * 8
+        case .slhDSA(let s): s.publicKeyLength * 8
         case nil: a.ulong(CKA.valueLen).map { Int($0) * 8 }
         }
     }

@@ -56,6 +56,16 @@ public enum CKA {
     public static let alwaysAuthenticate: AttributeType = 0x0202
     public static let wrapWithTrusted: AttributeType = 0x0210
     public static let allowedMechanisms: AttributeType = 0x4000_0600
+    // PKCS #11 3.2 (pkcs11t.h of published/3-02), the post-quantum keys (issue 18).
+    /// CK_ML_DSA/ML_KEM/SLH_DSA_PARAMETER_SET_TYPE of a post-quantum key.
+    public static let parameterSet: AttributeType = 0x0000_061D
+    public static let encapsulateTemplate: AttributeType = 0x0000_062A
+    public static let decapsulateTemplate: AttributeType = 0x0000_062B
+    /// CK_BBOOL: the public key may encapsulate / the private key may decapsulate (ML-KEM).
+    public static let encapsulate: AttributeType = 0x0000_0633
+    public static let decapsulate: AttributeType = 0x0000_0634
+    /// The private key's seed (ML-DSA ξ, ML-KEM d || z): as sensitive as CKA_VALUE.
+    public static let seed: AttributeType = 0x0000_0637
     public static let vendorDefined: AttributeType = 0x8000_0000
     /// The private key's PKCS #8 DER ('KS'), always encrypted at rest.
     public static let keysharePKCS8: AttributeType = 0x8000_4B53
@@ -91,6 +101,10 @@ public enum CKK {
     public static let aes: UInt = 0x1F
     public static let ecEdwards: UInt = 0x40
     public static let ecMontgomery: UInt = 0x41
+    // PKCS #11 3.2.
+    public static let mlKEM: UInt = 0x49
+    public static let mlDSA: UInt = 0x4A
+    public static let slhDSA: UInt = 0x4B
 }
 
 public enum CKC {
@@ -110,4 +124,12 @@ public enum CKM {
     public static let ecKeyPairGen: UInt = 0x1040
     public static let ecEdwardsKeyPairGen: UInt = 0x1055
     public static let ecMontgomeryKeyPairGen: UInt = 0x1056
+    // PKCS #11 3.2.
+    public static let mlKEMKeyPairGen: UInt = 0x0F
+    public static let mlKEM: UInt = 0x17
+    public static let mlDSAKeyPairGen: UInt = 0x1C
+    public static let mlDSA: UInt = 0x1D
+    public static let hashMLDSA: UInt = 0x1F
+    public static let slhDSAKeyPairGen: UInt = 0x2D
+    public static let slhDSA: UInt = 0x2E
 }

@@ -22,6 +22,8 @@ public enum ControlProtocol {
 
     public enum Op: UInt16, Sendable {
         case unlock = 1, lock, status, resolveToken, sign, decrypt, export, csr, generate, share
+        /// ML-KEM decapsulation with a key in the token (issue 18): the reply's "result" is the shared secret.
+        case decapsulate
     }
 
     public struct Message: Sendable {

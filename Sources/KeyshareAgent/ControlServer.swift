@@ -84,7 +84,7 @@ struct ControlServer {
             m.set("label", token.label)
             m.set("token", token.tokenID.description)
             return m
-        case .sign, .decrypt:
+        case .sign, .decrypt, .decapsulate:
             let groups = r.string("groups").map { $0.split(separator: ",").map(String.init) }
             let session = try KeychainSession(home: home, accessGroups: groups)
             guard let id = TokenID(r.string("token") ?? ""), let token = try session.store.token(id) else { throw KeychainError.tokenNotFound }
@@ -92,9 +92,19 @@ struct ControlServer {
             let tag = r.string("tag") ?? ""
             let input = r["data"] ?? []
             var m = ControlProtocol.Message()
-            if op == .sign {
+            if op == .sign, case let k = try Self.key(session, tag: tag, .privateKey), k.keyType.isPostQuantum {
+                m["result"] = try Self.signPostQuantum(k, input, algorithm: r.string("algorithm") ?? "", context: r["context"])
+                AgentLog.line("pid \(pid): signed (\(k.keyType)) with tag \(tag) of token \(token.label) for the CLI")
+            } else if op == .decapsulate {
+                let k = try Self.key(session, tag: tag, .privateKey)
+                m["result"] = try k.decapsulate(input)
+                AgentLog.line("pid \(pid): decapsulated (\(k.keyType)) with tag \(tag) of token \(token.label) for the CLI")
+            } else if op == .sign {
                 let k = try Self.key(session, tag: tag, .privateKey)
                 let name = r.string("algorithm") ?? ""
+                if r["context"] != nil {
+                    throw ControlProtocol.Failure("--context is for ML-DSA and SLH-DSA keys; tag \(tag) is an \(k.keyType) key")
+                }
                 guard let alg = name.isEmpty ? Self.defaultSignature(for: k.keyType) : Self.signature(named: name) else {
                     throw ControlProtocol.Failure("unknown signature algorithm \(name)")
                 }
@@ -192,6 +202,9 @@ struct ControlServer {
         let signer = try Self.csrKey(session, token: token, tag: r.string("tag"), key: r.string("key"), id: r["id"],
                                      idText: r.string("idText"))
         let a = signer.attributes
+        if case .mlKEM = signer.keyType {
+            throw ControlProtocol.Failure("an \(signer.keyType) key cannot sign a certificate request (it is a KEM key)")
+        }
         guard a.usage.contains(.sign) else {
             throw ControlProtocol.Failure("the key \(a.label ?? "") may not sign (CKA_SIGN is false)")
         }
@@ -222,6 +235,8 @@ struct ControlServer {
             spec = .ec(c)
         } else if words == ["ed25519"] {
             spec = .ed25519
+        } else if words.count == 2, words[0] == "pq", let t = KeyType(postQuantumName: words[1]) {
+            spec = .postQuantum(t)
         } else {
             throw ControlProtocol.Failure("unknown key type \(r.string("spec") ?? "")")
         }
@@ -258,7 +273,9 @@ struct ControlServer {
         m["id"] = a.pkcs11[CKA.id]
         let names: [(UsageFlags, String)] = [(.sign, "sign"), (.verify, "verify"), (.encrypt, "encrypt"), (.decrypt, "decrypt"),
                                               (.derive, "derive"), (.wrap, "wrap"), (.unwrap, "unwrap")]
-        m.set("usage", names.filter { a.usage.contains($0.0) }.map(\.1).joined(separator: ","))
+        // ML-KEM's usage is PKCS #11 3.2's CKA_ENCAPSULATE / CKA_DECAPSULATE.
+        let kem = [(CKA.encapsulate, "encapsulate"), (CKA.decapsulate, "decapsulate")].filter { a.pkcs11[$0.0] == [1] }.map(\.1)
+        m.set("usage", (names.filter { a.usage.contains($0.0) }.map(\.1) + kem).joined(separator: ","))
     }
 
     /// The CSR's key: by tag, by persistent reference or label, or by CKA_ID (as the CLI named it).
@@ -306,11 +323,30 @@ struct ControlServer {
         }
     }
 
+    /// ML-DSA / SLH-DSA (pure, with the FIPS 204/205 context when the CLI gave one); an ML-KEM
+    /// key is refused in one line (it encapsulates, it does not sign).
+    static func signPostQuantum(_ k: KeyRef, _ input: [UInt8], algorithm: String, context: [UInt8]?) throws -> [UInt8] {
+        let family: String
+        switch k.keyType {
+        case .mlDSA: family = "ml-dsa"
+        case .slhDSA: family = "slh-dsa"
+        default:
+            throw ControlProtocol.Failure("an \(k.keyType) key cannot sign (it is a KEM key: use keyshare key encapsulate/decapsulate)")
+        }
+        guard algorithm.isEmpty || algorithm == family else {
+            throw ControlProtocol.Failure("algorithm \(algorithm) does not fit an \(k.keyType) key (use \(family))")
+        }
+        return try k.createSignature(input, context: context ?? [])
+    }
+
     static func defaultSignature(for type: KeyType) -> SignatureAlgorithm {
         switch type {
         case .rsa: .rsaPKCS1(.sha256)
         case .ec: .ecdsa(.sha256)
         case .ed25519, .ed448, .x25519, .x448: .ed25519
+        // ML-KEM does not sign: the pure ML-DSA default then fails the key's fit check with a clear error.
+        case .mlDSA, .mlKEM: .mlDSA
+        case .slhDSA: .slhDSA
         }
     }
 

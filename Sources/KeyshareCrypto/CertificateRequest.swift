@@ -98,7 +98,9 @@ public enum CertificateRequest {
             }
         case .ed25519: .ed25519
         case .ed448: .ed448
-        case .x25519, .x448: nil
+        case .mlDSA: .mlDSA
+        case .slhDSA: .slhDSA
+        case .x25519, .x448, .mlKEM: nil
         }
     }
 
@@ -118,7 +120,7 @@ public enum CertificateRequest {
         if !altNames.isEmpty { try addAltNames(req, altNames) }
 
         guard let algorithm = signatureAlgorithm(for: publicKey) else {
-            throw CryptoError(.unsupported, "certificate request", reason: "an X25519 or X448 key cannot sign a request")
+            throw CryptoError(.unsupported, "certificate request", reason: "an X25519, X448 or ML-KEM key cannot sign a request")
         }
         let tbs = try OSSL.i2d("certificate request info") { i2d_re_X509_REQ_tbs(req, $0) }
         var signature = try sign(tbs, algorithm)
@@ -128,7 +130,7 @@ public enum CertificateRequest {
             }
             signature = der
         }
-        try setSignature(req, signature, algorithm: algorithm)
+        try setSignature(req, signature, algorithm: algorithm, keyType: publicKey.keyType)
         let der = try OSSL.i2d("certificate request encode") { i2d_X509_REQ(req, $0) }
         guard try verify(der) else {
             throw CryptoError(.verificationFailed, "certificate request",
@@ -240,7 +242,8 @@ public enum CertificateRequest {
 
     /// The signatureAlgorithm AlgorithmIdentifier and the BIT STRING, as
     /// X509_REQ_sign would have set them.
-    private static func setSignature(_ req: OpaquePointer, _ signature: [UInt8], algorithm: SignatureAlgorithm) throws {
+    private static func setSignature(_ req: OpaquePointer, _ signature: [UInt8], algorithm: SignatureAlgorithm,
+                                     keyType: KeyType) throws {
         let nid: Int32
         var ptype = V_ASN1_UNDEF
         switch algorithm {
@@ -250,6 +253,13 @@ public enum CertificateRequest {
         case .ecdsa(.sha512?): nid = NID_ecdsa_with_SHA512
         case .ed25519: nid = NID_ED25519
         case .ed448: nid = NID_ED448
+        case .mlDSA, .slhDSA:
+            // The OID names the parameter set (id-ml-dsa-65, id-slh-dsa-sha2-128s: RFC 9881, RFC 9909),
+            // parameters absent; OpenSSL 3.5 knows them by their long names ("ML-DSA-65"), 3.0 does not.
+            guard let name = keyType.postQuantumName, case let n = OBJ_txt2nid(name), n != NID_undef else {
+                throw CryptoError(.unsupported, "certificate request", reason: "no X.509 signature algorithm for \(keyType)")
+            }
+            nid = n
         default: throw CryptoError(.unsupported, "certificate request", reason: "no X.509 signature algorithm for \(algorithm)")
         }
         guard let alg = X509_ALGOR_new() else { throw CryptoError.openssl("signature algorithm") }

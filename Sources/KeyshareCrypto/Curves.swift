@@ -152,7 +152,7 @@ public enum ECXCurve: String, Sendable, CaseIterable {
         case .ed448: self = .ed448
         case .x25519: self = .x25519
         case .x448: self = .x448
-        case .rsa, .ec: return nil
+        case .rsa, .ec, .mlDSA, .mlKEM, .slhDSA: return nil
         }
     }
 

@@ -14,8 +14,12 @@ enum PKeyInfo {
             if EVP_PKEY_is_a(pkey, "RSA") == 1 { return .rsa }
             if EVP_PKEY_is_a(pkey, "EC") == 1 { return .ec }
             for c in ECXCurve.allCases where EVP_PKEY_is_a(pkey, c.rawValue) == 1 { return c.keyType }
+            // OpenSSL 3.5's provider-only types have no legacy id; on 3.0 no key is any of them.
+            if CryptoEngine.hasPostQuantum {
+                for t in KeyType.allPostQuantum where EVP_PKEY_is_a(pkey, t.postQuantumName) == 1 { return t }
+            }
             throw CryptoError(.unsupported, "key",
-                              reason: "unsupported key type (only RSA, EC, Ed25519, Ed448, X25519 and X448)")
+                              reason: "unsupported key type (only RSA, EC, Ed25519, Ed448, X25519, X448, ML-DSA, ML-KEM and SLH-DSA)")
         }
     }
 

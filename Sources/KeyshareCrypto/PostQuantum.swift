@@ -67,7 +67,7 @@ public final class MLDSAKey: @unchecked Sendable {
     public let parameterSet: MLDSAParameterSet
     public let hasPrivateKey: Bool
 
-    private init(owning pkey: OpaquePointer, _ set: MLDSAParameterSet, privateKey: Bool) {
+    init(owning pkey: OpaquePointer, _ set: MLDSAParameterSet, privateKey: Bool) {
         self.pkey = pkey
         self.parameterSet = set
         self.hasPrivateKey = privateKey
@@ -160,7 +160,7 @@ public final class MLKEMKey: @unchecked Sendable {
     public let parameterSet: MLKEMParameterSet
     public let hasPrivateKey: Bool
 
-    private init(owning pkey: OpaquePointer, _ set: MLKEMParameterSet, privateKey: Bool) {
+    init(owning pkey: OpaquePointer, _ set: MLKEMParameterSet, privateKey: Bool) {
         self.pkey = pkey
         self.parameterSet = set
         self.hasPrivateKey = privateKey
@@ -273,12 +273,14 @@ enum PQ {
     }
 
     static func signatureParams(context: [UInt8], deterministic: Bool, encoding: MLDSAMessageEncoding,
-                                testEntropy: [UInt8]?, op: String) throws -> ParamBuilder {
+                                testEntropy: [UInt8]?, entropyLength: Int = 32, op: String) throws -> ParamBuilder {
         guard context.count <= 255 else { throw CryptoError(.invalidInput, op, reason: "context longer than 255 bytes") }
         if encoding == .internal && !context.isEmpty {
             throw CryptoError(.invalidInput, op, reason: "the internal interface takes no context")
         }
-        if let e = testEntropy, e.count != 32 { throw CryptoError(.invalidInput, op, reason: "test entropy must be 32 bytes") }
+        if let e = testEntropy, e.count != entropyLength {
+            throw CryptoError(.invalidInput, op, reason: "test entropy must be \(entropyLength) bytes")
+        }
         let b = try ParamBuilder()
         if !context.isEmpty { b.octets("context-string", context) }
         b.int("message-encoding", encoding == .pure ? 1 : 0)

@@ -13,7 +13,7 @@ extension PrivateKey {
             return try Signer.digestSign(pkey, md: md.md, message: message, curve: nil) {
                 Signer.configurePSS($0, mgf1: mgf1, saltLength: salt)
             }
-        case .ed25519, .ed448:
+        case .ed25519, .ed448, .mlDSA, .slhDSA:
             return try Signer.digestSign(pkey, md: nil, message: message, curve: nil) { _ in true }
         case .rsaPKCS1(nil), .ecdsa(nil), .rsaRaw:
             return try sign(digest: message, algorithm: algorithm)
@@ -29,6 +29,8 @@ extension PrivateKey {
         switch algorithm {
         case .ed25519, .ed448:
             throw CryptoError(.unsupported, "EdDSA sign", reason: "EdDSA signs messages, not digests")
+        case .mlDSA, .slhDSA:
+            throw CryptoError(.unsupported, "\(keyType) sign", reason: "pure ML-DSA/SLH-DSA sign messages; HashML-DSA is MLDSAKey.sign(digest:)")
         case .rsaRaw:
             input = try Signer.leftPad(digest, to: (bits + 7) / 8)
         case .rsaPKCS1(nil):
@@ -73,7 +75,7 @@ extension PublicKey {
         switch algorithm {
         case .rsaPKCS1(let d?), .ecdsa(let d?): md = d.md
         case .rsaPSS(let d, let mgf1, let salt): md = d.md; pss = (mgf1, salt)
-        case .ed25519, .ed448: md = nil
+        case .ed25519, .ed448, .mlDSA, .slhDSA: md = nil
         case .rsaPKCS1(nil), .ecdsa(nil), .rsaRaw:
             return try verify(signature: signature, digest: message, algorithm: algorithm)
         }
@@ -97,6 +99,8 @@ extension PublicKey {
         switch algorithm {
         case .ed25519, .ed448:
             throw CryptoError(.unsupported, "EdDSA verify", reason: "EdDSA verifies messages, not digests")
+        case .mlDSA, .slhDSA:
+            throw CryptoError(.unsupported, "\(keyType) verify", reason: "pure ML-DSA/SLH-DSA verify messages, not digests")
         case .rsaRaw:
             let k = (bits + 7) / 8
             guard signature.count == k, let expected = try? Signer.leftPad(digest, to: k) else { return false }
@@ -133,6 +137,8 @@ enum Signer {
         case .ecdsa: ok = keyType == .ec
         case .ed25519: ok = keyType == .ed25519
         case .ed448: ok = keyType == .ed448
+        case .mlDSA: if case .mlDSA = keyType { ok = true } else { ok = false }
+        case .slhDSA: if case .slhDSA = keyType { ok = true } else { ok = false }
         }
         guard ok else {
             throw CryptoError(.invalidInput, "sign", reason: "algorithm \(algorithm) does not fit a \(keyType) key")
@@ -155,7 +161,7 @@ enum Signer {
         case .ecdsa(let md):
             if let md { return EVP_PKEY_CTX_set_signature_md(ctx, md.md) == 1 }
             return true
-        case .ed25519, .ed448:
+        case .ed25519, .ed448, .mlDSA, .slhDSA:
             return true
         }
     }

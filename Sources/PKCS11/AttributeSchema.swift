@@ -71,6 +71,12 @@ enum AttributeSchema {
             [CKA_EC_PARAMS, CKA_EC_POINT]
         case (CKO_PRIVATE_KEY, CKK_EC), (CKO_PRIVATE_KEY, CKK_EC_EDWARDS), (CKO_PRIVATE_KEY, CKK_EC_MONTGOMERY):
             [CKA_EC_PARAMS, CKA_VALUE]
+        // PKCS #11 3.2 §6.67-6.69: the parameter set, the public key (public) or the private key and
+        // its seed (private), and the KEM usage flags of ML-KEM keys.
+        case (CKO_PUBLIC_KEY, CKK_ML_DSA), (CKO_PUBLIC_KEY, CKK_SLH_DSA): [CKA_PARAMETER_SET, CKA_VALUE]
+        case (CKO_PRIVATE_KEY, CKK_ML_DSA), (CKO_PRIVATE_KEY, CKK_SLH_DSA): [CKA_PARAMETER_SET, CKA_VALUE, CKA_SEED]
+        case (CKO_PUBLIC_KEY, CKK_ML_KEM): [CKA_PARAMETER_SET, CKA_VALUE, CKA_ENCAPSULATE]
+        case (CKO_PRIVATE_KEY, CKK_ML_KEM): [CKA_PARAMETER_SET, CKA_VALUE, CKA_SEED, CKA_DECAPSULATE]
         case (CKO_SECRET_KEY, let k) where k == CKK_AES || k == CKK_GENERIC_SECRET || k == CKK_HKDF || k == CKK_CHACHA20
             || k == CKK_DES || k == CKK_DES3 || Runtime.hmacKeyType.values.contains(k):
             [CKA_VALUE, CKA_VALUE_LEN]

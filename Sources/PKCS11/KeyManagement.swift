@@ -13,11 +13,12 @@ import Tokens
 private let computed: Set<CK_ATTRIBUTE_TYPE> = [
     CKA_CLASS, CKA_KEY_TYPE, CKA_LOCAL, CKA_KEY_GEN_MECHANISM, CKA_ALWAYS_SENSITIVE, CKA_NEVER_EXTRACTABLE,
     CKA_MODULUS, CKA_EC_POINT, CKA_VALUE, CKA_PUBLIC_KEY_INFO, CKA_PRIVATE_EXPONENT, CKA_PRIME_1, CKA_PRIME_2,
-    CKA_EXPONENT_1, CKA_EXPONENT_2, CKA_COEFFICIENT, CKA_UNIQUE_ID,
+    CKA_EXPONENT_1, CKA_EXPONENT_2, CKA_COEFFICIENT, CKA_UNIQUE_ID, CKA_SEED,
 ]
 
 /// Generation inputs: read from the template, not stored from it.
-private let inputs: Set<CK_ATTRIBUTE_TYPE> = [CKA_MODULUS_BITS, CKA_PUBLIC_EXPONENT, CKA_EC_PARAMS, CKA_VALUE_LEN]
+private let inputs: Set<CK_ATTRIBUTE_TYPE> = [CKA_MODULUS_BITS, CKA_PUBLIC_EXPONENT, CKA_EC_PARAMS, CKA_VALUE_LEN,
+                                              CKA_PARAMETER_SET]
 
 enum KeyGenerationRules {
     /// What C_GenerateKeyPair makes: the mechanism and CKA_EC_PARAMS
@@ -26,6 +27,8 @@ enum KeyGenerationRules {
         case rsa(bits: Int)
         case ec(ECCurve)
         case ecx(ECXCurve)
+        /// ML-DSA, ML-KEM or SLH-DSA of a parameter set (PostQuantum.swift).
+        case postQuantum(KeyType)
     }
 
     /// The caller's attributes that a generated key keeps (label, ID, usage
@@ -45,6 +48,25 @@ enum KeyGenerationRules {
         // here may mark the new key CKA_TRUSTED (ObjectRules.checkTrusted).
         try ObjectRules.checkTrusted(t, soLoggedIn: false)
         return t.filter { !computed.contains($0.key) && !inputs.contains($0.key) }
+    }
+
+    /// The parameter set of a post-quantum pair: CKA_PARAMETER_SET on the public template (where
+    /// PKCS #11 3.2 puts it, and Kryoptic requires it) or the private one; both must agree. None is
+    /// CKR_TEMPLATE_INCOMPLETE, an unknown set CKR_PARAMETER_SET_NOT_SUPPORTED (Kryoptic's answers).
+    static func postQuantumType(_ mechanism: CK_MECHANISM_TYPE, pubT: AttributeMap, privT: AttributeMap) throws -> KeyType {
+        let pub = try pubT.checkedULong(CKA_PARAMETER_SET)
+        let priv = try privT.checkedULong(CKA_PARAMETER_SET)
+        if let pub, let priv, pub != priv { throw PKCS11Error.templateInconsistent }
+        guard let set = pub ?? priv else { throw PKCS11Error.templateIncomplete }
+        let ckk: UInt = switch mechanism {
+        case CKM_ML_DSA_KEY_PAIR_GEN: CKK.mlDSA
+        case CKM_ML_KEM_KEY_PAIR_GEN: CKK.mlKEM
+        default: CKK.slhDSA
+        }
+        guard let t = ObjectTemplates.postQuantumType(ckk: ckk, parameterSet: set) else {
+            throw PKCS11Error(CK_RV(CKR_PARAMETER_SET_NOT_SUPPORTED))
+        }
+        return t
     }
 
     static func mechanismType(_ m: Mechanism) -> CK_MECHANISM_TYPE? {
@@ -78,6 +100,8 @@ extension Runtime {
             } else {
                 spec = .ecx(try CurveParameters.ecx(p, edwards: mechanismType == CKM_EC_EDWARDS_KEY_PAIR_GEN))
             }
+        case CKM_ML_DSA_KEY_PAIR_GEN?, CKM_ML_KEM_KEY_PAIR_GEN?, CKM_SLH_DSA_KEY_PAIR_GEN?:
+            spec = .postQuantum(try KeyGenerationRules.postQuantumType(mechanismType ?? 0, pubT: pubT, privT: privT))
         default:
             throw PKCS11Error.mechanismInvalid
         }
@@ -88,6 +112,7 @@ extension Runtime {
         case .rsa: pairType = CKK_RSA
         case .ec: pairType = CKK_EC
         case .ecx(let c): pairType = c.isEdwards ? CKK_EC_EDWARDS : CKK_EC_MONTGOMERY
+        case .postQuantum(let t): pairType = CK_KEY_TYPE(ObjectTemplates.keyType(t))
         }
         try AttributeSchema.check(pubT, objectClass: CKO_PUBLIC_KEY, keyType: pairType)
         try AttributeSchema.check(privT, objectClass: CKO_PRIVATE_KEY, keyType: pairType)
@@ -111,6 +136,7 @@ extension Runtime {
             }
         case .ec(let c): key = try PrivateKey.generateEC(c)
         case .ecx(let c): key = try PrivateKey.generate(c)
+        case .postQuantum(let t): key = try PrivateKey.generate(postQuantum: t)
         }
         let keyType = CK_KEY_TYPE(ObjectTemplates.keyType(key.keyType))
         let privRest = try KeyGenerationRules.callerPart(privT, objectClass: CKO_PRIVATE_KEY, keyType: keyType)
@@ -156,6 +182,8 @@ extension Runtime {
         case .ec(.p256): kind = .p256
         case .ec(.p384): kind = .p384
         case .ec, .ecx: throw PKCS11Error(CKR_CURVE_NOT_SUPPORTED)
+        // A TPM 2.0 has no post-quantum algorithms.
+        case .postQuantum: throw PKCS11Error.mechanismInvalid
         }
         if let e = pubT[CKA_PUBLIC_EXPONENT], Array(e.drop { $0 == 0 }) != [1, 0, 1] { throw PKCS11Error.templateInconsistent }
         guard try privT.checkedBool(CKA_EXTRACTABLE) != true, try privT.checkedBool(CKA_SENSITIVE) != false else {

@@ -85,6 +85,8 @@ public enum Mechanism: Sendable, Equatable {
     case dsa(DigestAlgorithm?)
     /// CKM_DH_PKCS_DERIVE with the other party's public value (FFCKeys.swift).
     case dhDerive(publicValue: [UInt8])
+    /// ML-DSA and SLH-DSA, pure and pre-hash (PKCS #11 3.2; PostQuantum.swift).
+    case pqSign(PQSignMechanism)
 
     /// - Parameter parameter: pMechanism->pParameter as bytes; valid only during the call.
     public init(type: CK_MECHANISM_TYPE, parameter: UnsafeRawBufferPointer?) throws {
@@ -98,6 +100,11 @@ public enum Mechanism: Sendable, Equatable {
         case CKM_AES_GCM: self = .aesGCM(try Self.gcm(p)); return
         case CKM_AES_CTR, CKM_CHACHA20_POLY1305: self = try Self.symmetric(type, p); return
         default: break
+        }
+        // ML-DSA, SLH-DSA, ML-KEM (PKCS #11 3.2; PostQuantum.swift).
+        if let m = try Self.postQuantum(type, p) {
+            self = m
+            return
         }
         // SHA-3, SHA-512/t, general HMAC, KDFs (MechanismParameters+KDF.swift).
         if let m = try Self.digestOrKDF(type, p) {
@@ -289,6 +296,7 @@ public enum MechanismCatalog {
         e += digestKDFEntries
         e += symmetricEntries
         e += breadthEntries
+        e += postQuantumEntries
         return e
     }()
 

@@ -12,7 +12,7 @@ enum ObjectRules {
         CKA_TOKEN, CKA_PRIVATE, CKA_MODIFIABLE, CKA_COPYABLE, CKA_DESTROYABLE, CKA_TRUSTED, CKA_SENSITIVE,
         CKA_ENCRYPT, CKA_DECRYPT, CKA_WRAP, CKA_UNWRAP, CKA_SIGN, CKA_SIGN_RECOVER, CKA_VERIFY,
         CKA_VERIFY_RECOVER, CKA_DERIVE, CKA_EXTRACTABLE, CKA_LOCAL, CKA_NEVER_EXTRACTABLE, CKA_ALWAYS_SENSITIVE,
-        CKA_WRAP_WITH_TRUSTED, CKA_ALWAYS_AUTHENTICATE,
+        CKA_WRAP_WITH_TRUSTED, CKA_ALWAYS_AUTHENTICATE, CKA_ENCAPSULATE, CKA_DECAPSULATE,
     ]
 
     /// Values reported for types an object of the class has but whose writer
@@ -70,7 +70,7 @@ enum ObjectRules {
         switch objectClass {
         case CKO_PRIVATE_KEY:
             return [CKA_PRIVATE_EXPONENT, CKA_PRIME_1, CKA_PRIME_2, CKA_EXPONENT_1, CKA_EXPONENT_2,
-                    CKA_COEFFICIENT, CKA_VALUE].contains(type)
+                    CKA_COEFFICIENT, CKA_VALUE, CKA_SEED].contains(type)
         case CKO_SECRET_KEY:
             return type == CKA_VALUE
         case ItemClass.genericPassword.rawValue:
@@ -146,7 +146,7 @@ enum ObjectRules {
         CKA_ALWAYS_SENSITIVE, CKA_NEVER_EXTRACTABLE, CKA_MODULUS, CKA_MODULUS_BITS, CKA_PUBLIC_EXPONENT,
         CKA_PRIVATE_EXPONENT, CKA_PRIME_1, CKA_PRIME_2, CKA_EXPONENT_1, CKA_EXPONENT_2, CKA_COEFFICIENT,
         CKA_VALUE_BITS, CKA_VALUE_LEN, CKA_EC_PARAMS, CKA_EC_POINT, CKA_CERTIFICATE_TYPE, CKA_MODIFIABLE,
-        CKA_PUBLIC_KEY_INFO, CKA_CHECK_VALUE,
+        CKA_PUBLIC_KEY_INFO, CKA_CHECK_VALUE, CKA_PARAMETER_SET,
         // Embedded templates: no footnote 8 in the 3.0 key tables, so fixed
         // once the key exists (C_SetAttributeValue and C_CopyObject), else a
         // restriction could be lifted by whoever may use the key.

@@ -26,6 +26,11 @@ enum PrivateParts {
             return type == CKA_VALUE ? try? k.ecPrivateScalar() : nil
         case .ed25519, .ed448, .x25519, .x448:
             return type == CKA_VALUE ? try? k.ecxPrivateRaw() : nil
+        case .mlDSA, .mlKEM, .slhDSA:
+            // PKCS #11 3.2: CKA_VALUE is the FIPS-encoded private key, CKA_SEED the seed it came from.
+            if type == CKA_VALUE { return try? k.postQuantumPrivateBytes() }
+            if type == CKA.seed { return k.postQuantumSeed }
+            return nil
         }
     }
 }

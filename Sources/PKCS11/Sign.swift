@@ -64,6 +64,9 @@ final class SignatureOperation: SignOperation, VerifyOperation {
         case .rsa: signatureLength = bytes
         case .ec: signatureLength = 2 * bytes
         case .ed25519, .ed448, .x25519, .x448: signatureLength = ECXCurve(keyType: keyType)?.signatureLength ?? 0
+        case .mlDSA(let s): signatureLength = s.signatureLength
+        case .slhDSA(let s): signatureLength = s.signatureLength
+        case .mlKEM: throw PKCS11Error.keyTypeInconsistent
         }
         input = try digest.map { .hashed(try DigestContext($0)) } ?? .raw([])
     }
@@ -171,6 +174,9 @@ extension Runtime {
         // A key of a TPM token: signed in the TPM (TPMKeys.swift).
         if let blob = view.tpmBlob { return try s.begin(.sign, try tpmSignOperation(s, view, blob: blob, mechanism)) }
         let k = try privateKey(view)
+        if case .pqSign(let m) = mechanism {
+            return try s.begin(.sign, try PQSignatureOperation(m, keyType: k.keyType, privateKey: k, publicKey: nil))
+        }
         let op = try SignatureOperation(mechanism, keyType: k.keyType, bits: k.bits, privateKey: k, publicKey: nil)
         op.keyHandle = key
         try s.begin(.sign, op)

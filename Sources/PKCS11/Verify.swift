@@ -60,6 +60,9 @@ extension Runtime {
         }
         guard permitted == true else { throw PKCS11Error.keyFunctionNotPermitted }
         let k = try publicKey(view)
+        if case .pqSign(let m) = mechanism {
+            return try PQSignatureOperation(m, keyType: k.keyType, privateKey: nil, publicKey: k)
+        }
         let op = try SignatureOperation(mechanism, keyType: k.keyType, bits: k.bits, privateKey: nil, publicKey: k)
         op.keyHandle = key
         return op

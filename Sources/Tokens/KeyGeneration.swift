@@ -5,6 +5,8 @@ public enum KeySpec: Sendable, Equatable {
     case rsa(bits: Int)
     case ec(ECCurve)
     case ed25519
+    /// ML-DSA, ML-KEM or SLH-DSA of a parameter set (OpenSSL ≥ 3.5; `.unsupported` otherwise).
+    case postQuantum(KeyType)
 }
 
 extension TokenManager {
@@ -19,6 +21,7 @@ extension TokenManager {
         case .rsa(let bits): k = try PrivateKey.generateRSA(bits: bits)
         case .ec(let curve): k = try PrivateKey.generateEC(curve)
         case .ed25519: k = try PrivateKey.generateEd25519()
+        case .postQuantum(let t): k = try PrivateKey.generate(postQuantum: t)
         }
         let cid = try id ?? k.publicKey.keyIdentifier()
         let privAttrs = try ObjectTemplates.privateKey(k, label: label, id: cid, extractable: extractable, local: true,

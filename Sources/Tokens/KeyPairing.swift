@@ -87,6 +87,8 @@ public enum KeyPairing {
         case .ed25519, .ed448, .x25519, .x448:
             guard let raw = k.ecxRaw else { return [] }
             return [[CKA.ecPoint: ECXCurve.octetString(raw)], [CKA.ecPoint: raw]]
+        case .mlDSA, .mlKEM, .slhDSA:
+            return k.postQuantumRaw.map { [[CKA.value: $0]] } ?? []
         }
     }
 
@@ -110,6 +112,9 @@ public enum KeyPairing {
             if let params = a[CKA.ecParams], let curve = k.ecxCurve, ECXCurve(paramsDER: params) != nil,
                params != curve.paramsDER { return true }
             if let p = a[CKA.ecPoint], let raw = k.ecxRaw, p != raw, p != ECXCurve.octetString(raw) { return true }
+        case .mlDSA, .mlKEM, .slhDSA:
+            if let set = a.ulong(CKA.parameterSet), set != ObjectTemplates.parameterSet(k.keyType) { return true }
+            if item.itemClass == .publicKey, let v = a[CKA.value], v != k.postQuantumRaw { return true }
         }
         return false
     }

@@ -67,6 +67,7 @@ public enum ObjectTemplates {
             CKA.keysharePKCS8: try k.pkcs8DER(),
         ]
         a.merge(try publicParts(k.publicKey, includePoint: false)) { _, new in new }
+        if case .mlKEM = k.keyType { a[CKA.decapsulate] = AttributeCoding.bool(f.kem) }
         return a
     }
 
@@ -93,6 +94,7 @@ public enum ObjectTemplates {
             CKA.publicKeyInfo: try k.spkiDER(),
         ]
         a.merge(try publicParts(k, includePoint: true)) { _, new in new }
+        if case .mlKEM = k.keyType { a[CKA.encapsulate] = AttributeCoding.bool(f.kem) }
         return a
     }
 
@@ -102,26 +104,56 @@ public enum ObjectTemplates {
         case .ec: CKK.ec
         case .ed25519, .ed448: CKK.ecEdwards
         case .x25519, .x448: CKK.ecMontgomery
+        case .mlDSA: CKK.mlDSA
+        case .mlKEM: CKK.mlKEM
+        case .slhDSA: CKK.slhDSA
         }
     }
 
-    static func mechanism(_ t: KeyType) -> UInt {
+    public static func mechanism(_ t: KeyType) -> UInt {
         switch t {
         case .rsa: CKM.rsaPKCSKeyPairGen
         case .ec: CKM.ecKeyPairGen
         case .ed25519, .ed448: CKM.ecEdwardsKeyPairGen
         case .x25519, .x448: CKM.ecMontgomeryKeyPairGen
+        case .mlDSA: CKM.mlDSAKeyPairGen
+        case .mlKEM: CKM.mlKEMKeyPairGen
+        case .slhDSA: CKM.slhDSAKeyPairGen
         }
     }
 
-    public static func flags(_ t: KeyType, _ usage: KeyUsage?) -> (sign: Bool, decrypt: Bool, derive: Bool) {
+    /// The post-quantum key type of CKK_ML_DSA / CKK_ML_KEM / CKK_SLH_DSA with CKA_PARAMETER_SET
+    /// `set`; nil for any other pair (an unknown set included).
+    public static func postQuantumType(ckk: UInt, parameterSet set: UInt) -> KeyType? {
+        switch ckk {
+        case CKK.mlDSA: MLDSAParameterSet(rawValue: set).map { .mlDSA($0) }
+        case CKK.mlKEM: MLKEMParameterSet(rawValue: set).map { .mlKEM($0) }
+        case CKK.slhDSA: SLHDSAParameterSet(rawValue: set).map { .slhDSA($0) }
+        default: nil
+        }
+    }
+
+    /// CKA_PARAMETER_SET of a post-quantum type, nil for the others.
+    public static func parameterSet(_ t: KeyType) -> UInt? {
+        switch t {
+        case .mlDSA(let s): s.rawValue
+        case .mlKEM(let s): s.rawValue
+        case .slhDSA(let s): s.rawValue
+        default: nil
+        }
+    }
+
+    /// `kem`: CKA_ENCAPSULATE / CKA_DECAPSULATE of an ML-KEM key (keyEncipherment in a certificate,
+    /// RFC 9935 §5); false for every other type.
+    public static func flags(_ t: KeyType, _ usage: KeyUsage?) -> (sign: Bool, decrypt: Bool, derive: Bool, kem: Bool) {
         let u = usage ?? [.digitalSignature, .nonRepudiation, .keyEncipherment, .dataEncipherment, .keyAgreement]
         let sign = !u.isDisjoint(with: [.digitalSignature, .nonRepudiation, .keyCertSign, .cRLSign])
         switch t {
-        case .rsa: return (sign, !u.isDisjoint(with: [.keyEncipherment, .dataEncipherment]), false)
-        case .ec: return (sign, false, u.contains(.keyAgreement))
-        case .ed25519, .ed448: return (sign, false, false)
-        case .x25519, .x448: return (false, false, u.contains(.keyAgreement))
+        case .rsa: return (sign, !u.isDisjoint(with: [.keyEncipherment, .dataEncipherment]), false, false)
+        case .ec: return (sign, false, u.contains(.keyAgreement), false)
+        case .ed25519, .ed448, .mlDSA, .slhDSA: return (sign, false, false, false)
+        case .x25519, .x448: return (false, false, u.contains(.keyAgreement), false)
+        case .mlKEM: return (false, false, false, u.contains(.keyEncipherment))
         }
     }
 
@@ -148,6 +180,13 @@ public enum ObjectTemplates {
             }
             a[CKA.ecParams] = curve.paramsDER
             if includePoint { a[CKA.ecPoint] = ECXCurve.octetString(raw) }
+        case .mlDSA, .mlKEM, .slhDSA:
+            // PKCS #11 3.2: CKA_PARAMETER_SET on both halves, the raw public key as the public key's CKA_VALUE.
+            guard let set = parameterSet(k.keyType), let raw = k.postQuantumRaw else {
+                throw CryptoError(.invalidInput, "\(k.keyType) key attributes", reason: "raw public key unavailable")
+            }
+            a[CKA.parameterSet] = AttributeCoding.ulong(set)
+            if includePoint { a[CKA.value] = raw }
         }
         return a
     }

@@ -20,14 +20,18 @@ enum AttributeNames {
         CKA.modifiable: "CKA_MODIFIABLE", CKA.copyable: "CKA_COPYABLE", CKA.destroyable: "CKA_DESTROYABLE",
         CKA.ecParams: "CKA_EC_PARAMS", CKA.ecPoint: "CKA_EC_POINT", CKA.alwaysAuthenticate: "CKA_ALWAYS_AUTHENTICATE",
         CKA.wrapWithTrusted: "CKA_WRAP_WITH_TRUSTED", CKA.allowedMechanisms: "CKA_ALLOWED_MECHANISMS",
+        // PKCS #11 3.2 (issue 18).
+        CKA.parameterSet: "CKA_PARAMETER_SET", CKA.encapsulate: "CKA_ENCAPSULATE", CKA.decapsulate: "CKA_DECAPSULATE",
+        CKA.seed: "CKA_SEED",
     ]
 
     static let booleans: Set<AttributeType> = [
         CKA.token, CKA.private, CKA.trusted, CKA.sensitive, CKA.encrypt, CKA.decrypt, CKA.wrap, CKA.unwrap, CKA.sign,
         CKA.signRecover, CKA.verify, CKA.verifyRecover, CKA.derive, CKA.extractable, CKA.local, CKA.neverExtractable,
         CKA.alwaysSensitive, CKA.modifiable, CKA.copyable, CKA.destroyable, CKA.alwaysAuthenticate, CKA.wrapWithTrusted,
+        CKA.encapsulate, CKA.decapsulate,
     ]
-    static let numbers: Set<AttributeType> = [CKA.modulusBits, CKA.valueLen]
+    static let numbers: Set<AttributeType> = [CKA.modulusBits, CKA.valueLen, CKA.parameterSet]
     static let texts: Set<AttributeType> = [CKA.label, CKA.application, CKA.uniqueID]
     static let dates: Set<AttributeType> = [CKA.startDate, CKA.endDate]
 
@@ -42,7 +46,9 @@ enum AttributeNames {
     /// Key material and password data; everything else of an item may be shown.
     static func isSecret(_ t: AttributeType, of c: ItemClass) -> Bool {
         switch t {
-        case CKA.keysharePKCS8, CKA.privateExponent, CKA.prime1, CKA.prime2, CKA.exponent1, CKA.exponent2, CKA.coefficient:
+        // CKA_SEED: a post-quantum private key's seed is the key (PKCS #11 3.2 makes it sensitive).
+        case CKA.keysharePKCS8, CKA.privateExponent, CKA.prime1, CKA.prime2, CKA.exponent1, CKA.exponent2, CKA.coefficient,
+             CKA.seed:
             return true
         case CKA.value:
             return c == .privateKey || c == .secretKey || c == .genericPassword
@@ -109,6 +115,9 @@ enum AttributeNames {
         case CKK.des2: "CKK_DES2"
         case CKK.des3: "CKK_DES3"
         case CKK.chacha20: "CKK_CHACHA20"
+        case CKK.mlKEM: "CKK_ML_KEM"
+        case CKK.mlDSA: "CKK_ML_DSA"
+        case CKK.slhDSA: "CKK_SLH_DSA"
         default: String(format: "0x%08lX", n)
         }
     }
@@ -137,6 +146,9 @@ enum AttributeNames {
         0x1044: "CKM_ECDSA_SHA256", 0x1045: "CKM_ECDSA_SHA384", 0x1046: "CKM_ECDSA_SHA512", 0x1050: "CKM_ECDH1_DERIVE",
         0x1055: "CKM_EC_EDWARDS_KEY_PAIR_GEN", 0x1057: "CKM_EDDSA", 0x1080: "CKM_AES_KEY_GEN", 0x1082: "CKM_AES_CBC",
         0x1085: "CKM_AES_CBC_PAD", 0x1087: "CKM_AES_GCM", 0x2109: "CKM_AES_KEY_WRAP", 0x210A: "CKM_AES_KEY_WRAP_PAD",
+        CKM.mlKEMKeyPairGen: "CKM_ML_KEM_KEY_PAIR_GEN", CKM.mlKEM: "CKM_ML_KEM", CKM.mlDSAKeyPairGen: "CKM_ML_DSA_KEY_PAIR_GEN",
+        CKM.mlDSA: "CKM_ML_DSA", CKM.hashMLDSA: "CKM_HASH_ML_DSA", CKM.slhDSAKeyPairGen: "CKM_SLH_DSA_KEY_PAIR_GEN",
+        CKM.slhDSA: "CKM_SLH_DSA",
     ]
 
     @Sendable static func mechanism(_ n: UInt) -> String {

@@ -18,7 +18,8 @@ struct CSRCommand: ParsableCommand {
         discussion: """
             Name the key with --tag (as `keyshare key generate` made it), --key (a persistent reference or label, \
             as `keyshare list --private` shows) or --id (its CKA_ID in hex, as given to pkcs11-tool --id). \
-            The signature is SHA-256 with RSA, ECDSA with SHA-256/384/512 (P-256/384/521) or Ed25519. \
+            The signature is SHA-256 with RSA, ECDSA with SHA-256/384/512 (P-256/384/521), Ed25519, or pure ML-DSA / SLH-DSA \
+            (id-ml-dsa-65 and so on: OpenSSL 3.5); an ML-KEM key cannot sign a request. \
             --san takes email:, dns:, uri:, ip: and upn: (the Microsoft UPN otherName 1.3.6.1.4.1.311.20.2.3, a UTF8String).
             """)
 

@@ -10,8 +10,9 @@ import Tokens
 struct KeyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "key",
-        abstract: "Generate keys and encrypt, decrypt, sign and verify with them.",
-        subcommands: [Generate.self, Import.self, Encrypt.self, Decrypt.self, Sign.self, Verify.self, Public.self, List.self])
+        abstract: "Generate keys and encrypt, decrypt, sign, verify, encapsulate and decapsulate with them.",
+        subcommands: [Generate.self, Import.self, Encrypt.self, Decrypt.self, Sign.self, Verify.self, Encapsulate.self,
+                      Decapsulate.self, Public.self, List.self])
 
     /// Options every key subcommand shares.
     struct Common: ParsableArguments {
@@ -33,6 +34,8 @@ struct KeyCommand: ParsableCommand {
     enum Algorithm: String, ExpressibleByArgument, CaseIterable {
         case pkcs1SHA256 = "pkcs1-sha256", pssSHA256 = "pss-sha256", ecdsaSHA256 = "ecdsa-sha256"
         case ecdsaSHA384 = "ecdsa-sha384", ed25519
+        /// Pure ML-DSA / SLH-DSA (FIPS 204 / 205), with the --context string when one is given.
+        case mlDSA = "ml-dsa", slhDSA = "slh-dsa"
 
         var signature: SignatureAlgorithm {
             switch self {
@@ -41,6 +44,8 @@ struct KeyCommand: ParsableCommand {
             case .ecdsaSHA256: .ecdsa(.sha256)
             case .ecdsaSHA384: .ecdsa(.sha384)
             case .ed25519: .ed25519
+            case .mlDSA: .mlDSA
+            case .slhDSA: .slhDSA
             }
         }
 
@@ -49,6 +54,8 @@ struct KeyCommand: ParsableCommand {
             case .rsa: .pkcs1SHA256
             case .ec: .ecdsaSHA256
             case .ed25519, .ed448, .x25519, .x448: .ed25519
+            case .mlDSA, .mlKEM: .mlDSA
+            case .slhDSA: .slhDSA
             }
         }
     }
@@ -76,8 +83,8 @@ struct KeyCommand: ParsableCommand {
 
     struct Generate: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Generate a key pair (private and public key items, both permanent).")
-        enum Kind: String, ExpressibleByArgument, CaseIterable { case rsa, ec, ed25519 }
-        @Option(name: .customLong("type")) var type: Kind
+        @Option(name: .customLong("type"), help: "rsa, ec, ed25519, or a post-quantum type: ml-dsa-44|65|87, ml-kem-512|768|1024, slh-dsa-… (OpenSSL 3.5).")
+        var type: KeyKind
         @Option(help: "RSA modulus size (2048, 3072, 4096).") var bits: Int?
         @Option(help: "EC curve: P-256, P-384 or P-521.") var curve: String?
         @Option(help: "The label of both keys.") var label: String
@@ -91,6 +98,9 @@ struct KeyCommand: ParsableCommand {
         func run() throws {
             let spec: KeySpec
             switch type {
+            case .postQuantum(let t):
+                guard bits == nil, curve == nil else { throw ValidationError("\(t) takes neither --bits nor --curve") }
+                spec = .postQuantum(t)
             case .rsa:
                 guard curve == nil else { throw ValidationError("--curve is for EC keys") }
                 let b = bits ?? 2048
@@ -113,9 +123,20 @@ struct KeyCommand: ParsableCommand {
                 for word in usage.split(separator: ",") {
                     switch word {
                     case "sign", "verify": f.formUnion([.sign, .verify])
-                    case "encrypt", "decrypt": f.formUnion([.encrypt, .decrypt])
+                    case "encrypt", "decrypt", "encapsulate", "decapsulate": f.formUnion([.encrypt, .decrypt])
                     case "derive": f.insert(.derive)
                     default: throw ValidationError("unknown usage \(word): use sign, encrypt or derive")
+                    }
+                }
+                // A post-quantum key does one thing (PKCS #11 3.2): ML-DSA/SLH-DSA sign, ML-KEM
+                // encapsulates (its "encrypt"); any other usage would only set flags no mechanism honours.
+                if case .postQuantum(let t) = type {
+                    if case .mlKEM = t {
+                        guard f.isSubset(of: [.encrypt, .decrypt]) else {
+                            throw ValidationError("\(t) keys only encapsulate and decapsulate: --usage encrypt, or leave --usage out")
+                        }
+                    } else if !f.isSubset(of: [.sign, .verify]) {
+                        throw ValidationError("\(t) keys only sign: --usage sign, or leave --usage out")
                     }
                 }
                 flags = f
@@ -126,6 +147,7 @@ struct KeyCommand: ParsableCommand {
             switch spec {
             case .rsa(let bits): m.set("spec", "rsa:\(bits)")
             case .ec(let c): m.set("spec", "ec:\(c.rawValue)")
+            case .postQuantum(let t): m.set("spec", "pq:\(t)")
             default: m.set("spec", "ed25519")
             }
             m.set("token", token.tokenID.description)
@@ -142,7 +164,8 @@ struct KeyCommand: ParsableCommand {
             if json {
                 try Console.json(["created": [priv, pub]])
             } else {
-                Console.out("generated \(priv.keyType) \(priv.bits)-bit key pair \(label) (tag \(common.tag)): "
+                let size = priv.bits > 0 && !type.isPostQuantum ? " \(priv.bits)-bit" : ""
+                Console.out("generated \(priv.keyType)\(size) key pair \(label) (tag \(common.tag)): "
                     + "private \(priv.reference), public \(pub.reference)")
             }
         }
@@ -187,8 +210,10 @@ struct KeyCommand: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Sign a file with the private key; ECDSA signatures are written in DER, as OpenSSL reads them.")
         @OptionGroup var common: Common
-        @Option(help: "pkcs1-sha256, pss-sha256, ecdsa-sha256, ecdsa-sha384 or ed25519 (default: by key type).")
+        @Option(help: "pkcs1-sha256, pss-sha256, ecdsa-sha256, ecdsa-sha384, ed25519, ml-dsa or slh-dsa (default: by key type).")
         var algorithm: Algorithm?
+        @Option(help: "ML-DSA / SLH-DSA only: the context string (FIPS 204 ctx, at most 255 bytes of UTF-8).")
+        var context: String?
         @OptionGroup var pin: PINOptions
         @Argument var input: String
         @Argument(help: "The signature file (0600), or - for standard output.") var output: String
@@ -198,34 +223,51 @@ struct KeyCommand: ParsableCommand {
         /// opens no store and never holds the key; ECDSA comes back DER-encoded.
         func run() throws {
             try FileIO.checkOutput(output, force: force.force)
+            let ctx = try context.map(KeyCommand.contextBytes)
             var m = try KeyCommand.agentRequest(common, pin)
             m.set("algorithm", algorithm?.rawValue ?? "")
+            m["context"] = ctx
             m["data"] = try FileIO.read(input)
             try FileIO.write(try AgentControl.call(.sign, m)["result"] ?? [], output, force: force.force)
         }
     }
 
     struct Verify: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Verify a signature with the public key (exit 1 when invalid).")
-        @OptionGroup var common: Common
+        static let configuration = CommandConfiguration(
+            abstract: "Verify a signature with the public key (exit 1 when invalid).",
+            discussion: "The key is the token's (--tag) or a public key file (--public-key: PEM or DER SubjectPublicKeyInfo, as `keyshare key public` writes).")
+        @OptionGroup var key: PublicKeyChoice
         @Option var algorithm: Algorithm?
+        @Option(help: "ML-DSA / SLH-DSA only: the context string the signature was made with.") var context: String?
         @Argument var input: String
         @Argument var signature: String
 
         func run() throws {
-            let session = try SessionFactory.open(common.groups)
-            let k = try KeyCommand.key(session, common, .publicKey)
-            let alg = algorithm ?? .default(for: k.keyType)
+            let ctx = try context.map(KeyCommand.contextBytes)
+            let (ref, pub) = try key.resolve()
+            let message = try FileIO.read(input)
             var sig = try FileIO.read(signature)
-            if k.keyType == .ec, let curve = k.publicKey.curve {
-                guard let raw = try? ECDSASignatureEncoding.raw(fromDER: sig, size: curve.byteSize) else {
-                    throw CLIError("signature invalid (not a DER ECDSA signature)")
+            let valid: Bool
+            if pub.keyType.isPostQuantum {
+                if let algorithm, algorithm != .default(for: pub.keyType) {
+                    throw CLIError("algorithm \(algorithm.rawValue) does not fit an \(pub.keyType) key")
                 }
-                sig = raw
+                if case .mlKEM = pub.keyType { throw CLIError("an \(pub.keyType) key cannot verify (it is a KEM key)") }
+                valid = try ref.map { try $0.verifySignature(sig, message: message, context: ctx ?? []) }
+                    ?? KeyRef.verify(pub, sig, message: message, context: ctx ?? [])
+            } else {
+                guard ctx == nil else { throw CLIError("--context is for ML-DSA and SLH-DSA keys; this is an \(pub.keyType) key") }
+                let alg = algorithm ?? .default(for: pub.keyType)
+                if pub.keyType == .ec, let curve = pub.curve {
+                    guard let raw = try? ECDSASignatureEncoding.raw(fromDER: sig, size: curve.byteSize) else {
+                        throw CLIError("signature invalid (not a DER ECDSA signature)")
+                    }
+                    sig = raw
+                }
+                valid = try ref.map { try $0.verifySignature(sig, message: message, algorithm: alg.signature) }
+                    ?? pub.verify(signature: sig, message: message, algorithm: alg.signature)
             }
-            guard try k.verifySignature(sig, message: FileIO.read(input), algorithm: alg.signature) else {
-                throw CLIError("signature invalid")
-            }
+            guard valid else { throw CLIError("signature invalid") }
             Console.out("signature valid")
         }
     }
@@ -291,5 +333,6 @@ struct KeyRow: Encodable {
         let names: [(UsageFlags, String)] = [(.sign, "sign"), (.verify, "verify"), (.encrypt, "encrypt"), (.decrypt, "decrypt"),
                                               (.derive, "derive"), (.wrap, "wrap"), (.unwrap, "unwrap")]
         usage = names.filter { a.usage.contains($0.0) }.map(\.1)
+            + [(CKA.encapsulate, "encapsulate"), (CKA.decapsulate, "decapsulate")].filter { a.pkcs11[$0.0] == [1] }.map(\.1)
     }
 }

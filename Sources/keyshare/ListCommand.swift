@@ -105,6 +105,7 @@ enum KeyDescription {
         case .ed448: "Ed448"
         case .x25519: "X25519"
         case .x448: "X448"
+        case .mlDSA, .mlKEM, .slhDSA: "\(k.keyType)"
         }
     }
 
@@ -138,6 +139,10 @@ enum KeyDescription {
         case CKK.des2: return "3DES two-key (legacy)"
         case CKK.des3: return "3DES (legacy)"
         case CKK.chacha20: return "ChaCha20"
+        case CKK.mlDSA, CKK.mlKEM, CKK.slhDSA:
+            if let set = attributes.ulong(CKA.parameterSet),
+               let t = ObjectTemplates.postQuantumType(ckk: keyType, parameterSet: set) { return "\(t)" }
+            return keyType == CKK.mlDSA ? "ML-DSA" : keyType == CKK.mlKEM ? "ML-KEM" : "SLH-DSA"
         default: return "key type \(keyType)"
         }
     }

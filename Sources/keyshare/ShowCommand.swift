@@ -68,6 +68,10 @@ struct ShownItem: Encodable {
             attrs["x509.notAfter"] = Dates.iso8601(cert.notAfter)
             attrs["x509.sha256"] = Hex.upper(cert.sha256Fingerprint)
             attrs["keyshare.category"] = CertificateCategory(certificate: cert).rawValue
+            attrs["x509.publicKey"] = KeyDescription.of(cert.publicKey)
+        } else if let keyType = item.attributes.ulong(CKA.keyType) {
+            // The algorithm in words ("ML-DSA-65", "RSA-2048", "EC P-256"), as `list` shows it.
+            attrs["keyshare.algorithm"] = KeyDescription.of(keyType: keyType, attributes: item.attributes)
         }
         attrs["keyshare.created"] = Dates.iso8601(item.created)
         attrs["keyshare.modified"] = Dates.iso8601(item.modified)

@@ -60,6 +60,8 @@ enum Keys {
             let c = k.publicKey.ecxCurve!
             #expect(try PublicKey(c, raw: k.publicKey.ecxRaw!).spkiDER() == spki)
             #expect(try PrivateKey.from(c, privateRaw: k.ecxPrivateRaw()).matches(k.publicKey))
+        case .mlDSA, .mlKEM, .slhDSA:
+            #expect(try PublicKey(postQuantum: k.keyType, raw: k.publicKey.postQuantumRaw!).spkiDER() == spki)
         }
     }
 

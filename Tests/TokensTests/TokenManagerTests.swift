@@ -52,6 +52,7 @@ import Tokens
         case .rsa: alg = .rsaPKCS1(.sha256)
         case .ec: alg = .ecdsa(.sha384)
         case .ed25519: alg = .ed25519
+        case .postQuantum: return  // postQuantumKeyPairs
         }
         let sig = try pk.sign(message: msg, algorithm: alg)
         let publicKey: PublicKey
@@ -63,8 +64,46 @@ import Tokens
         case .ed25519:
             #expect(pubItem.attributes[CKA.ecParams] == ObjectTemplates.ed25519Params)
             publicKey = try PublicKey(ed25519Raw: Array(pubItem.attributes[CKA.ecPoint]!.dropFirst(2)))
+        case .postQuantum: return
         }
         #expect(try publicKey.verify(signature: sig, message: msg, algorithm: alg))
+    }
+
+    /// Issue 18: a post-quantum pair goes into the keychain with its PKCS #11 3.2 attributes (key type,
+    /// CKA_PARAMETER_SET, the public key's CKA_VALUE) and comes back out of the sealed PKCS #8 as the
+    /// same key, which signs (or decapsulates) for the stored public half.
+    @Test(.enabled(if: CryptoEngine.hasPostQuantum),
+          arguments: [KeyType.mlDSA(.mlDSA65), .mlKEM(.mlKEM768), .slhDSA(.sha2_128f)])
+    func postQuantumKeyPairs(_ type: KeyType) throws {
+        let env = try Env()
+        let (priv, pub) = try env.manager.generateKeyPair(.postQuantum(type), label: "pq", into: env.token.tokenID, key: env.key)
+        let a = try env.store.item(priv, key: env.key).attributes
+        let p = try env.store.item(pub, key: nil).attributes
+        #expect(a.ulong(CKA.keyType) == ObjectTemplates.keyType(type) && p.ulong(CKA.keyType) == a.ulong(CKA.keyType))
+        #expect(a.ulong(CKA.parameterSet) == ObjectTemplates.parameterSet(type))
+        #expect(p.ulong(CKA.parameterSet) == ObjectTemplates.parameterSet(type))
+        #expect(a.ulong(CKA.keyGenMechanism) == ObjectTemplates.mechanism(type))
+        #expect(a[CKA.value] == nil)  // the private value lives only in the sealed PKCS #8
+        let raw = try #require(p[CKA.value])
+        let pk = try env.manager.privateKey(priv, key: env.key)
+        #expect(pk.keyType == type)
+        #expect(pk.publicKey.postQuantumRaw == raw)
+        let publicKey = try PublicKey(postQuantum: type, raw: raw)
+        #expect(try publicKey.spkiDER() == p[CKA.publicKeyInfo])
+        let msg = Array("message".utf8)
+        switch type {
+        case .mlDSA:
+            #expect(a.bool(CKA.sign) == true && p.bool(CKA.verify) == true)
+            #expect(try publicKey.verify(signature: pk.sign(message: msg, algorithm: .mlDSA), message: msg, algorithm: .mlDSA))
+        case .slhDSA:
+            #expect(try publicKey.verify(signature: pk.sign(message: msg, algorithm: .slhDSA), message: msg, algorithm: .slhDSA))
+        case .mlKEM:
+            #expect(a.bool(CKA.decapsulate) == true && p.bool(CKA.encapsulate) == true)
+            #expect(a.bool(CKA.sign) == false && a.bool(CKA.decrypt) == false)
+            let (ct, ss) = try #require(publicKey.mlKEM).encapsulate()
+            #expect(try #require(pk.mlKEM).decapsulate(ct) == ss)
+        default: Issue.record("not a post-quantum type")
+        }
     }
 
     @Test func ckDate() {

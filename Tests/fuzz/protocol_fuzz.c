@@ -250,6 +250,12 @@ int main(int argc, char **argv) {
     CK_MECHANISM wgMech = {CKM_AES_GCM, &wg, sizeof wg};
     CK_MECHANISM ecdsaMech = {CKM_ECDSA_SHA256, NULL, 0};
     CK_ULONG flags = 0;
+    /* PKCS #11 3.2 post-quantum (pq_params.c): the signature parameters, key encapsulation. */
+    CK_SIGN_ADDITIONAL_CONTEXT pqs = {CKH_HEDGE_PREFERRED, aad, sizeof aad};
+    CK_MECHANISM pqMech = {CKM_ML_DSA, &pqs, sizeof pqs};
+    CK_HASH_SIGN_ADDITIONAL_CONTEXT pqh = {CKH_DETERMINISTIC_REQUIRED, aad, sizeof aad, CKM_SHA256};
+    CK_MECHANISM pqhMech = {CKM_HASH_ML_DSA, &pqh, sizeof pqh};
+    CK_MECHANISM kemMech = {CKM_ML_KEM, NULL, 0};
     struct { uint32_t fn; ksa_arg a[KSA_MAX_ARGS]; } calls[] = {
         {KSA_FN_VerifySignatureInit, {{.ul = 7}, {.ptr = &ecdsaMech}, {.ul = 9}, {.ptr = sig, .len = 64}}},
         {KSA_FN_VerifySignatureUpdate, {{.ul = 7}, {.ptr = data, .len = 32}}},
@@ -279,6 +285,12 @@ int main(int argc, char **argv) {
         {KSA_FN_DecryptMessageNext, {{.ul = 7}, {.ptr = &cm, .len = sizeof cm}, {.ptr = data, .len = 32},
                                      {.ptr = out, .plen = &outlen}, {.ul = CKF_END_OF_MESSAGE}}},
         {KSA_FN_SignMessage, {{.ul = 7}, {.ptr = data, .len = 16}, {.ptr = data, .len = 32}, {.ptr = out, .plen = &outlen}}},
+        {KSA_FN_SignInit, {{.ul = 7}, {.ptr = &pqMech}, {.ul = 9}}},
+        {KSA_FN_VerifyInit, {{.ul = 7}, {.ptr = &pqhMech}, {.ul = 9}}},
+        {KSA_FN_EncapsulateKey, {{.ul = 7}, {.ptr = &kemMech}, {.ul = 9}, {.ptr = tmpl, .len = 2}, {.ptr = out, .plen = &outlen},
+                                 {.plen = &handle}}},
+        {KSA_FN_DecapsulateKey, {{.ul = 7}, {.ptr = &kemMech}, {.ul = 9}, {.ptr = tmpl, .len = 2}, {.ptr = data, .len = 32},
+                                 {.plen = &handle}}},
     };
     for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
         ksa_buf b;

@@ -37,9 +37,9 @@ check "compile module fuzzer" "$CLANG" -g -O1 -fsanitize=fuzzer,address -I "$ROO
   -o "$WORK/module_fuzz" "$FZ/module_fuzz.c" -ldl
 AP="$ROOT/Sources/AgentProtocol"
 check "compile protocol fuzzer" "$CLANG" -g -O1 -fsanitize=fuzzer,address -I "$ROOT/pkcs11/types" -I "$AP/include" \
-  -o "$WORK/protocol_fuzz" "$FZ/protocol_fuzz.c" "$AP/codec.c" "$AP/kdf_params.c" "$AP/struct_params.c" "$AP/breadth_params.c" "$AP/template_params.c" "$AP/v32_params.c" "$AP/frame.c" "$AP/serve.c"
+  -o "$WORK/protocol_fuzz" "$FZ/protocol_fuzz.c" "$AP/codec.c" "$AP/kdf_params.c" "$AP/struct_params.c" "$AP/breadth_params.c" "$AP/template_params.c" "$AP/v32_params.c" "$AP/pq_params.c" "$AP/frame.c" "$AP/serve.c"
 check "compile protocol seeds" "$CLANG" -g -O1 -DFUZZ_MAKE_SEEDS -I "$ROOT/pkcs11/types" -I "$AP/include" \
-  -o "$WORK/protocol_seeds" "$FZ/protocol_fuzz.c" "$AP/codec.c" "$AP/kdf_params.c" "$AP/struct_params.c" "$AP/breadth_params.c" "$AP/template_params.c" "$AP/v32_params.c" "$AP/frame.c" "$AP/serve.c"
+  -o "$WORK/protocol_seeds" "$FZ/protocol_fuzz.c" "$AP/codec.c" "$AP/kdf_params.c" "$AP/struct_params.c" "$AP/breadth_params.c" "$AP/template_params.c" "$AP/v32_params.c" "$AP/pq_params.c" "$AP/frame.c" "$AP/serve.c"
 
 # Seeds: fixtures for the parsers, a few request lines for the password service.
 for t in pkcs12 x509 password module protocol; do mkdir -p "$WORK/corpus-$t" "$FZ/corpus/$t"; cp "$FZ/corpus/$t"/* "$WORK/corpus-$t/" 2>/dev/null; done

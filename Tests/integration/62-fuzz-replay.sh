@@ -28,7 +28,7 @@ check_out "replay ${#existing[@]} module inputs (corpus + crash reproducers)" "r
 # crash reproducers, replayed by a plain build (no sanitizer, no libFuzzer).
 AP="$ROOT/Sources/AgentProtocol"
 check "compile protocol replay host" cc -O1 -Wall -Werror -DFUZZ_MAIN_REPLAY -I "$ROOT/pkcs11/types" -I "$AP/include" \
-  -o "$WORK/protocol_replay" "$ROOT/Tests/fuzz/protocol_fuzz.c" "$AP/codec.c" "$AP/kdf_params.c" "$AP/struct_params.c" "$AP/breadth_params.c" "$AP/template_params.c" "$AP/v32_params.c" "$AP/frame.c" "$AP/serve.c"
+  -o "$WORK/protocol_replay" "$ROOT/Tests/fuzz/protocol_fuzz.c" "$AP/codec.c" "$AP/kdf_params.c" "$AP/struct_params.c" "$AP/breadth_params.c" "$AP/template_params.c" "$AP/v32_params.c" "$AP/pq_params.c" "$AP/frame.c" "$AP/serve.c"
 files=("$ROOT"/Tests/fuzz/corpus/protocol/* "$ROOT"/Tests/fuzz/crashes/protocol-*)
 existing=(); for f in "${files[@]}"; do [ -f "$f" ] && existing+=("$f"); done
 [ ${#existing[@]} -ge 10 ] && ok "the protocol corpus is there (${#existing[@]} inputs)" \

@@ -639,6 +639,9 @@ static CK_RV kc_C_GenerateKey(CK_SESSION_HANDLE h, CK_MECHANISM_PTR m, CK_ATTRIB
 static CK_RV kc_C_GenerateKeyPair(CK_SESSION_HANDLE h, CK_MECHANISM_PTR m, CK_ATTRIBUTE_PTR pt, CK_ULONG pn, CK_ATTRIBUTE_PTR st, CK_ULONG sn, CK_OBJECT_HANDLE_PTR pk, CK_OBJECT_HANDLE_PTR sk) { ARGS(UL(h), PTR(m), TMPL(pt, pn), TMPL(st, sn), OUTUL(pk), OUTUL(sk)); CALL(GenerateKeyPair); }
 static CK_RV kc_C_WrapKey(CK_SESSION_HANDLE h, CK_MECHANISM_PTR m, CK_OBJECT_HANDLE w, CK_OBJECT_HANDLE k, CK_BYTE_PTR o, CK_ULONG_PTR on) { ARGS(UL(h), PTR(m), UL(w), UL(k), OUT(o, on)); CALL(WrapKey); }
 static CK_RV kc_C_UnwrapKey(CK_SESSION_HANDLE h, CK_MECHANISM_PTR m, CK_OBJECT_HANDLE u, CK_BYTE_PTR w, CK_ULONG wn, CK_ATTRIBUTE_PTR t, CK_ULONG tn, CK_OBJECT_HANDLE_PTR k) { ARGS(UL(h), PTR(m), UL(u), IN(w, wn), TMPL(t, tn), OUTUL(k)); CALL(UnwrapKey); }
+/* 3.2 key encapsulation (issue 18, ML-KEM). */
+static CK_RV kc_C_EncapsulateKey(CK_SESSION_HANDLE h, CK_MECHANISM_PTR m, CK_OBJECT_HANDLE k, CK_ATTRIBUTE_PTR t, CK_ULONG tn, CK_BYTE_PTR c, CK_ULONG_PTR cn, CK_OBJECT_HANDLE_PTR o) { ARGS(UL(h), PTR(m), UL(k), TMPL(t, tn), OUT(c, cn), OUTUL(o)); CALL(EncapsulateKey); }
+static CK_RV kc_C_DecapsulateKey(CK_SESSION_HANDLE h, CK_MECHANISM_PTR m, CK_OBJECT_HANDLE k, CK_ATTRIBUTE_PTR t, CK_ULONG tn, CK_BYTE_PTR c, CK_ULONG cn, CK_OBJECT_HANDLE_PTR o) { ARGS(UL(h), PTR(m), UL(k), TMPL(t, tn), IN(c, cn), OUTUL(o)); CALL(DecapsulateKey); }
 static CK_RV kc_C_DeriveKey(CK_SESSION_HANDLE h, CK_MECHANISM_PTR m, CK_OBJECT_HANDLE b, CK_ATTRIBUTE_PTR t, CK_ULONG n, CK_OBJECT_HANDLE_PTR k) { ARGS(UL(h), PTR(m), UL(b), TMPL(t, n), OUTUL(k)); CALL(DeriveKey); }
 static CK_RV kc_C_SeedRandom(CK_SESSION_HANDLE h, CK_BYTE_PTR p, CK_ULONG n) { ARGS(UL(h), IN(p, n)); CALL(SeedRandom); }
 static CK_RV kc_C_GenerateRandom(CK_SESSION_HANDLE h, CK_BYTE_PTR p, CK_ULONG n) { ARGS(UL(h), {.ptr = p, .ul = n}); CALL(GenerateRandom); }

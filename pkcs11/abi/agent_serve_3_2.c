@@ -15,6 +15,8 @@ static const ksa_functions_3_2 ks_served_3_2 = {
     .GetSessionValidationFlags = ks_C_GetSessionValidationFlags,
     .WrapKeyAuthenticated = ks_C_WrapKeyAuthenticated,
     .UnwrapKeyAuthenticated = ks_C_UnwrapKeyAuthenticated,
+    .EncapsulateKey = ks_C_EncapsulateKey,
+    .DecapsulateKey = ks_C_DecapsulateKey,
 };
 
 __attribute__((constructor)) static void ks_register_served_3_2(void) {

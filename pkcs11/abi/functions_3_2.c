@@ -4,28 +4,10 @@
  * cannot serve says so with CKR_FUNCTION_NOT_SUPPORTED, as Kryoptic does for the asynchronous
  * ones: never a NULL entry a host would call. The signature-first verify, the validation flags
  * and authenticated wrapping are implemented (Sources/PKCS11Module/Functions32.swift, the agent
- * client's in agent_client.c); encapsulation replaces its stubs as it is implemented (one table
- * entry each, in function_lists.h).
+ * client's in agent_client.c), and so is key encapsulation (ML-KEM: Sources/PKCS11Module/
+ * Encapsulation.swift); only the asynchronous entries remain here.
  */
 #include "keyshare_abi.h"
-
-CK_RV ks32_C_EncapsulateKey(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hPublicKey,
-                            CK_ATTRIBUTE_PTR pTemplate, CK_ULONG ulAttributeCount, CK_BYTE_PTR pCiphertext,
-                            CK_ULONG_PTR pulCiphertextLen, CK_OBJECT_HANDLE_PTR phKey)
-{
-    (void)hSession; (void)pMechanism; (void)hPublicKey; (void)pTemplate; (void)ulAttributeCount;
-    (void)pCiphertext; (void)pulCiphertextLen; (void)phKey;
-    return CKR_FUNCTION_NOT_SUPPORTED;
-}
-
-CK_RV ks32_C_DecapsulateKey(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hPrivateKey,
-                            CK_ATTRIBUTE_PTR pTemplate, CK_ULONG ulAttributeCount, CK_BYTE_PTR pCiphertext,
-                            CK_ULONG ulCiphertextLen, CK_OBJECT_HANDLE_PTR phKey)
-{
-    (void)hSession; (void)pMechanism; (void)hPrivateKey; (void)pTemplate; (void)ulAttributeCount;
-    (void)pCiphertext; (void)ulCiphertextLen; (void)phKey;
-    return CKR_FUNCTION_NOT_SUPPORTED;
-}
 
 CK_RV ks32_C_AsyncComplete(CK_SESSION_HANDLE hSession, CK_UTF8CHAR_PTR pFunctionName, CK_ASYNC_DATA_PTR pResult)
 {

@@ -346,5 +346,7 @@ static const CK_ULONG KS_CKA_UNIQUE_ID = CKA_UNIQUE_ID;
 
 /* Digest, MAC and key-derivation declarations (SHA-3, HKDF, SP 800-108, PBKDF2). */
 #include "pkcs11_kdf.h"
+/* PKCS #11 3.2 post-quantum key types, mechanisms and parameters (issue 18). */
+#include "pkcs11_pq.h"
 
 #endif /* KEYSHARE_PKCS11_SHIM_H */

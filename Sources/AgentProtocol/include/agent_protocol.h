@@ -74,6 +74,8 @@ enum ksa_function {
     KSA_FN_VerifySignatureInit, KSA_FN_VerifySignature, KSA_FN_VerifySignatureUpdate,
     KSA_FN_VerifySignatureFinal, KSA_FN_GetSessionValidationFlags, KSA_FN_WrapKeyAuthenticated,
     KSA_FN_UnwrapKeyAuthenticated,
+    /* 3.2 key encapsulation (issue 18, ML-KEM; pq_params.c's parameters). */
+    KSA_FN_EncapsulateKey, KSA_FN_DecapsulateKey,
     KSA_FN_COUNT
 };
 
@@ -161,6 +163,11 @@ typedef struct ksa_functions_3_2 {
                                   CK_BYTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG_PTR);
     CK_RV (*UnwrapKeyAuthenticated)(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_BYTE_PTR, CK_ULONG,
                                     CK_ATTRIBUTE_PTR, CK_ULONG, CK_BYTE_PTR, CK_ULONG, CK_OBJECT_HANDLE_PTR);
+    /* ML-KEM (issue 18). */
+    CK_RV (*EncapsulateKey)(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_ATTRIBUTE_PTR, CK_ULONG,
+                            CK_BYTE_PTR, CK_ULONG_PTR, CK_OBJECT_HANDLE_PTR);
+    CK_RV (*DecapsulateKey)(CK_SESSION_HANDLE, CK_MECHANISM_PTR, CK_OBJECT_HANDLE, CK_ATTRIBUTE_PTR, CK_ULONG,
+                            CK_BYTE_PTR, CK_ULONG, CK_OBJECT_HANDLE_PTR);
 } ksa_functions_3_2;
 void ksa_register_functions_3_2(const ksa_functions_3_2 *f);
 /* serve.c: one 3.2 call with the registered functions (CKR_FUNCTION_NOT_SUPPORTED when none,

@@ -109,8 +109,8 @@
  * table's prefix (ks in-process, kc the agent client) for the entries implemented; the others
  * are the shared CKR_FUNCTION_NOT_SUPPORTED ones of functions_3_2.c (ks32). */
 #define KS_FUNCTIONS_3_2_EXTRA(P) \
-    .C_EncapsulateKey = ks32_C_EncapsulateKey, \
-    .C_DecapsulateKey = ks32_C_DecapsulateKey, \
+    .C_EncapsulateKey = P##_C_EncapsulateKey, \
+    .C_DecapsulateKey = P##_C_DecapsulateKey, \
     .C_VerifySignatureInit = P##_C_VerifySignatureInit, \
     .C_VerifySignature = P##_C_VerifySignature, \
     .C_VerifySignatureUpdate = P##_C_VerifySignatureUpdate, \

@@ -36,12 +36,6 @@ const CK_FUNCTION_LIST_3_2 *kc_function_list_3_2(void);
 
 /* The PKCS #11 3.2 entries not served yet (functions_3_2.c), shared by the in-process and the
  * agent client's 3.2 tables: CKR_FUNCTION_NOT_SUPPORTED until each is implemented. */
-CK_RV ks32_C_EncapsulateKey(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hPublicKey,
-                            CK_ATTRIBUTE_PTR pTemplate, CK_ULONG ulAttributeCount, CK_BYTE_PTR pCiphertext,
-                            CK_ULONG_PTR pulCiphertextLen, CK_OBJECT_HANDLE_PTR phKey);
-CK_RV ks32_C_DecapsulateKey(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hPrivateKey,
-                            CK_ATTRIBUTE_PTR pTemplate, CK_ULONG ulAttributeCount, CK_BYTE_PTR pCiphertext,
-                            CK_ULONG ulCiphertextLen, CK_OBJECT_HANDLE_PTR phKey);
 CK_RV ks32_C_AsyncComplete(CK_SESSION_HANDLE hSession, CK_UTF8CHAR_PTR pFunctionName, CK_ASYNC_DATA_PTR pResult);
 CK_RV ks32_C_AsyncGetID(CK_SESSION_HANDLE hSession, CK_UTF8CHAR_PTR pFunctionName, CK_ULONG_PTR pulID);
 CK_RV ks32_C_AsyncJoin(CK_SESSION_HANDLE hSession, CK_UTF8CHAR_PTR pFunctionName, CK_ULONG ulID, CK_BYTE_PTR pData,
@@ -213,6 +207,13 @@ CK_RV ks_C_MessageVerifyFinal(CK_SESSION_HANDLE hSession);
 
 /* PKCS #11 3.2 (issue 18), implemented in Swift (Sources/PKCS11Module/Functions32.swift): the
  * signature-first verify, the session's validation flags, authenticated wrapping. */
+/* Key encapsulation (issue 18, ML-KEM; Sources/PKCS11Module/Encapsulation.swift). */
+CK_RV ks_C_EncapsulateKey(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hPublicKey,
+                          CK_ATTRIBUTE_PTR pTemplate, CK_ULONG ulAttributeCount, CK_BYTE_PTR pCiphertext,
+                          CK_ULONG_PTR pulCiphertextLen, CK_OBJECT_HANDLE_PTR phKey);
+CK_RV ks_C_DecapsulateKey(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hPrivateKey,
+                          CK_ATTRIBUTE_PTR pTemplate, CK_ULONG ulAttributeCount, CK_BYTE_PTR pCiphertext,
+                          CK_ULONG ulCiphertextLen, CK_OBJECT_HANDLE_PTR phKey);
 CK_RV ks_C_VerifySignatureInit(CK_SESSION_HANDLE hSession, CK_MECHANISM_PTR pMechanism, CK_OBJECT_HANDLE hKey,
                                CK_BYTE_PTR pSignature, CK_ULONG ulSignatureLen);
 CK_RV ks_C_VerifySignature(CK_SESSION_HANDLE hSession, CK_BYTE_PTR pData, CK_ULONG ulDataLen);

@@ -13,6 +13,9 @@
 #define KEYSHARE_PKCS11_3_2_H
 
 #include "../../types/pkcs11_shim.h"
+/* The 3.2 post-quantum constants and CK_(HASH_)SIGN_ADDITIONAL_CONTEXT live in pkcs11_pq.h (which
+ * pkcs11_shim.h includes), so the Swift layers and the agent protocol see them too. */
+#include "../../types/pkcs11_pq.h"
 
 #ifndef CK_PKCS11_3_2_DEFINED
 #define CK_PKCS11_3_2_DEFINED 1

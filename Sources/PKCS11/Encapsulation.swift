@@ -1,0 +1,75 @@
+import CPKCS11
+import Keychain
+import KeyshareCrypto
+
+// PKCS #11 3.2 §5.18 C_EncapsulateKey / C_DecapsulateKey with CKM_ML_KEM (issue 18). The shared
+// secret (32 bytes) becomes a secret key made from the caller's template, as Kryoptic makes it
+// (its ML-KEM "import_from_wrapped"): CKO_SECRET_KEY, CKK_GENERIC_SECRET when the template names
+// no type, or CKK_AES; CKA_VALUE_LEN, when given, takes the secret's first bytes (AES: 16, 24 or
+// 32; generic: 1-32), else all 32. A ciphertext of the wrong length is CKR_WRAPPED_KEY_LEN_RANGE;
+// a well-formed but wrong one decapsulates to FIPS 203's implicit-rejection secret (a different
+// key, not an error), which is what ML-KEM specifies.
+
+extension Runtime {
+    /// The secret key a KEM template asks for, and its length.
+    private func kemKeyRequest(_ t: AttributeMap) throws -> (CK_KEY_TYPE, Int, AttributeMap) {
+        let cls = try t.checkedULong(CKA_CLASS) ?? CKO_SECRET_KEY
+        guard cls == CKO_SECRET_KEY else { throw PKCS11Error.templateInconsistent }
+        let keyType = try t.checkedULong(CKA_KEY_TYPE) ?? CKK_GENERIC_SECRET
+        guard keyType == CKK_GENERIC_SECRET || keyType == CKK_AES else { throw PKCS11Error.templateInconsistent }
+        if t[CKA_VALUE] != nil { throw PKCS11Error.attributeReadOnly }
+        var length = MLKEMParameterSet.sharedSecretLength
+        if let n = try t.checkedULong(CKA_VALUE_LEN) {
+            guard let i = Int(exactly: n), (1...MLKEMParameterSet.sharedSecretLength).contains(i),
+                  keyType != CKK_AES || [16, 24, 32].contains(i) else { throw PKCS11Error.attributeValueInvalid }
+            length = i
+        }
+        var rest = t
+        rest[CKA_VALUE_LEN] = nil
+        return (keyType, length, rest)
+    }
+
+    private func kemKey(_ s: Session, _ h: CK_OBJECT_HANDLE, mechanism: Mechanism, cls: CK_OBJECT_CLASS,
+                        usage: CK_ATTRIBUTE_TYPE) throws -> ObjectView {
+        guard case .undecoded(CKM_ML_KEM, _) = mechanism else { throw PKCS11Error.mechanismInvalid }
+        let view = try resolveKey(s, h)
+        guard view.objectClass == cls, view.keyType == CKK_ML_KEM else { throw PKCS11Error.keyTypeInconsistent }
+        guard view.bool(usage) == true else { throw PKCS11Error.keyFunctionNotPermitted }
+        try AllowedMechanisms.check(view, CKM_ML_KEM)
+        return view
+    }
+
+    /// C_EncapsulateKey: nil handle for a length query or a short buffer (no key is made then).
+    public func encapsulateKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, publicKey: CK_OBJECT_HANDLE,
+                               template: Template, capacity: Int?) throws -> (OutputResult, CK_OBJECT_HANDLE?) {
+        let s = try session(h)
+        let view = try kemKey(s, publicKey, mechanism: mechanism, cls: CKO_PUBLIC_KEY, usage: CKA_ENCAPSULATE)
+        guard let kem = try self.publicKey(view).mlKEM else { throw PKCS11Error.keyTypeInconsistent }
+        let (keyType, length, t) = try kemKeyRequest(try template.map())
+        if let r = OutputResult.decide(needed: kem.parameterSet.ciphertextLength, capacity: capacity) { return (r, nil) }
+        try checkWritable(s, isToken: try t.checkedBool(CKA_TOKEN) ?? false, isPrivate: try t.checkedBool(CKA_PRIVATE) ?? true)
+        var (ct, ss) = try kem.encapsulate()
+        defer { for i in ss.indices { ss[i] = 0 } }
+        // Made inside the module from its own randomness, like C_GenerateKey's keys.
+        let a = try secretKeyAttributes(value: Array(ss.prefix(length)), keyType: keyType, template: t, mechanism: CKM_ML_KEM)
+        return (.bytes(ct), try store(a, in: s))
+    }
+
+    /// C_DecapsulateKey.
+    public func decapsulateKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, privateKey: CK_OBJECT_HANDLE,
+                               template: Template, ciphertext: [UInt8]) throws -> CK_OBJECT_HANDLE {
+        let s = try session(h)
+        let view = try kemKey(s, privateKey, mechanism: mechanism, cls: CKO_PRIVATE_KEY, usage: CKA_DECAPSULATE)
+        guard let kem = try self.privateKey(view).mlKEM else { throw PKCS11Error.keyTypeInconsistent }
+        let (keyType, length, t) = try kemKeyRequest(try template.map())
+        guard ciphertext.count == kem.parameterSet.ciphertextLength else { throw PKCS11Error(CKR_WRAPPED_KEY_LEN_RANGE) }
+        try checkWritable(s, isToken: try t.checkedBool(CKA_TOKEN) ?? false, isPrivate: try t.checkedBool(CKA_PRIVATE) ?? true)
+        var ss = try kem.decapsulate(ciphertext)
+        defer { for i in ss.indices { ss[i] = 0 } }
+        // As secret as the private key it came from (the ECDH rule, Derive.swift).
+        let bornSecret = view.bool(CKA_ALWAYS_SENSITIVE) == true && view.bool(CKA_NEVER_EXTRACTABLE) == true
+        let a = try secretKeyAttributes(value: Array(ss.prefix(length)), keyType: keyType, template: t, mechanism: CKM_ML_KEM,
+                                        bornSecret: bornSecret)
+        return try store(a, in: s)
+    }
+}

@@ -1,0 +1,66 @@
+import Testing
+import KeyshareCrypto
+
+/// SLH-DSA (FIPS 205) key generation against NIST's ACVP vectors (issue 18): the first test of each
+/// 128-bit group of usnistgov/ACVP-Server `gen-val/json-files/SLH-DSA-keyGen-FIPS205/internalProjection.json`
+/// (commit 3a7333f638a031c6ed35b6ee31064686eb88c1ec; tcId 1, 11, 21, 31), copied unchanged: from
+/// SK.seed, SK.prf and PK.seed the key must come out as the vector's sk and pk. Signing is checked
+/// against raw OpenSSL EVP in Tests/integration/72-pq.sh; ACVP's SLH-DSA signature vectors
+/// (7,856–49,856-byte signatures) are not copied here.
+@Suite struct SLHDSAKATTests {
+    struct Vector: Sendable {
+        let set: SLHDSAParameterSet, tcId: Int, skSeed: String, skPrf: String, pkSeed: String, sk: String, pk: String
+    }
+
+    static let vectors: [Vector] = [
+        Vector(set: .sha2_128s, tcId: 1, skSeed: "AA9CC7DCA491FC86BCB15A709A15E9B3", skPrf: "905C800B6E2FB9B54B6B050EE5E4DE9A",
+               pkSeed: "FA5464D1C661FED38B2A51CA3EAE71BA",
+               sk: "AA9CC7DCA491FC86BCB15A709A15E9B3905C800B6E2FB9B54B6B050EE5E4DE9AFA5464D1C661FED38B2A51CA3EAE71BACAE3D1865215E3D3850E8C1B8292BF42",
+               pk: "FA5464D1C661FED38B2A51CA3EAE71BACAE3D1865215E3D3850E8C1B8292BF42"),
+        Vector(set: .shake_128s, tcId: 11, skSeed: "ECD0A05696C2EC6BFE85B8B1B2022486", skPrf: "BFD8732B1A42CEA236E9822AA9E724E6",
+               pkSeed: "37D664792198176C12E8121CCF69E684",
+               sk: "ECD0A05696C2EC6BFE85B8B1B2022486BFD8732B1A42CEA236E9822AA9E724E637D664792198176C12E8121CCF69E684FCF6FFE2A04243DC3E8ED3EE6E44CDEF",
+               pk: "37D664792198176C12E8121CCF69E684FCF6FFE2A04243DC3E8ED3EE6E44CDEF"),
+        Vector(set: .sha2_128f, tcId: 21, skSeed: "E2BDAA37C8CFFE5E8D5676C23267890C", skPrf: "31441758F573285881CDC82AB911DD84",
+               pkSeed: "72DC8D26DF6EF708F4C41AF9FD04B65A",
+               sk: "E2BDAA37C8CFFE5E8D5676C23267890C31441758F573285881CDC82AB911DD8472DC8D26DF6EF708F4C41AF9FD04B65A8927927229891D47A60D67ECEF3D2C17",
+               pk: "72DC8D26DF6EF708F4C41AF9FD04B65A8927927229891D47A60D67ECEF3D2C17"),
+        Vector(set: .shake_128f, tcId: 31, skSeed: "BBC74306F75DC2DAF7372B3C9841A4D6", skPrf: "852C17B459F1692B8E9A1A0DACE5BA26",
+               pkSeed: "380C99304A0DDD32F344B95144E1FDEF",
+               sk: "BBC74306F75DC2DAF7372B3C9841A4D6852C17B459F1692B8E9A1A0DACE5BA26380C99304A0DDD32F344B95144E1FDEF60BBC2340E08770FB41A80A76CB08E34",
+               pk: "380C99304A0DDD32F344B95144E1FDEF60BBC2340E08770FB41A80A76CB08E34"),
+    ]
+
+    static func hex(_ s: String) -> [UInt8] {
+        let c = Array(s.utf8)
+        func nib(_ x: UInt8) -> UInt8 { x <= 57 ? x - 48 : (x | 0x20) - 87 }
+        return stride(from: 0, to: c.count - 1, by: 2).map { nib(c[$0]) << 4 | nib(c[$0 + 1]) }
+    }
+
+    @Test(.enabled(if: CryptoEngine.hasPostQuantum)) func keyGenFromSeeds() throws {
+        for v in Self.vectors {
+            let k = try SLHDSAKey.generate(v.set, seed: Self.hex(v.skSeed) + Self.hex(v.skPrf) + Self.hex(v.pkSeed))
+            #expect(try k.publicKeyBytes() == Self.hex(v.pk), "tcId \(v.tcId) pk")
+            #expect(try k.privateKeyBytes() == Self.hex(v.sk), "tcId \(v.tcId) sk")
+            // The private key imports to the same key, which signs for the vector's public key.
+            let imported = try SLHDSAKey(privateKey: Self.hex(v.sk), v.set)
+            let pub = try SLHDSAKey(publicKey: Self.hex(v.pk), v.set)
+            let sig = try imported.sign(Array("acvp".utf8), context: [7])
+            #expect(try pub.verify(sig, message: Array("acvp".utf8), context: [7]), "tcId \(v.tcId) sign/verify")
+        }
+    }
+
+    /// HashSLH-DSA / HashML-DSA: what one signs over a digest verifies only with the same hash and
+    /// context, and a digest of the wrong size is refused before signing.
+    @Test(.enabled(if: CryptoEngine.hasPostQuantum)) func preHashSignatures() throws {
+        let d = try MLDSAKey.generate(.mlDSA44)
+        let digest = DigestAlgorithm.sha256.hash(Array("m".utf8))
+        let sig = try d.sign(digest: digest, preHash: .digest(.sha256), context: [1])
+        #expect(try d.verify(sig, digest: digest, preHash: .digest(.sha256), context: [1]))
+        #expect(try !d.verify(sig, digest: digest, preHash: .digest(.sha3_256), context: [1]))
+        #expect(try !d.verify(sig, digest: digest, preHash: .digest(.sha256)))
+        #expect(try !d.verify(sig, message: Array("m".utf8), context: [1]))
+        #expect(throws: CryptoError.self) { _ = try d.sign(digest: [1, 2, 3], preHash: .digest(.sha256)) }
+        #expect(try PreHash.shake256.hash(Array("abc".utf8)).count == 64)
+    }
+}

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# PKCS #11 3.2 post-quantum mechanisms (issue 18): ML-DSA (pure, context, hedged/deterministic,
+# multi-part, HashML-DSA), ML-KEM (C_EncapsulateKey / C_DecapsulateKey, implicit rejection) and
+# SLH-DSA through the C ABI (Tests/integration/c/pq.c). With the bundled OpenSSL 3.5 the C host
+# links the same static libcrypto and checks the module's signatures and ciphertexts with raw EVP;
+# with `make OPENSSL=system` (3.0) it checks that no post-quantum mechanism is offered. Passes
+# through the agent (the default) and with KEYSHARE_IN_PROCESS=1.
+# Usage: 72-pq.sh KEYSHARE MODULE. Ends with "N passed, M failed".
+set -euo pipefail
+KEYSHARE=${1:?keyshare path}
+MODULE=${2:?module path}
+MODULE=$(cd "$(dirname "$MODULE")" && pwd)/$(basename "$MODULE")
+. "$(dirname "$0")/lib.sh"
+new_home
+WORK=$(mktemp -d /tmp/keyshare-pq.XXXXXX)
+trap 'rm -rf "$WORK" "$KEYSHARE_HOME"' EXIT
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+export KS_TEST_PIN=0000 KS_TEST_SO_PIN=1234
+
+# Which engine the module runs (keyshare --version, line 2), and the matching libcrypto for the host.
+engine=$("$KEYSHARE" --version | sed -n 2p)
+BUNDLE=$ROOT/.build/openssl-3.5
+case "$engine" in
+  *"OpenSSL 3.5"*bundled*)
+    CRYPTO=(-DKS_PQ_ENGINE=1 -I "$BUNDLE/include" -L "$BUNDLE/lib" -lkeyshare-crypto35 -lzstd -lz -lbrotlienc -lbrotlidec -lpthread) ;;
+  *"OpenSSL 3."[5-9]*|*"OpenSSL "[4-9]*)
+    CRYPTO=(-DKS_PQ_ENGINE=1 -lcrypto) ;;
+  *) CRYPTO=(-DKS_PQ_ENGINE=0 -lcrypto) ;;
+esac
+echo "# engine: $engine (host built with ${CRYPTO[0]})"
+
+if cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -o "$WORK/pq" "$ROOT/Tests/integration/c/pq.c" "${CRYPTO[@]}" -ldl; then
+  out=$("$WORK/pq" "$MODULE" 2>&1) || true
+  echo "$out" | grep -E '^(ok|FAIL|  )' || true
+  c_pass=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1/p')
+  c_fail=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\2/p')
+  if [ -z "$c_pass" ]; then bad "C host ran to its end" "$(echo "$out" | tail -5)"; else
+    PASS=$((PASS + c_pass)); FAIL=$((FAIL + c_fail)); fi
+else
+  bad "C host compiles"
+fi
+
+# python-pkcs11 with raw mechanism numbers, on the token the C host made ("pq"): it cannot today
+# (0.9.4's generate_keypair takes only its KeyType enum, which has no CKK_ML_DSA); the script
+# says so with a reason instead of passing. PyKCS11 is not installed with the audit suites.
+PY=/tmp/audit-suites/venv/bin/python
+if [ "${CRYPTO[0]}" = -DKS_PQ_ENGINE=1 ] && [ -x "$PY" ]; then
+  out=$(timeout 120 "$PY" "$ROOT/Tests/integration/support/pq_python_pkcs11.py" "$MODULE" pq 2>&1) || true
+  if grep -q '^skip:' <<<"$out"; then echo "# python-pkcs11 $(grep '^skip:' <<<"$out")"; else
+    echo "$out" | grep -E '^(ok|FAIL)' || true
+    p_pass=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1/p')
+    p_fail=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\2/p')
+    if [ -z "$p_pass" ]; then bad "python-pkcs11 script ran to its end" "$(echo "$out" | tail -5)"; else
+      PASS=$((PASS + p_pass)); FAIL=$((FAIL + p_fail)); fi
+  fi
+else
+  echo "# python-pkcs11: skipped (no post-quantum engine, or no /tmp/audit-suites venv)"
+fi
+finish
