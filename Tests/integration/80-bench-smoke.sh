@@ -30,6 +30,13 @@ if [ -x "$WORK/p11bench" ]; then
   check_out "has keyshare figures for the 16 KiB AES-GCM, ChaCha20-Poly1305 and AES-CTR rows" \
     '^\| encrypt AES-256-CTR, C_EncryptUpdate .*\| MB/s . \| [0-9]' bash -c \
     'grep -E "^\| encrypt (AES-256-GCM|ChaCha20-Poly1305), C_EncryptMessage .*\| MB/s . \| [0-9]" <<<"$1" | wc -l | grep -qx 2 && printf "%s\n" "$1"' _ "$out"
+  # Issue 13: the raw column must run the OpenSSL the module runs (it ran Debian's 3.0 against the
+  # module's bundled 3.5, which made 3.5's faster GCM look like the module's). `keyshare --version`
+  # names the engine the CLI, agent and module were built with.
+  engine=$("$KEYSHARE" --version 2>/dev/null | sed -n 's/^OpenSSL \([0-9][0-9.]*\) .*/\1/p' | head -1)
+  check_out "the raw column runs the module's OpenSSL (${engine:-unknown})" \
+    "^p11bench .*, OpenSSL ${engine//./\\.}[ ;]" printf '%s\n' "$out"
+  check_out "the header names each column's OpenSSL" '^OpenSSL: raw column OpenSSL [0-9].*; keyshare.* module ' printf '%s\n' "$out"
   check_out "has the durable-write floor rows" '^\| durable-write floor: SQLite 1-row transaction .* \| [0-9]' printf '%s\n' "$out"
 fi
 finish
