@@ -40,6 +40,21 @@ else
   bad "C host compiles"
 fi
 
+# C_CreateObject of post-quantum keys made by raw EVP here (Tests/integration/c/pq_import.c):
+# only with a post-quantum engine (the host needs EVP's ML-KEM / ML-DSA / SLH-DSA).
+if [ "${CRYPTO[0]}" = -DKS_PQ_ENGINE=1 ]; then
+  if cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -o "$WORK/pq_import" "$ROOT/Tests/integration/c/pq_import.c" "${CRYPTO[@]:1}" -ldl; then
+    out=$("$WORK/pq_import" "$MODULE" 2>&1) || true
+    echo "$out" | grep -E '^(ok|FAIL|  )' || true
+    i_pass=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1/p')
+    i_fail=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\2/p')
+    if [ -z "$i_pass" ]; then bad "import host ran to its end" "$(echo "$out" | tail -5)"; else
+      PASS=$((PASS + i_pass)); FAIL=$((FAIL + i_fail)); fi
+  else
+    bad "import host compiles"
+  fi
+fi
+
 # python-pkcs11 with raw mechanism numbers, on the token the C host made ("pq"): it cannot today
 # (0.9.4's generate_keypair takes only its KeyType enum, which has no CKK_ML_DSA); the script
 # says so with a reason instead of passing. PyKCS11 is not installed with the audit suites.
