@@ -48,7 +48,7 @@ public struct ImportResult: Sendable {
     /// Every object of this unit, created or found, in the order above.
     public var items: [ImportedItem]
 
-    init(label: String, id: [UInt8], items: [ImportedItem]) {
+    public init(label: String, id: [UInt8], items: [ImportedItem]) {
         self.label = label
         self.id = id
         self.items = items

@@ -90,8 +90,26 @@ extension TokenManager {
     }
 
     /// TPM2_Import of an existing key (CKA_LOCAL false: it was not born in the TPM).
-    public func importIntoTPM(_ k: PrivateKey, label: String, id: [UInt8]? = nil, into token: TokenID, key: TokenKey)
-        throws -> (privateKey: PersistentReference, publicKey: PersistentReference) {
+    ///
+    /// As `keyshare import` does for soft tokens (`importPrivateKey`), the key
+    /// is first looked for in the token by its public key (`KeyPairing.find`):
+    /// a private key already there is the result, with nothing imported
+    /// (`duplicate`), so a second import of the same file makes no second TPM
+    /// object; a public key or certificate already there gives the new private
+    /// key its CKA_ID and label. `label` nil: the pair's label, else the
+    /// SHA-256 hex of the public key. A `--id` that contradicts the pair's is
+    /// refused (`ImportError.idMismatch`), as for soft tokens.
+    public func importIntoTPM(_ k: PrivateKey, label: String?, id: [UInt8]? = nil, into token: TokenID, key: TokenKey)
+        throws -> ImportResult {
+        let pub = k.publicKey
+        let pair = try KeyPairing.find(pub, in: token, store: store, key: key)
+        let chosenID = try chooseID(id, pairID: pair.flatMap { $0.id.isEmpty ? nil : $0.id }, fallback: pub.keyIdentifier(),
+                                    publicKey: pub, token: token, key: key)
+        let name = try label ?? pair?.label ?? ObjectTemplates.hex(DigestAlgorithm.sha256.hash(pub.spkiDER()))
+        if let existing = pair?.privateKey {
+            let items = [ImportedItem(existing, role: .privateKey)] + (pair?.publicKey.map { [ImportedItem($0, role: .publicKey)] } ?? [])
+            return ImportResult(label: items[0].label, id: items[0].id, items: items)
+        }
         let tcti = store.tpmSite()
         let auth = try key.tpmObjectAuth()
         let blob: [UInt8]
@@ -100,7 +118,18 @@ extension TokenManager {
         } catch let e as TPMError {
             throw KeychainError.tpmUnavailable("cannot import the key into the TPM: \(e)")
         }
-        return try storeTPMKey(blob: blob, label: label, id: id, into: token, key: key, local: false)
+        let (priv, pubAttrs) = try TPMToken.keyAttributes(blob: blob, label: name, id: chosenID, local: false)
+        return try store.transaction {
+            let p = try store.add(token: token, itemClass: .privateKey, attributes: priv, key: key)
+            var items = [ImportedItem(role: .privateKey, reference: p, label: name, id: chosenID, created: true)]
+            if let q = pair?.publicKey {
+                items.append(ImportedItem(q, role: .publicKey))
+            } else {
+                let q = try store.add(token: token, itemClass: .publicKey, attributes: pubAttrs, key: key)
+                items.append(ImportedItem(role: .publicKey, reference: q, label: name, id: chosenID, created: true))
+            }
+            return ImportResult(label: name, id: chosenID, items: items)
+        }
     }
 
     /// TPM2_Import under the storage root key: the blob the store keeps.

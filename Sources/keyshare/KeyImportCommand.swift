@@ -44,29 +44,36 @@ extension KeyCommand {
             }
             let (privateKey, certificate, friendlyName) = try read([UInt8](data))
             let key = try ctx.unlock(token, pin)
-            let name = try label ?? friendlyName
-                ?? ObjectTemplates.hex(DigestAlgorithm.sha256.hash(privateKey.publicKey.spkiDER()))
-            let refs: (privateKey: PersistentReference, publicKey: PersistentReference, certificate: PersistentReference?)
+            let result: ImportResult
             do {
                 // One transaction: a certificate that cannot be stored takes the key back out.
-                refs = try ctx.store.transaction {
-                    let pair = try ctx.tokens.importIntoTPM(privateKey, label: name, id: cka, into: token.tokenID, key: key)
+                result = try ctx.store.transaction {
+                    let pair = try ctx.tokens.importIntoTPM(privateKey, label: label ?? friendlyName, id: cka, into: token.tokenID, key: key)
                     let cert = try certificate.map {
-                        try ctx.tokens.importCertificate($0, options: ImportOptions(label: name, id: cka), into: token.tokenID, key: key)
-                            .certificate
-                    } ?? nil
-                    return (pair.privateKey, pair.publicKey, cert)
+                        try ctx.tokens.importCertificate($0, options: ImportOptions(label: pair.label, id: pair.id), into: token.tokenID, key: key)
+                    }
+                    return ImportResult(label: pair.label, id: pair.id, items: pair.items + (cert?.items ?? []))
                 }
             } catch let e as TokensError {
                 throw CLIError("\(file): \(e)")
+            } catch let e as ImportError {
+                throw CLIError("\(file): \(e)")
             }
             if json {
-                var out = ["privateKey": refs.privateKey.base64url, "publicKey": refs.publicKey.base64url, "label": name]
-                out["certificate"] = refs.certificate?.base64url
+                var out: [String: String] = ["label": result.label, "duplicate": result.duplicate ? "true" : "false"]
+                out["privateKey"] = result.privateKey?.base64url
+                out["publicKey"] = result.publicKey?.base64url
+                out["certificate"] = result.certificate?.base64url
                 try Console.json(out)
+            } else if result.duplicate {
+                // What `keyshare import` says for a soft token: nothing written, the objects named.
+                Console.out("already in the TPM of token \(token.label): " + result.items.map {
+                    "\($0.role == .privateKey ? "private key" : $0.role == .publicKey ? "public key" : "certificate") \"\($0.label)\" (\($0.reference.base64url))"
+                }.joined(separator: ", "))
             } else {
-                Console.out("imported \(privateKey.keyType) key \(name) into the TPM of token \(token.label): private \(refs.privateKey.base64url), "
-                    + "public \(refs.publicKey.base64url)" + (refs.certificate.map { ", certificate \($0.base64url)" } ?? ""))
+                Console.out("imported \(privateKey.keyType) key \(result.label) into the TPM of token \(token.label): "
+                    + "private \(result.privateKey?.base64url ?? "-"), public \(result.publicKey?.base64url ?? "-")"
+                    + (result.certificate.map { ", certificate \($0.base64url)" } ?? ""))
             }
         }
 

@@ -18,6 +18,8 @@ set -u
 KS=${1:?keyshare binary}
 MODULE=${2:?module path}
 source "$(dirname "$0")/lib.sh"
+# tpm_start, tpm_stop, free_port, tpm_start_free (swtpm on loopback, stopped by its PID).
+source "$(dirname "$0")/support/swtpm.sh"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 command -v swtpm >/dev/null || { echo "swtpm missing (make deps)"; echo "0 passed, 1 failed"; exit 1; }
 new_home
@@ -29,21 +31,8 @@ if [ "${KEYSHARE_AGENT:-}" = 1 ]; then
 fi
 export PIN=1234-user SOPIN=9876-so WRONG=0000-wrong TPMSIGN_PIN=1234-user
 agent_stop() { local p; p=$(cat "${XDG_RUNTIME_DIR:-/nonexistent}/keyshare/agent.pid" 2>/dev/null); [ -n "$p" ] && kill "$p" 2>/dev/null; sleep 0.2; }
-tpm_start() {  # tpm_start DIR PORT
-  mkdir -p "$1"
-  swtpm socket --tpmstate dir="$1" --tpm2 --server type=tcp,port="$2",bindaddr=127.0.0.1 \
-    --ctrl type=tcp,port=$(($2 + 1)),bindaddr=127.0.0.1 --flags not-need-init,startup-clear --daemon --pid file="$1/pid"
-}
-tpm_stop() { local p; p=$(cat "$1/pid" 2>/dev/null) && kill "$p" 2>/dev/null; for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done; }
 cleanup() { [ -n "${LIVE:-}" ] && kill "$LIVE" 2>/dev/null; agent_stop; tpm_stop "$WORK/tpmA"; tpm_stop "$WORK/tpmB"; rm -rf "$KEYSHARE_HOME" "$WORK"; }
 trap cleanup EXIT
-free_port() { local p; while :; do p=$((20000 + RANDOM % 30000)); ! (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && ! (exec 3<>/dev/tcp/127.0.0.1/$((p + 1))) 2>/dev/null && { echo $p; return; }; done; }
-# A port pair that is free now may be taken by the time swtpm binds: try a few.
-tpm_start_free() {  # tpm_start_free DIR: prints the port
-  local p
-  for _ in 1 2 3 4 5; do p=$(free_port); tpm_start "$1" "$p" 2>/dev/null && { echo "$p"; return 0; }; done
-  return 1
-}
 PA=$(tpm_start_free "$WORK/tpmA") || { bad "swtpm starts"; finish; exit 1; }
 export KEYSHARE_TCTI=swtpm:host=127.0.0.1,port=$PA
 # Dictionary-attack protection as a test can wait for: 4 tries, one forgotten every 2 s.
@@ -100,6 +89,14 @@ a=$(access_of ie); b=$(access_of ir)
 [ "$a" = "sensitive" ] && [ "$b" = "sensitive" ] && ok "imported keys: Access only sensitive (not extractable, not local, not always sensitive, not never extractable)" \
   || bad "imported keys' access flags" "ie: $a / ir: $b"
 check_out "the PKCS #12's certificate joined the imported key" "label: +ie" "${P[@]}" --token-label T -O --type cert
+# A second import of the same key finds it (by its public key) instead of making a second TPM object, as keyshare import does for soft tokens.
+nobj() { "${P[@]}" --token-label T --login --pin env:PIN -O 2>/dev/null | grep -c "Object;"; }
+before=$(nobj)
+check_out "key import --tpm again (PKCS #12): already there, nothing imported" "already in the TPM of token T: private key \"ie\"" "$KS" key import --tpm --token T "$WORK/imp-ec.p12" --password-source env:P12PW --pin-source env:PIN
+check_out "key import --tpm again (PEM, another --label): already there" "already in the TPM of token T: private key \"ir\"" "$KS" key import --tpm --token T --label ir2 "$WORK/imp-rsa.key" --pin-source env:PIN
+check_fail "key import --tpm again with another --id: refused, naming the pair's ID" "CKA_ID" "$KS" key import --tpm --token T --id 99 "$WORK/imp-rsa.key" --pin-source env:PIN
+after=$(nobj)
+[ "$before" = "$after" ] && [ "$before" -gt 0 ] && ok "no duplicate objects after the repeated imports ($after objects)" || bad "repeated imports made no objects" "before $before, after $after"
 check_fail "keyshare import (soft) of a private key into a TPM token is refused, naming key import --tpm" "key import --tpm" "$KS" import --token T "$WORK/imp-rsa.key" --pin-source env:PIN
 # The store holds neither private value: not the EC scalar, not an RSA prime (raw bytes, in the store or its WAL).
 hexof() { openssl pkey -in "$1" -text -noout 2>/dev/null | awk -v f="$2:" '$1==f{on=1;next} on && /^[a-z]/{on=0} on' | tr -d ' :\n' | sed 's/^00//' | cut -c1-64; }
