@@ -71,4 +71,20 @@ if [ "${CRYPTO[0]}" = -DKS_PQ_ENGINE=1 ] && [ -x "$PY" ]; then
 else
   echo "# python-pkcs11: skipped (no post-quantum engine, or no /tmp/audit-suites venv)"
 fi
+# PyKCS11 (Debian 12's python3-pykcs11, a 2.40-level binding) with raw CKK/CKM/CKA/CKP numbers on the
+# same token: ML-DSA-65 keygen, sign, verify (tampered: CKR_SIGNATURE_INVALID), CKA_VALUE public
+# readable / private sensitive, ML-KEM-768 keygen (it has no C_EncapsulateKey: the script says so).
+# Debian's interpreter on purpose: the package installs into /usr/lib/python3/dist-packages.
+if [ "${CRYPTO[0]}" = -DKS_PQ_ENGINE=1 ] && /usr/bin/python3 -c 'import PyKCS11' 2>/dev/null; then
+  out=$(timeout 60 /usr/bin/python3 "$ROOT/Tests/integration/support/pq_pykcs11.py" "$MODULE" pq 2>&1) || true
+  echo "$out" | grep -E '^(ok|FAIL|#)' || true
+  k_pass=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1/p')
+  k_fail=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\2/p')
+  if [ -z "$k_pass" ]; then bad "PyKCS11 script ran to its end" "$(echo "$out" | tail -5)"; else
+    PASS=$((PASS + k_pass)); FAIL=$((FAIL + k_fail)); fi
+elif [ "${CRYPTO[0]}" = -DKS_PQ_ENGINE=1 ]; then
+  bad "PyKCS11 importable (python3-pykcs11 is in the Makefile's DEB_PACKAGES)"
+else
+  echo "# PyKCS11: skipped (no post-quantum engine)"
+fi
 finish
