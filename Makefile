@@ -8,7 +8,7 @@ BIN_DIR       := $(shell pwd)/.build/release
 MODULE        := $(BIN_DIR)/libkeyshare-pkcs11.so
 KEYSHARE      := $(BIN_DIR)/keyshare
 DEB_PACKAGES  := libssl-dev libsqlite3-dev libp11-kit-dev p11-kit opensc softhsm2 gnutls-bin \
-                 libengine-pkcs11-openssl openssh-client libnss3-tools zip unzip openssl python3 python3-cryptography python3-venv pkg-config strace \
+                 libengine-pkcs11-openssl openssh-client libnss3-tools zip unzip openssl python3 python3-cryptography python3-pykcs11 python3-venv pkg-config strace \
                  p11-kit-modules openssh-server openvpn curl iproute2 openjdk-17-jdk-headless gdb sqlite3 \
                  pcscd vsmartcard-vpcd opensc-pkcs11 libcacard-dev util-linux \
                  swtpm swtpm-tools tpm2-tools libtpm2-pkcs11-1 libtpm2-pkcs11-tools systemd libtss2-dev \

@@ -126,6 +126,9 @@ static int cmp(const void *a, const void *b) {
 }
 
 static void bench(const char *name, int (*raw)(void), int (*p11)(void), int reps, double ms) {
+    /* BENCH_ONLY=WORD runs only the rows whose name holds WORD (profiling one operation). */
+    const char *only = getenv("BENCH_ONLY");
+    if (only && *only && !strstr(name, only)) return;
     double r[32], m[32];
     for (int i = 0; i < reps; i++) {
         r[i] = window(raw, ms);

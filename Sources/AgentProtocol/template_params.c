@@ -27,7 +27,9 @@
 enum { TPL_NULL = 0, TPL_EMPTY = 1, TPL_ARRAY = 2, TPL_REFUSED = 3 };
 
 int ksa_is_template_type(CK_ATTRIBUTE_TYPE t) {
-    return t == CKA_WRAP_TEMPLATE || t == CKA_UNWRAP_TEMPLATE || t == CKA_DERIVE_TEMPLATE;
+    /* PKCS #11 3.2's KEM templates are CK_ATTRIBUTE_PTR values too (pkcs11_pq.h). */
+    return t == CKA_WRAP_TEMPLATE || t == CKA_UNWRAP_TEMPLATE || t == CKA_DERIVE_TEMPLATE ||
+           t == CKA_ENCAPSULATE_TEMPLATE || t == CKA_DECAPSULATE_TEMPLATE;
 }
 
 /* ---- 'T': a template attribute's value in a request ------------------------- */

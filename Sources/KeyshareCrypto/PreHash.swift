@@ -74,9 +74,11 @@ public enum PreHash: Sendable, Hashable {
 
 extension MLDSAKey {
     /// HashML-DSA.Sign (FIPS 204 Algorithm 4) over `digest` = PH(M), computed by the caller.
-    public func sign(digest: [UInt8], preHash: PreHash, context: [UInt8] = [], deterministic: Bool = false) throws -> [UInt8] {
+    /// `testEntropy` (32 bytes) replaces rnd: for known-answer tests only.
+    public func sign(digest: [UInt8], preHash: PreHash, context: [UInt8] = [], deterministic: Bool = false,
+                     testEntropy: [UInt8]? = nil) throws -> [UInt8] {
         let m = try preHash.encoded(digest: digest, context: context, op: "\(parameterSet.name) HashML-DSA sign")
-        return try sign(m, deterministic: deterministic, encoding: .internal)
+        return try sign(m, deterministic: deterministic, encoding: .internal, testEntropy: testEntropy)
     }
 
     /// HashML-DSA.Verify (FIPS 204 Algorithm 5); false for any invalid signature or digest length.
@@ -88,10 +90,12 @@ extension MLDSAKey {
 }
 
 extension SLHDSAKey {
-    /// HashSLH-DSA sign (FIPS 205 Algorithm 23) over `digest` = PH(M).
-    public func sign(digest: [UInt8], preHash: PreHash, context: [UInt8] = [], deterministic: Bool = false) throws -> [UInt8] {
+    /// HashSLH-DSA sign (FIPS 205 Algorithm 23) over `digest` = PH(M). `testEntropy` (n bytes)
+    /// replaces opt_rand: for known-answer tests only (ACVP's additionalRandomness).
+    public func sign(digest: [UInt8], preHash: PreHash, context: [UInt8] = [], deterministic: Bool = false,
+                     testEntropy: [UInt8]? = nil) throws -> [UInt8] {
         let m = try preHash.encoded(digest: digest, context: context, op: "\(parameterSet.name) HashSLH-DSA sign")
-        return try sign(m, deterministic: deterministic, encoding: .internal)
+        return try sign(m, deterministic: deterministic, encoding: .internal, testEntropy: testEntropy)
     }
 
     public func verify(_ signature: [UInt8], digest: [UInt8], preHash: PreHash, context: [UInt8] = []) throws -> Bool {

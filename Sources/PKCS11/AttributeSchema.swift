@@ -75,8 +75,10 @@ enum AttributeSchema {
         // its seed (private), and the KEM usage flags of ML-KEM keys.
         case (CKO_PUBLIC_KEY, CKK_ML_DSA), (CKO_PUBLIC_KEY, CKK_SLH_DSA): [CKA_PARAMETER_SET, CKA_VALUE]
         case (CKO_PRIVATE_KEY, CKK_ML_DSA), (CKO_PRIVATE_KEY, CKK_SLH_DSA): [CKA_PARAMETER_SET, CKA_VALUE, CKA_SEED]
-        case (CKO_PUBLIC_KEY, CKK_ML_KEM): [CKA_PARAMETER_SET, CKA_VALUE, CKA_ENCAPSULATE]
-        case (CKO_PRIVATE_KEY, CKK_ML_KEM): [CKA_PARAMETER_SET, CKA_VALUE, CKA_SEED, CKA_DECAPSULATE]
+        // CKA_ENCAPSULATE_TEMPLATE / CKA_DECAPSULATE_TEMPLATE (3.2 public / private key tables) on the
+        // one KEM key type, enforced at C_EncapsulateKey / C_DecapsulateKey (TemplateAttributes.swift).
+        case (CKO_PUBLIC_KEY, CKK_ML_KEM): [CKA_PARAMETER_SET, CKA_VALUE, CKA_ENCAPSULATE, CKA_ENCAPSULATE_TEMPLATE]
+        case (CKO_PRIVATE_KEY, CKK_ML_KEM): [CKA_PARAMETER_SET, CKA_VALUE, CKA_SEED, CKA_DECAPSULATE, CKA_DECAPSULATE_TEMPLATE]
         case (CKO_SECRET_KEY, let k) where k == CKK_AES || k == CKK_GENERIC_SECRET || k == CKK_HKDF || k == CKK_CHACHA20
             || k == CKK_DES || k == CKK_DES3 || Runtime.hmacKeyType.values.contains(k):
             [CKA_VALUE, CKA_VALUE_LEN]

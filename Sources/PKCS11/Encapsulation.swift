@@ -45,7 +45,9 @@ extension Runtime {
         let s = try session(h)
         let view = try kemKey(s, publicKey, mechanism: mechanism, cls: CKO_PUBLIC_KEY, usage: CKA_ENCAPSULATE)
         guard let kem = try self.publicKey(view).mlKEM else { throw PKCS11Error.keyTypeInconsistent }
-        let (keyType, length, t) = try kemKeyRequest(try template.map())
+        // CKA_ENCAPSULATE_TEMPLATE merged in first (TemplateAttributes.mergeKEM).
+        let merged = try TemplateAttributes.mergeKEM(template, key: view, encapsulate: true)
+        let (keyType, length, t) = try kemKeyRequest(try merged.map())
         if let r = OutputResult.decide(needed: kem.parameterSet.ciphertextLength, capacity: capacity) { return (r, nil) }
         try checkWritable(s, isToken: try t.checkedBool(CKA_TOKEN) ?? false, isPrivate: try t.checkedBool(CKA_PRIVATE) ?? true)
         var (ct, ss) = try kem.encapsulate()
@@ -61,7 +63,9 @@ extension Runtime {
         let s = try session(h)
         let view = try kemKey(s, privateKey, mechanism: mechanism, cls: CKO_PRIVATE_KEY, usage: CKA_DECAPSULATE)
         guard let kem = try self.privateKey(view).mlKEM else { throw PKCS11Error.keyTypeInconsistent }
-        let (keyType, length, t) = try kemKeyRequest(try template.map())
+        // CKA_DECAPSULATE_TEMPLATE merged in first (TemplateAttributes.mergeKEM).
+        let merged = try TemplateAttributes.mergeKEM(template, key: view, encapsulate: false)
+        let (keyType, length, t) = try kemKeyRequest(try merged.map())
         guard ciphertext.count == kem.parameterSet.ciphertextLength else { throw PKCS11Error(CKR_WRAPPED_KEY_LEN_RANGE) }
         try checkWritable(s, isToken: try t.checkedBool(CKA_TOKEN) ?? false, isPrivate: try t.checkedBool(CKA_PRIVATE) ?? true)
         var ss = try kem.decapsulate(ciphertext)

@@ -58,7 +58,7 @@ enum ObjectFactory {
                                                  local: false, sensitive: try t.checkedBool(CKA_SENSITIVE) ?? true)
             var rest = t
             for c in [CKA_PRIVATE_EXPONENT, CKA_PRIME_1, CKA_PRIME_2, CKA_EXPONENT_1, CKA_EXPONENT_2,
-                      CKA_COEFFICIENT, CKA_VALUE, CKA_EC_PARAMS] { rest[c] = nil }
+                      CKA_COEFFICIENT, CKA_VALUE, CKA_EC_PARAMS, CKA_SEED] { rest[c] = nil }
             out.merge(rest) { _, new in new }
         case CKO_SECRET_KEY:
             out = try secretKey(t)
@@ -86,6 +86,11 @@ enum ObjectFactory {
                 let curve = try ecxCurve(t, type: type, keyBytes: q)
                 guard let raw = curve.rawKey(q) else { throw PKCS11Error.attributeValueInvalid }
                 return try PublicKey(curve, raw: raw)
+            case CKK_ML_DSA, CKK_ML_KEM, CKK_SLH_DSA:
+                // PKCS #11 3.2 §6.67-6.69: CKA_PARAMETER_SET and the raw public key as CKA_VALUE.
+                let pq = try postQuantumType(t, type)
+                guard let raw = t[CKA_VALUE] else { throw PKCS11Error.templateIncomplete }
+                return try PublicKey(postQuantum: pq, raw: raw)
             default:
                 throw PKCS11Error.attributeValueInvalid
             }
@@ -117,10 +122,64 @@ enum ObjectFactory {
             guard let raw = t[CKA_VALUE] else { throw PKCS11Error.templateIncomplete }
             let curve = try ecxCurve(t, type: type, keyBytes: raw)
             do { return try PrivateKey.from(curve, privateRaw: raw) } catch { throw PKCS11Error.attributeValueInvalid }
+        case CKK_ML_DSA, CKK_ML_KEM, CKK_SLH_DSA:
+            return try postQuantumPrivateKey(t, type)
         default:
             throw PKCS11Error.attributeValueInvalid
         }
         do { return try PrivateKey(der: der) } catch { throw PKCS11Error.attributeValueInvalid }
+    }
+
+    /// The post-quantum key type a template names: CKA_PARAMETER_SET is required (3.2 footnote 1);
+    /// a set this engine lacks, or an engine without post-quantum, is CKR_ATTRIBUTE_VALUE_INVALID
+    /// (Kryoptic's answer for an unknown set).
+    static func postQuantumType(_ t: AttributeMap, _ type: CK_KEY_TYPE) throws -> KeyType {
+        guard let set = try t.checkedULong(CKA_PARAMETER_SET) else { throw PKCS11Error.templateIncomplete }
+        guard CryptoEngine.hasPostQuantum, let pq = ObjectTemplates.postQuantumType(ckk: UInt(type), parameterSet: UInt(set)) else {
+            throw PKCS11Error.attributeValueInvalid
+        }
+        return pq
+    }
+
+    /// An ML-DSA / ML-KEM private key from CKA_SEED (ξ, or d || z) and/or CKA_VALUE (the FIPS 204
+    /// sk / FIPS 203 dk); an SLH-DSA one from CKA_VALUE only (its 3.2 table has no CKA_SEED).
+    /// "At least one of CKA_SEED and CKA_VALUE must be specified on C_CreateObject" (3.2 ML-DSA /
+    /// ML-KEM private key objects): neither is CKR_TEMPLATE_INCOMPLETE. With both, the key is made
+    /// from the seed and its encoded private key must equal CKA_VALUE, else
+    /// CKR_ATTRIBUTE_VALUE_INVALID (the text names no code for the mismatch; Kryoptic hands both to
+    /// OpenSSL, whose import check fails the same way), so no object holds two different keys.
+    static func postQuantumPrivateKey(_ t: AttributeMap, _ type: CK_KEY_TYPE) throws -> PrivateKey {
+        let pq = try postQuantumType(t, type)
+        let seed = t[CKA_SEED], value = t[CKA_VALUE]
+        let key: PrivateKey
+        do {
+            switch pq {
+            case .mlDSA(let s):
+                if let seed { key = try PrivateKey.generateMLDSA(s, seed: seed) }
+                else if let value { key = try PrivateKey(MLDSAKey(privateKey: value, s)) }
+                else { throw PKCS11Error.templateIncomplete }
+            case .mlKEM(let s):
+                if let seed { key = try PrivateKey.generateMLKEM(s, seed: seed) }
+                else if let value { key = try PrivateKey(MLKEMKey(decapsulationKey: value, s)) }
+                else { throw PKCS11Error.templateIncomplete }
+            case .slhDSA(let s):
+                guard seed == nil else { throw PKCS11Error.attributeTypeInvalid }
+                guard let value else { throw PKCS11Error.templateIncomplete }
+                key = try PrivateKey(SLHDSAKey(privateKey: value, s))
+            default:
+                throw PKCS11Error.attributeValueInvalid
+            }
+        } catch let e as PKCS11Error {
+            throw e
+        } catch {
+            throw PKCS11Error.attributeValueInvalid
+        }
+        if seed != nil, let value {
+            guard var derived = try? key.postQuantumPrivateBytes() else { throw PKCS11Error.attributeValueInvalid }
+            defer { for i in derived.indices { derived[i] = 0 } }
+            guard derived == value else { throw PKCS11Error.attributeValueInvalid }
+        }
+        return key
     }
 
     /// The Edwards or Montgomery curve of a key template: CKA_EC_PARAMS when

@@ -93,7 +93,10 @@ enum ObjectRules {
         if hidden.contains(type) { return .typeInvalid }
         if TemplateAttributes.isTemplateType(type) {
             // An embedded template (TemplateAttributes.swift); keys of the classes that have it, else none.
-            guard case .value(let b) = lookupBytes(view, type) else { return .typeInvalid }
+            guard case .value(let b) = lookupBytes(view, type) else {
+                // CKA_ENCAPSULATE_TEMPLATE / CKA_DECAPSULATE_TEMPLATE of an ML-KEM key that has none set.
+                return TemplateAttributes.isKEMTemplate(type, of: view) ? .template([]) : .typeInvalid
+            }
             // An old store's pointer bytes read as the empty template (TemplateAttributes.swift).
             return .template(TemplateAttributes.decode(b) ?? [])
         }
@@ -152,6 +155,7 @@ enum ObjectRules {
         // restriction could be lifted by whoever may use the key.
         // SoftHSM2 lets them change (docs/pkcs11-conformance.md).
         KS_CKA_WRAP_TEMPLATE, KS_CKA_UNWRAP_TEMPLATE, KS_CKA_DERIVE_TEMPLATE,
+        CK_ATTRIBUTE_TYPE(CKA_ENCAPSULATE_TEMPLATE), CK_ATTRIBUTE_TYPE(CKA_DECAPSULATE_TEMPLATE),
     ]
 
     /// What only the token says of an object: "must not be specified when

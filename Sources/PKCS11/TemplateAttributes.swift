@@ -22,10 +22,24 @@ import Keychain
 /// types (the caller's array of pointers, kept as bytes and never enforced):
 /// such a value reads, and acts, as the empty template.
 public enum TemplateAttributes {
-    /// The three array-of-attribute types this module implements. Not
-    /// CKA_ALLOWED_MECHANISMS, which has CKF_ARRAY_ATTRIBUTE too but holds
-    /// mechanism types.
-    public static let types: Set<CK_ATTRIBUTE_TYPE> = [KS_CKA_WRAP_TEMPLATE, KS_CKA_UNWRAP_TEMPLATE, KS_CKA_DERIVE_TEMPLATE]
+    /// The array-of-attribute types this module implements: the three of
+    /// 3.0 and PKCS #11 3.2's CKA_ENCAPSULATE_TEMPLATE (public keys) and
+    /// CKA_DECAPSULATE_TEMPLATE (private keys), CK_ATTRIBUTE_PTR values like
+    /// the others although the 3.2 header gives them no CKF_ARRAY_ATTRIBUTE
+    /// bit. Not CKA_ALLOWED_MECHANISMS, which has CKF_ARRAY_ATTRIBUTE too but
+    /// holds mechanism types.
+    public static let types: Set<CK_ATTRIBUTE_TYPE> = [KS_CKA_WRAP_TEMPLATE, KS_CKA_UNWRAP_TEMPLATE, KS_CKA_DERIVE_TEMPLATE,
+                                                      CK_ATTRIBUTE_TYPE(CKA_ENCAPSULATE_TEMPLATE),
+                                                      CK_ATTRIBUTE_TYPE(CKA_DECAPSULATE_TEMPLATE)]
+
+    /// Whether `type` is a KEM template a key of this class and type has
+    /// (ML-KEM, the one KEM key type here): the empty template when none
+    /// was set, as the other template types read.
+    static func isKEMTemplate(_ type: CK_ATTRIBUTE_TYPE, of view: ObjectView) -> Bool {
+        guard view.keyType == CKK_ML_KEM else { return false }
+        return view.objectClass == CKO_PUBLIC_KEY ? type == CKA_ENCAPSULATE_TEMPLATE
+            : view.objectClass == CKO_PRIVATE_KEY && type == CKA_DECAPSULATE_TEMPLATE
+    }
 
     /// At most this many attributes in one embedded template: the spec sets
     /// no bound; a template that restricts a key names a handful (the agent
@@ -103,7 +117,8 @@ public enum TemplateAttributes {
             .union(AttributeSchema.privateKey).union(AttributeSchema.secretKey).union(AttributeSchema.data)
             .union(AttributeSchema.certificate)
         for (cls, kt) in [(CKO_PUBLIC_KEY, CKK_RSA), (CKO_PRIVATE_KEY, CKK_RSA), (CKO_PUBLIC_KEY, CKK_EC),
-                          (CKO_PRIVATE_KEY, CKK_EC), (CKO_SECRET_KEY, CKK_AES)] {
+                          (CKO_PRIVATE_KEY, CKK_EC), (CKO_SECRET_KEY, CKK_AES),
+                          (CKO_PUBLIC_KEY, CKK_ML_KEM), (CKO_PRIVATE_KEY, CKK_ML_KEM)] {
             s.formUnion(AttributeSchema.keyTypePart(cls, kt) ?? [])
         }
         return s.subtracting(types)
@@ -175,5 +190,24 @@ public enum TemplateAttributes {
             }
         }
         return out
+    }
+
+    /// C_EncapsulateKey and C_DecapsulateKey (PKCS #11 3.2 §5.18): the KEM
+    /// key's CKA_ENCAPSULATE_TEMPLATE / CKA_DECAPSULATE_TEMPLATE added to the
+    /// caller's template for the new secret key, as CKA_UNWRAP_TEMPLATE is
+    /// at C_UnwrapKey. A type in both with different values: the 3.2 text
+    /// names CKR_KEY_HANDLE_INVALID for C_EncapsulateKey ("If any attribute
+    /// conflict occurs on an attempt to encapsulate a key then the function
+    /// SHALL return CKR_KEY_HANDLE_INVALID") and CKR_TEMPLATE_INCONSISTENT
+    /// for C_DecapsulateKey; each answers its own.
+    static func mergeKEM(_ caller: Template, key: ObjectView, encapsulate: Bool) throws -> Template {
+        let type = CK_ATTRIBUTE_TYPE(encapsulate ? CKA_ENCAPSULATE_TEMPLATE : CKA_DECAPSULATE_TEMPLATE)
+        let stored = stored(key, type)
+        if stored.isEmpty { return caller }
+        do {
+            return try merge(caller, with: stored)
+        } catch let e as PKCS11Error where e == .templateInconsistent && encapsulate {
+            throw PKCS11Error(CKR_KEY_HANDLE_INVALID)
+        }
     }
 }

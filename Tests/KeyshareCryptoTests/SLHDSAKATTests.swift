@@ -1,12 +1,13 @@
+import Foundation
 import Testing
 import KeyshareCrypto
 
 /// SLH-DSA (FIPS 205) key generation against NIST's ACVP vectors (issue 18): the first test of each
 /// 128-bit group of usnistgov/ACVP-Server `gen-val/json-files/SLH-DSA-keyGen-FIPS205/internalProjection.json`
 /// (commit 3a7333f638a031c6ed35b6ee31064686eb88c1ec; tcId 1, 11, 21, 31), copied unchanged: from
-/// SK.seed, SK.prf and PK.seed the key must come out as the vector's sk and pk. Signing is checked
-/// against raw OpenSSL EVP in Tests/integration/72-pq.sh; ACVP's SLH-DSA signature vectors
-/// (7,856–49,856-byte signatures) are not copied here.
+/// SK.seed, SK.prf and PK.seed the key must come out as the vector's sk and pk. Signing: 8 of ACVP's
+/// sigGen tests (external interface, vsId 53) in Tests/Fixtures/vectors/ACVP_SLHDSA_subset.json
+/// (source and commit in that folder's README.md), and against raw OpenSSL EVP in 72-pq.sh.
 @Suite struct SLHDSAKATTests {
     struct Vector: Sendable {
         let set: SLHDSAParameterSet, tcId: Int, skSeed: String, skPrf: String, pkSeed: String, sk: String, pk: String
@@ -47,6 +48,53 @@ import KeyshareCrypto
             let pub = try SLHDSAKey(publicKey: Self.hex(v.pk), v.set)
             let sig = try imported.sign(Array("acvp".utf8), context: [7])
             #expect(try pub.verify(sig, message: Array("acvp".utf8), context: [7]), "tcId \(v.tcId) sign/verify")
+        }
+    }
+
+    struct SigGen: @unchecked Sendable { let rows: [[String: Any]] }
+    static let sigGen: SigGen = {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/vectors/ACVP_SLHDSA_subset.json")
+        let data = (try? Data(contentsOf: url)) ?? Data()
+        let json = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
+        return SigGen(rows: json?["slhdsa_siggen"] as? [[String: Any]] ?? [])
+    }()
+
+    /// ACVP sigGen, external interface: pure SLH-DSA with a context (FIPS 205 Algorithm 22) and
+    /// HashSLH-DSA (Algorithm 23), deterministic (opt_rand = PK.seed) and hedged with ACVP's
+    /// additionalRandomness injected as opt_rand, byte for byte; each signature then verifies with
+    /// the vector's pk and not under another context.
+    @Test(.enabled(if: CryptoEngine.hasPostQuantum)) func sigGenExternal() throws {
+        let rows = Self.sigGen.rows
+        #expect(rows.count == 8)
+        #expect(rows.filter { $0["deterministic"] as? Bool == false }.count == 4)
+        #expect(rows.filter { $0["preHash"] as? String == "prehash" }.count == 6)
+        for r in rows {
+            let id = "tcId \((r["tcId"] as? Int) ?? -1)"
+            let set = try #require(SLHDSAParameterSet(name: r["set"] as? String ?? ""), "\(id)")
+            let hex = { (k: String) in Self.hex(r[k] as? String ?? "") }
+            let key = try SLHDSAKey(privateKey: hex("sk"), set)
+            let pub = try SLHDSAKey(publicKey: hex("pk"), set)
+            let (msg, ctx, rnd, want) = (hex("message"), hex("context"), hex("rnd"), hex("signature"))
+            let det = r["deterministic"] as? Bool ?? true
+            #expect(det == rnd.isEmpty, "\(id): hedged tests carry additionalRandomness")
+            let sig: [UInt8]
+            var otherCtx = ctx.isEmpty ? [UInt8(0)] : ctx
+            otherCtx[otherCtx.count - 1] ^= ctx.isEmpty ? 0 : 1
+            if r["preHash"] as? String == "prehash" {
+                let ph = try #require(MLDSAExternalKATTests.preHash(r["hashAlg"] as? String ?? ""), "\(id)")
+                let digest = try ph.hash(msg)
+                sig = try key.sign(digest: digest, preHash: ph, context: ctx, deterministic: det, testEntropy: det ? nil : rnd)
+                #expect(try pub.verify(sig, digest: digest, preHash: ph, context: ctx), "\(id) verify")
+                #expect(try !pub.verify(sig, digest: digest, preHash: ph, context: otherCtx), "\(id) other context")
+            } else {
+                sig = try key.sign(msg, context: ctx, deterministic: det, testEntropy: det ? nil : rnd)
+                #expect(try pub.verify(sig, message: msg, context: ctx), "\(id) verify")
+                #expect(try !pub.verify(sig, message: msg, context: otherCtx), "\(id) other context")
+            }
+            #expect(sig.count == set.signatureLength, "\(id) length")
+            let what = "\(set.name) \((r["preHash"] as? String) ?? "?") \(det ? "deterministic" : "hedged")"
+            #expect(sig == want, "\(id) \(what) signature")
         }
     }
 

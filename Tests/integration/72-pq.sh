@@ -40,6 +40,21 @@ else
   bad "C host compiles"
 fi
 
+# C_CreateObject of post-quantum keys made by raw EVP here (Tests/integration/c/pq_import.c):
+# only with a post-quantum engine (the host needs EVP's ML-KEM / ML-DSA / SLH-DSA).
+if [ "${CRYPTO[0]}" = -DKS_PQ_ENGINE=1 ]; then
+  if cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -o "$WORK/pq_import" "$ROOT/Tests/integration/c/pq_import.c" "${CRYPTO[@]:1}" -ldl; then
+    out=$("$WORK/pq_import" "$MODULE" 2>&1) || true
+    echo "$out" | grep -E '^(ok|FAIL|  )' || true
+    i_pass=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1/p')
+    i_fail=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\2/p')
+    if [ -z "$i_pass" ]; then bad "import host ran to its end" "$(echo "$out" | tail -5)"; else
+      PASS=$((PASS + i_pass)); FAIL=$((FAIL + i_fail)); fi
+  else
+    bad "import host compiles"
+  fi
+fi
+
 # python-pkcs11 with raw mechanism numbers, on the token the C host made ("pq"): it cannot today
 # (0.9.4's generate_keypair takes only its KeyType enum, which has no CKK_ML_DSA); the script
 # says so with a reason instead of passing. PyKCS11 is not installed with the audit suites.
@@ -55,5 +70,21 @@ if [ "${CRYPTO[0]}" = -DKS_PQ_ENGINE=1 ] && [ -x "$PY" ]; then
   fi
 else
   echo "# python-pkcs11: skipped (no post-quantum engine, or no /tmp/audit-suites venv)"
+fi
+# PyKCS11 (Debian 12's python3-pykcs11, a 2.40-level binding) with raw CKK/CKM/CKA/CKP numbers on the
+# same token: ML-DSA-65 keygen, sign, verify (tampered: CKR_SIGNATURE_INVALID), CKA_VALUE public
+# readable / private sensitive, ML-KEM-768 keygen (it has no C_EncapsulateKey: the script says so).
+# Debian's interpreter on purpose: the package installs into /usr/lib/python3/dist-packages.
+if [ "${CRYPTO[0]}" = -DKS_PQ_ENGINE=1 ] && /usr/bin/python3 -c 'import PyKCS11' 2>/dev/null; then
+  out=$(timeout 60 /usr/bin/python3 "$ROOT/Tests/integration/support/pq_pykcs11.py" "$MODULE" pq 2>&1) || true
+  echo "$out" | grep -E '^(ok|FAIL|#)' || true
+  k_pass=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1/p')
+  k_fail=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\2/p')
+  if [ -z "$k_pass" ]; then bad "PyKCS11 script ran to its end" "$(echo "$out" | tail -5)"; else
+    PASS=$((PASS + k_pass)); FAIL=$((FAIL + k_fail)); fi
+elif [ "${CRYPTO[0]}" = -DKS_PQ_ENGINE=1 ]; then
+  bad "PyKCS11 importable (python3-pykcs11 is in the Makefile's DEB_PACKAGES)"
+else
+  echo "# PyKCS11: skipped (no post-quantum engine)"
 fi
 finish
