@@ -43,6 +43,9 @@ extension Runtime {
     public func encapsulateKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, publicKey: CK_OBJECT_HANDLE,
                                template: Template, capacity: Int?) throws -> (OutputResult, CK_OBJECT_HANDLE?) {
         let s = try session(h)
+        if mechanism.isRSAKEM {  // RSAEncapsulation.swift
+            return try rsaEncapsulateKey(s, mechanism: mechanism, publicKey: publicKey, template: template, capacity: capacity)
+        }
         let view = try kemKey(s, publicKey, mechanism: mechanism, cls: CKO_PUBLIC_KEY, usage: CKA_ENCAPSULATE)
         guard let kem = try self.publicKey(view).mlKEM else { throw PKCS11Error.keyTypeInconsistent }
         // CKA_ENCAPSULATE_TEMPLATE merged in first (TemplateAttributes.mergeKEM).
@@ -61,6 +64,9 @@ extension Runtime {
     public func decapsulateKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, privateKey: CK_OBJECT_HANDLE,
                                template: Template, ciphertext: [UInt8]) throws -> CK_OBJECT_HANDLE {
         let s = try session(h)
+        if mechanism.isRSAKEM {  // RSAEncapsulation.swift
+            return try rsaDecapsulateKey(s, mechanism: mechanism, privateKey: privateKey, template: template, ciphertext: ciphertext)
+        }
         let view = try kemKey(s, privateKey, mechanism: mechanism, cls: CKO_PRIVATE_KEY, usage: CKA_DECAPSULATE)
         guard let kem = try self.privateKey(view).mlKEM else { throw PKCS11Error.keyTypeInconsistent }
         // CKA_DECAPSULATE_TEMPLATE merged in first (TemplateAttributes.mergeKEM).

@@ -20,6 +20,9 @@
 #include <string.h>
 #include <openssl/evp.h>
 #include <openssl/params.h>
+#include <openssl/param_build.h>
+#include <openssl/rsa.h>
+#include <openssl/bn.h>
 #include "../../../pkcs11/abi/include/pkcs11_3_2.h"
 #include "harness.h"
 
@@ -264,6 +267,144 @@ static CK_ULONG kem_secret_template_value(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE 
     return attr(s, h, CKA_VALUE, out, 64, &rv) * (rv == CKR_OK);
 }
 
+/* One AES-256-ECB block ("keyshare rsa kem") under the key: how two unreadable keys are compared. */
+static CK_ULONG aes_block(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE k, unsigned char *out) {
+    static const unsigned char blk[16] = "keyshare rsa kem";
+    CK_MECHANISM m = {CKM_AES_ECB, NULL, 0};
+    CK_ULONG n = 16;
+    if (f->C_EncryptInit(s, &m, k) != CKR_OK || f->C_Encrypt(s, (CK_BYTE_PTR)blk, 16, out, &n) != CKR_OK) return 0;
+    return n;
+}
+
+/* RSA key encapsulation (PKCS #11 3.2 rsa.md: CKM_RSA_PKCS_OAEP and CKM_RSA_PKCS "generate the secret
+ * key in C_EncapsulateKey and then wrap it"; C_DecapsulateKey is C_UnwrapKey). Needs no post-quantum
+ * engine, so it runs in both builds. Raw EVP encrypts a secret to the module's public key with
+ * OAEP-SHA256 and the module decapsulates it to the same value. */
+static void rsakem(CK_SLOT_ID slot, CK_SESSION_HANDLE s) {
+    static unsigned char ct[512], n_[512], e_[16];
+    CK_MECHANISM gm = {CKM_RSA_PKCS_KEY_PAIR_GEN, NULL, 0};
+    CK_ULONG bits = 2048;
+    CK_ATTRIBUTE pt[] = {{CKA_TOKEN, &no, 1}, {CKA_MODULUS_BITS, &bits, sizeof bits}, {CKA_ENCAPSULATE, &yes, 1}};
+    CK_ATTRIBUTE kt[] = {{CKA_TOKEN, &no, 1}, {CKA_SENSITIVE, &yes, 1}, {CKA_DECAPSULATE, &yes, 1}};
+    CK_OBJECT_HANDLE pk = 0, sk = 0, pk0 = 0, sk0 = 0, k1 = 0, k2 = 0;
+    CK_RV rv = f->C_GenerateKeyPair(s, &gm, pt, 3, kt, 3, &pk, &sk);
+    CHECK("RSA-2048 with CKA_ENCAPSULATE / CKA_DECAPSULATE: C_GenerateKeyPair", rv == CKR_OK);
+    if (rv != CKR_OK) { NOTE("rv 0x%lx", rv); return; }
+    CK_BBOOL e = 0, d = 0;
+    attr(s, pk, CKA_ENCAPSULATE, &e, 1, &rv);
+    attr(s, sk, CKA_DECAPSULATE, &d, 1, &rv);
+    CHECK("RSA: CKA_ENCAPSULATE / CKA_DECAPSULATE read back true", e && d);
+    CK_MECHANISM_INFO mi;
+    CHECK("CKM_RSA_PKCS_OAEP info: CKF_ENCAPSULATE | CKF_DECAPSULATE",
+          f->C_GetMechanismInfo(slot, CKM_RSA_PKCS_OAEP, &mi) == CKR_OK
+          && (mi.flags & (CKF_ENCAPSULATE | CKF_DECAPSULATE)) == (CKF_ENCAPSULATE | CKF_DECAPSULATE));
+    CK_RSA_PKCS_OAEP_PARAMS op = {CKM_SHA256, CKG_MGF1_SHA256, CKZ_DATA_SPECIFIED, NULL, 0};
+    CK_MECHANISM m = {CKM_RSA_PKCS_OAEP, &op, sizeof op};
+    CK_OBJECT_CLASS sc = CKO_SECRET_KEY;
+    CK_KEY_TYPE gt = CKK_AES;
+    CK_ULONG l32 = 32;
+    /* Decapsulation is C_UnwrapKey with an RSA private key: the module's unwrap rule
+     * (KeyUsagePolicy.checkPrivateKeyUnwrapTemplate) refuses a readable result, so the secrets are
+     * AES-256 keys compared by encrypting one block with each. */
+    CK_ATTRIBUTE gen[] = {{CKA_CLASS, &sc, sizeof sc}, {CKA_KEY_TYPE, &gt, sizeof gt}, {CKA_TOKEN, &no, 1},
+                          {CKA_ENCRYPT, &yes, 1}, {CKA_VALUE_LEN, &l32, sizeof l32}, {CKA_SENSITIVE, &yes, 1}};
+    CK_ATTRIBUTE readable[] = {{CKA_CLASS, &sc, sizeof sc}, {CKA_KEY_TYPE, &gt, sizeof gt}, {CKA_TOKEN, &no, 1},
+                               {CKA_SENSITIVE, &no, 1}, {CKA_EXTRACTABLE, &yes, 1}, {CKA_VALUE_LEN, &l32, sizeof l32}};
+    CK_ULONG cn = 0;
+    rv = f->C_EncapsulateKey(s, &m, pk, gen, 6, NULL, &cn, &k1);
+    CHECK("RSA OAEP-SHA256: C_EncapsulateKey length query gives k (256), no key made", rv == CKR_OK && cn == 256 && k1 == 0);
+    cn = sizeof ct;
+    rv = f->C_EncapsulateKey(s, &m, pk, gen, 6, ct, &cn, &k1);
+    if (rv != CKR_OK) NOTE("C_EncapsulateKey rv 0x%lx", rv);
+    CHECK("RSA OAEP-SHA256: C_EncapsulateKey gives a 256-byte ciphertext and a key", rv == CKR_OK && cn == 256 && k1);
+    rv = f->C_DecapsulateKey(s, &m, sk, gen, 6, ct, cn, &k2);
+    if (rv != CKR_OK) NOTE("C_DecapsulateKey rv 0x%lx", rv);
+    CHECK("RSA OAEP-SHA256: C_DecapsulateKey", rv == CKR_OK && k2);
+    unsigned char s1[64], s2[64];
+    CK_ULONG n1 = aes_block(s, k1, s1), n2 = aes_block(s, k2, s2);
+    CHECK("RSA OAEP-SHA256: both sides hold the same secret (one AES block encrypts alike)", n1 == 16 && n2 == 16 && memcmp(s1, s2, 16) == 0);
+    CK_OBJECT_HANDLE kr = 0;
+    CHECK("RSA OAEP: decapsulating to a readable key: CKR_TEMPLATE_INCONSISTENT (the RSA unwrap rule)",
+          f->C_DecapsulateKey(s, &m, sk, readable, 6, ct, cn, &kr) == CKR_TEMPLATE_INCONSISTENT && kr == 0);
+    CK_BBOOL loc = 1;
+    attr(s, k1, CKA_LOCAL, &loc, 1, &rv);
+    CHECK("RSA: the encapsulated key has CKA_LOCAL false (3.2 C_EncapsulateKey)", rv == CKR_OK && loc == 0);
+    CHECK("RSA OAEP: a ciphertext one byte short: CKR_WRAPPED_KEY_LEN_RANGE",
+          f->C_DecapsulateKey(s, &m, sk, gen, 6, ct, cn - 1, &k2) == CKR_WRAPPED_KEY_LEN_RANGE);
+    ct[7] ^= 1;
+    CHECK("RSA OAEP: a modified ciphertext: CKR_WRAPPED_KEY_INVALID",
+          f->C_DecapsulateKey(s, &m, sk, gen, 6, ct, cn, &k2) == CKR_WRAPPED_KEY_INVALID);
+    /* Bad parameters: the wrong size, and an unknown hash. */
+    CK_MECHANISM bad = {CKM_RSA_PKCS_OAEP, &op, sizeof op - 1};
+    CK_ULONG n = sizeof ct;
+    CHECK("RSA OAEP: C_EncapsulateKey with a short parameter: CKR_MECHANISM_PARAM_INVALID",
+          f->C_EncapsulateKey(s, &bad, pk, gen, 6, ct, &n, &k1) == CKR_MECHANISM_PARAM_INVALID);
+    CK_RSA_PKCS_OAEP_PARAMS bop = {0x7fff0001UL, CKG_MGF1_SHA256, CKZ_DATA_SPECIFIED, NULL, 0};
+    CK_MECHANISM bad2 = {CKM_RSA_PKCS_OAEP, &bop, sizeof bop};
+    n = sizeof ct;
+    CHECK("RSA OAEP: C_EncapsulateKey with an unknown hashAlg: CKR_MECHANISM_PARAM_INVALID",
+          f->C_EncapsulateKey(s, &bad2, pk, gen, 6, ct, &n, &k1) == CKR_MECHANISM_PARAM_INVALID);
+    CHECK("RSA OAEP: C_DecapsulateKey with a short parameter: CKR_MECHANISM_PARAM_INVALID",
+          f->C_DecapsulateKey(s, &bad, sk, gen, 6, ct, cn, &k2) == CKR_MECHANISM_PARAM_INVALID);
+    /* PKCS #1 v1.5 too. */
+    CK_MECHANISM p1 = {CKM_RSA_PKCS, NULL, 0};
+    CK_OBJECT_HANDLE k3 = 0, k4 = 0;
+    cn = sizeof ct;
+    rv = f->C_EncapsulateKey(s, &p1, pk, gen, 6, ct, &cn, &k3);
+    if (rv == CKR_OK) rv = f->C_DecapsulateKey(s, &p1, sk, gen, 6, ct, cn, &k4);
+    n1 = k3 ? aes_block(s, k3, s1) : 0;
+    n2 = k4 ? aes_block(s, k4, s2) : 0;
+    CHECK("RSA PKCS #1 v1.5: encapsulate / decapsulate, same secret", rv == CKR_OK && n1 == 16 && n2 == 16 && memcmp(s1, s2, 16) == 0);
+    /* The usage rule of the 3.2 text: CKA_ENCAPSULATE / CKA_DECAPSULATE, not CKA_WRAP / CKA_UNWRAP. */
+    CK_ATTRIBUTE pt0[] = {{CKA_TOKEN, &no, 1}, {CKA_MODULUS_BITS, &bits, sizeof bits}, {CKA_WRAP, &yes, 1}};
+    CK_ATTRIBUTE kt0[] = {{CKA_TOKEN, &no, 1}, {CKA_SENSITIVE, &yes, 1}, {CKA_UNWRAP, &yes, 1}};
+    if (f->C_GenerateKeyPair(s, &gm, pt0, 3, kt0, 3, &pk0, &sk0) == CKR_OK) {
+        n = sizeof ct;
+        CHECK("RSA: a CKA_WRAP public key without CKA_ENCAPSULATE: CKR_KEY_FUNCTION_NOT_PERMITTED",
+              f->C_EncapsulateKey(s, &m, pk0, gen, 6, ct, &n, &k1) == CKR_KEY_FUNCTION_NOT_PERMITTED);
+        CHECK("RSA: a CKA_UNWRAP private key without CKA_DECAPSULATE: CKR_KEY_FUNCTION_NOT_PERMITTED",
+              f->C_DecapsulateKey(s, &m, sk0, gen, 6, ct, cn, &k2) == CKR_KEY_FUNCTION_NOT_PERMITTED);
+    } else {
+        CHECK("a second RSA key pair", 0);
+    }
+    /* Raw EVP OAEP-SHA256 to the module's public key; the module decapsulates the same secret. */
+    CK_ULONG nn = attr(s, pk, CKA_MODULUS, n_, sizeof n_, &rv), en = attr(s, pk, CKA_PUBLIC_EXPONENT, e_, sizeof e_, &rv);
+    BIGNUM *bn = BN_bin2bn(n_, (int)nn, NULL), *be = BN_bin2bn(e_, (int)en, NULL);
+    OSSL_PARAM_BLD *pb = OSSL_PARAM_BLD_new();
+    OSSL_PARAM *pp = NULL;
+    EVP_PKEY *ek = NULL;
+    EVP_PKEY_CTX *fc = EVP_PKEY_CTX_new_from_name(NULL, "RSA", NULL);
+    if (pb && OSSL_PARAM_BLD_push_BN(pb, "n", bn) && OSSL_PARAM_BLD_push_BN(pb, "e", be)) pp = OSSL_PARAM_BLD_to_param(pb);
+    if (!pp || !fc || EVP_PKEY_fromdata_init(fc) != 1 || EVP_PKEY_fromdata(fc, &ek, EVP_PKEY_PUBLIC_KEY, pp) != 1) ek = NULL;
+    unsigned char sec[32], ect[512];
+    size_t ectn = sizeof ect;
+    for (size_t i = 0; i < sizeof sec; i++) sec[i] = (unsigned char)(i * 7 + 3);
+    EVP_PKEY_CTX *c = ek ? EVP_PKEY_CTX_new_from_pkey(NULL, ek, NULL) : NULL;
+    int ok = c && EVP_PKEY_encrypt_init(c) == 1 && EVP_PKEY_CTX_set_rsa_padding(c, RSA_PKCS1_OAEP_PADDING) == 1
+             && EVP_PKEY_CTX_set_rsa_oaep_md(c, EVP_sha256()) == 1 && EVP_PKEY_CTX_set_rsa_mgf1_md(c, EVP_sha256()) == 1
+             && EVP_PKEY_encrypt(c, ect, &ectn, sec, sizeof sec) == 1;
+    CK_OBJECT_HANDLE k5 = 0;
+    unsigned char s5[64];
+    CK_ULONG n5 = 0;
+    if (ok && f->C_DecapsulateKey(s, &m, sk, gen, 6, ect, ectn, &k5) == CKR_OK) n5 = aes_block(s, k5, s5);
+    /* The same block under the known secret with raw EVP AES-256-ECB. */
+    static const unsigned char blk[16] = "keyshare rsa kem";
+    unsigned char want[32];
+    int wl = 0;
+    EVP_CIPHER_CTX *x = EVP_CIPHER_CTX_new();
+    int eok = x && EVP_EncryptInit_ex(x, EVP_aes_256_ecb(), NULL, sec, NULL) == 1 && EVP_CIPHER_CTX_set_padding(x, 0) == 1
+              && EVP_EncryptUpdate(x, want, &wl, blk, 16) == 1 && wl == 16;
+    EVP_CIPHER_CTX_free(x);
+    CHECK("RSA OAEP-SHA256: raw EVP encryption, module decapsulation: same secret", ok && eok && n5 == 16 && memcmp(s5, want, 16) == 0);
+    EVP_PKEY_CTX_free(c);
+    EVP_PKEY_CTX_free(fc);
+    EVP_PKEY_free(ek);
+    OSSL_PARAM_free(pp);
+    OSSL_PARAM_BLD_free(pb);
+    BN_free(bn);
+    BN_free(be);
+}
+
 static void mlkem(CK_SESSION_HANDLE s) {
     static unsigned char ct[2048], pub[2048];
     CK_OBJECT_CLASS sc = CKO_SECRET_KEY;
@@ -442,6 +583,7 @@ int main(int argc, char **argv) {
     CK_OBJECT_HANDLE a, b;
     CHECK("CKM_ML_DSA_KEY_PAIR_GEN: CKR_MECHANISM_INVALID", keypair(s, CKM_ML_DSA_KEY_PAIR_GEN, CKP_ML_DSA_65, &a, &b) == CKR_MECHANISM_INVALID);
 #endif
+    rsakem(slot, s);
     f->C_CloseSession(s);
 out:
     f->C_Finalize(NULL);

@@ -1,0 +1,104 @@
+import CPKCS11
+import Keychain
+import KeyshareCrypto
+
+// PKCS #11 3.2 §6.1 (rsa.md) C_EncapsulateKey / C_DecapsulateKey with CKM_RSA_PKCS and
+// CKM_RSA_PKCS_OAEP (issue 18): "the secret key is generated in the C_EncapsulateKey function
+// and then wrapped with RSA PKCS #1 v1.5 / OAEP; C_DecapsulateKey is exactly equivalent to
+// C_UnwrapKey". So the secret is fresh module randomness encrypted as C_WrapKey encrypts a
+// secret key's CKA_VALUE (RSAWrap.swift's paddings and length bounds), and decapsulation is
+// the RSA unwrap: the same decryption, CKR_WRAPPED_KEY_LEN_RANGE / CKR_WRAPPED_KEY_INVALID,
+// KeyUsagePolicy's unwrap-template rule and storeUnwrappedKey (Wrap.swift). The key usage is
+// the 3.2 function text's, not the wrap one's: "The CKA_ENCAPSULATE attribute of the public
+// key ... MUST be CK_TRUE" (CKA_DECAPSULATE for the private key), else
+// CKR_KEY_FUNCTION_NOT_PERMITTED. The new key has CKA_LOCAL, CKA_ALWAYS_SENSITIVE and
+// CKA_NEVER_EXTRACTABLE false, as §5.18 says. CKM_RSA_X_509 (RSASVE, SP 800-56B) is not done.
+
+extension Mechanism {
+    /// The RSA mechanisms this module encapsulates with.
+    var isRSAKEM: Bool {
+        switch self {
+        case .rsaPKCS, .rsaOAEP: true
+        default: false
+        }
+    }
+}
+
+extension Runtime {
+    private func rsaKEMKey(_ s: Session, _ h: CK_OBJECT_HANDLE, cls: CK_OBJECT_CLASS,
+                           usage: CK_ATTRIBUTE_TYPE, mechanism: CK_MECHANISM_TYPE) throws -> ObjectView {
+        let view = try resolveKey(s, h)
+        guard view.objectClass == cls, view.keyType == CKK_RSA, !view.isExternalKey else {
+            throw PKCS11Error.keyTypeInconsistent
+        }
+        guard view.bool(usage) == true else { throw PKCS11Error.keyFunctionNotPermitted }
+        try AllowedMechanisms.check(view, mechanism)
+        return view
+    }
+
+    private func rsaKEMPadding(_ mechanism: Mechanism) throws -> (RSAPadding, Int, CK_MECHANISM_TYPE) {
+        switch mechanism {
+        case .rsaPKCS: return (.pkcs1, 11, CKM_RSA_PKCS)
+        case .rsaOAEP(let o): return (.oaep(o.hash, mgf1: o.mgf1, label: o.label), 2 * o.hash.outputSize + 2, CKM_RSA_PKCS_OAEP)
+        default: throw PKCS11Error.mechanismInvalid
+        }
+    }
+
+    /// The secret key type and length a template asks for: CKK_GENERIC_SECRET when it names no
+    /// type, or CKK_AES; CKA_VALUE_LEN, else 32 bytes (the ML-KEM secret's size), at most what
+    /// the padding leaves room for.
+    private func rsaKEMRequest(_ t: AttributeMap, room: Int) throws -> (CK_KEY_TYPE, Int) {
+        let cls = try t.checkedULong(CKA_CLASS) ?? CKO_SECRET_KEY
+        guard cls == CKO_SECRET_KEY else { throw PKCS11Error.templateInconsistent }
+        let keyType = try t.checkedULong(CKA_KEY_TYPE) ?? CKK_GENERIC_SECRET
+        guard keyType == CKK_GENERIC_SECRET || keyType == CKK_AES else { throw PKCS11Error.templateInconsistent }
+        if t[CKA_VALUE] != nil { throw PKCS11Error.attributeReadOnly }
+        var length = 32
+        if let n = try t.checkedULong(CKA_VALUE_LEN) {
+            guard let i = Int(exactly: n), i >= 1, keyType != CKK_AES || [16, 24, 32].contains(i) else {
+                throw PKCS11Error.attributeValueInvalid
+            }
+            length = i
+        }
+        guard length <= room else { throw PKCS11Error(CKR_KEY_SIZE_RANGE) }
+        return (keyType, length)
+    }
+
+    func rsaEncapsulateKey(_ s: Session, mechanism: Mechanism, publicKey h: CK_OBJECT_HANDLE, template: Template,
+                           capacity: Int?) throws -> (OutputResult, CK_OBJECT_HANDLE?) {
+        let (padding, overhead, type) = try rsaKEMPadding(mechanism)
+        let view = try rsaKEMKey(s, h, cls: CKO_PUBLIC_KEY, usage: CKA_ENCAPSULATE, mechanism: type)
+        let key = try publicKey(view)
+        let k = (key.bits + 7) / 8
+        var t = try TemplateAttributes.mergeKEM(template, key: view, encapsulate: true).map()
+        let (keyType, length) = try rsaKEMRequest(t, room: k - overhead)
+        if let r = OutputResult.decide(needed: k, capacity: capacity) { return (r, nil) }
+        try checkWritable(s, isToken: try t.checkedBool(CKA_TOKEN) ?? false, isPrivate: try t.checkedBool(CKA_PRIVATE) ?? true)
+        t[CKA_VALUE_LEN] = nil
+        var secret = try SecureRandom.bytes(length)
+        defer { for i in secret.indices { secret[i] = 0 } }
+        let ct = try key.encrypt(secret, padding: padding)
+        let a = try secretKeyAttributes(value: secret, keyType: keyType, template: t, mechanism: nil, bornSecret: false)
+        return (.bytes(ct), try store(a, in: s))
+    }
+
+    func rsaDecapsulateKey(_ s: Session, mechanism: Mechanism, privateKey h: CK_OBJECT_HANDLE, template: Template,
+                           ciphertext: [UInt8]) throws -> CK_OBJECT_HANDLE {
+        let (padding, _, type) = try rsaKEMPadding(mechanism)
+        let view = try rsaKEMKey(s, h, cls: CKO_PRIVATE_KEY, usage: CKA_DECAPSULATE, mechanism: type)
+        let key = try privateKey(view)
+        var t = try TemplateAttributes.mergeKEM(template, key: view, encapsulate: false).map()
+        try KeyUsagePolicy.checkPrivateKeyUnwrapTemplate(t)
+        let cls = try t.checkedULong(CKA_CLASS) ?? CKO_SECRET_KEY
+        guard cls == CKO_SECRET_KEY else { throw PKCS11Error.templateInconsistent }
+        let keyType = try t.checkedULong(CKA_KEY_TYPE) ?? CKK_GENERIC_SECRET
+        t[CKA_CLASS] = AttributeCoding.ulong(cls)
+        t[CKA_KEY_TYPE] = AttributeCoding.ulong(keyType)
+        guard ciphertext.count == (key.bits + 7) / 8 else { throw PKCS11Error(CKR_WRAPPED_KEY_LEN_RANGE) }
+        try checkWritable(s, isToken: try t.checkedBool(CKA_TOKEN) ?? false, isPrivate: try t.checkedBool(CKA_PRIVATE) ?? true)
+        var material: [UInt8]
+        do { material = try key.decrypt(ciphertext, padding: padding) } catch { throw PKCS11Error(CKR_WRAPPED_KEY_INVALID) }
+        defer { for i in material.indices { material[i] = 0 } }
+        return try storeUnwrappedKey(material, cls: cls, keyType: keyType, template: t, in: s)
+    }
+}
