@@ -84,32 +84,22 @@ public final class MLDSAKey: @unchecked Sendable {
 
     /// From the FIPS 204 encoded private key (sk); the public key is derived from it.
     public convenience init(privateKey sk: [UInt8], _ set: MLDSAParameterSet) throws {
-        guard sk.count == set.privateKeyLength else {
-            throw CryptoError(.invalidInput, "\(set.name) private key", reason: "must be \(set.privateKeyLength) bytes")
-        }
-        self.init(owning: try PQ.fromData(set.name, "priv", sk, selection: ks_EVP_PKEY_KEYPAIR()), set, privateKey: true)
+        self.init(owning: try PQ.importKey(set.name, "priv", sk, length: set.privateKeyLength, what: "private key"), set, privateKey: true)
     }
 
     /// From the FIPS 204 encoded public key (pk).
     public convenience init(publicKey pk: [UInt8], _ set: MLDSAParameterSet) throws {
-        guard pk.count == set.publicKeyLength else {
-            throw CryptoError(.invalidInput, "\(set.name) public key", reason: "must be \(set.publicKeyLength) bytes")
-        }
-        self.init(owning: try PQ.fromData(set.name, "pub", pk, selection: ks_EVP_PKEY_PUBLIC_KEY()), set, privateKey: false)
+        self.init(owning: try PQ.importKey(set.name, "pub", pk, length: set.publicKeyLength, what: "public key"), set, privateKey: false)
     }
 
     /// The encoded public key (CKA_VALUE of the public key object).
     public func publicKeyBytes() throws -> [UInt8] {
-        guard let v = PKeyInfo.octetParam(pkey, "pub") else { throw CryptoError.openssl("\(parameterSet.name) public key") }
-        return v
+        try PQ.publicBytes(pkey, parameterSet.name)
     }
 
     /// The encoded private key (sk). Callers keep it sealed; it never leaves through the module.
     public func privateKeyBytes() throws -> [UInt8] {
-        guard hasPrivateKey, let v = PKeyInfo.octetParam(pkey, "priv") else {
-            throw CryptoError(.noPrivateKey, "\(parameterSet.name) private key", reason: "not available")
-        }
-        return v
+        try PQ.privateBytes(pkey, parameterSet.name, available: hasPrivateKey)
     }
 
     /// The 32-byte seed the key was generated from, when OpenSSL kept it (keys imported from sk have none).
@@ -177,30 +167,20 @@ public final class MLKEMKey: @unchecked Sendable {
 
     /// From the FIPS 203 decapsulation key (dk); OpenSSL checks its embedded hash H(ek).
     public convenience init(decapsulationKey dk: [UInt8], _ set: MLKEMParameterSet) throws {
-        guard dk.count == set.decapsulationKeyLength else {
-            throw CryptoError(.invalidInput, "\(set.name) decapsulation key", reason: "must be \(set.decapsulationKeyLength) bytes")
-        }
-        self.init(owning: try PQ.fromData(set.name, "priv", dk, selection: ks_EVP_PKEY_KEYPAIR()), set, privateKey: true)
+        self.init(owning: try PQ.importKey(set.name, "priv", dk, length: set.decapsulationKeyLength, what: "decapsulation key"), set, privateKey: true)
     }
 
     /// From the FIPS 203 encapsulation key (ek); OpenSSL runs FIPS 203's modulus check.
     public convenience init(encapsulationKey ek: [UInt8], _ set: MLKEMParameterSet) throws {
-        guard ek.count == set.encapsulationKeyLength else {
-            throw CryptoError(.invalidInput, "\(set.name) encapsulation key", reason: "must be \(set.encapsulationKeyLength) bytes")
-        }
-        self.init(owning: try PQ.fromData(set.name, "pub", ek, selection: ks_EVP_PKEY_PUBLIC_KEY()), set, privateKey: false)
+        self.init(owning: try PQ.importKey(set.name, "pub", ek, length: set.encapsulationKeyLength, what: "encapsulation key"), set, privateKey: false)
     }
 
     public func encapsulationKeyBytes() throws -> [UInt8] {
-        guard let v = PKeyInfo.octetParam(pkey, "pub") else { throw CryptoError.openssl("\(parameterSet.name) public key") }
-        return v
+        try PQ.publicBytes(pkey, parameterSet.name)
     }
 
     public func decapsulationKeyBytes() throws -> [UInt8] {
-        guard hasPrivateKey, let v = PKeyInfo.octetParam(pkey, "priv") else {
-            throw CryptoError(.noPrivateKey, "\(parameterSet.name) private key", reason: "not available")
-        }
-        return v
+        try PQ.privateBytes(pkey, parameterSet.name, available: hasPrivateKey)
     }
 
     /// (ciphertext, 32-byte shared secret). `testEntropy` (FIPS 203's m, 32 bytes) replaces the
@@ -270,6 +250,30 @@ enum PQ {
         let b = try ParamBuilder()
         b.octets(param, value)
         return try b.makeKey(name, selection: selection, "\(name) key import")
+    }
+
+    /// A key from its FIPS encoding (`param` "priv": the whole key pair, "pub": the public key only),
+    /// after checking its length: `what` names it in the error ("private key", "encapsulation key").
+    static func importKey(_ name: String, _ param: String, _ value: [UInt8], length: Int, what: String) throws -> OpaquePointer {
+        guard value.count == length else {
+            throw CryptoError(.invalidInput, "\(name) \(what)", reason: "must be \(length) bytes")
+        }
+        let selection = param == "priv" ? ks_EVP_PKEY_KEYPAIR() : ks_EVP_PKEY_PUBLIC_KEY()
+        return try fromData(name, param, value, selection: selection)
+    }
+
+    /// The encoded public key of `pkey`.
+    static func publicBytes(_ pkey: OpaquePointer, _ name: String) throws -> [UInt8] {
+        guard let v = PKeyInfo.octetParam(pkey, "pub") else { throw CryptoError.openssl("\(name) public key") }
+        return v
+    }
+
+    /// The encoded private key of `pkey`, when the key has one.
+    static func privateBytes(_ pkey: OpaquePointer, _ name: String, available: Bool) throws -> [UInt8] {
+        guard available, let v = PKeyInfo.octetParam(pkey, "priv") else {
+            throw CryptoError(.noPrivateKey, "\(name) private key", reason: "not available")
+        }
+        return v
     }
 
     static func signatureParams(context: [UInt8], deterministic: Bool, encoding: MLDSAMessageEncoding,

@@ -68,32 +68,22 @@ public final class SLHDSAKey: @unchecked Sendable {
 
     /// From the FIPS 205 private key SK.seed || SK.prf || PK.seed || PK.root (4n bytes).
     public convenience init(privateKey sk: [UInt8], _ set: SLHDSAParameterSet) throws {
-        guard sk.count == set.privateKeyLength else {
-            throw CryptoError(.invalidInput, "\(set.name) private key", reason: "must be \(set.privateKeyLength) bytes")
-        }
-        self.init(owning: try PQ.fromData(set.name, "priv", sk, selection: ks_EVP_PKEY_KEYPAIR()), set, privateKey: true)
+        self.init(owning: try PQ.importKey(set.name, "priv", sk, length: set.privateKeyLength, what: "private key"), set, privateKey: true)
     }
 
     /// From the FIPS 205 public key PK.seed || PK.root (2n bytes).
     public convenience init(publicKey pk: [UInt8], _ set: SLHDSAParameterSet) throws {
-        guard pk.count == set.publicKeyLength else {
-            throw CryptoError(.invalidInput, "\(set.name) public key", reason: "must be \(set.publicKeyLength) bytes")
-        }
-        self.init(owning: try PQ.fromData(set.name, "pub", pk, selection: ks_EVP_PKEY_PUBLIC_KEY()), set, privateKey: false)
+        self.init(owning: try PQ.importKey(set.name, "pub", pk, length: set.publicKeyLength, what: "public key"), set, privateKey: false)
     }
 
     /// The encoded public key (CKA_VALUE of the public key object).
     public func publicKeyBytes() throws -> [UInt8] {
-        guard let v = PKeyInfo.octetParam(pkey, "pub") else { throw CryptoError.openssl("\(parameterSet.name) public key") }
-        return v
+        try PQ.publicBytes(pkey, parameterSet.name)
     }
 
     /// The encoded private key. Callers keep it sealed; it never leaves through the module.
     public func privateKeyBytes() throws -> [UInt8] {
-        guard hasPrivateKey, let v = PKeyInfo.octetParam(pkey, "priv") else {
-            throw CryptoError(.noPrivateKey, "\(parameterSet.name) private key", reason: "not available")
-        }
-        return v
+        try PQ.privateBytes(pkey, parameterSet.name, available: hasPrivateKey)
     }
 
     /// Signs `message` (FIPS 205 slh_sign, or slh_sign_internal with `.internal`). `context` is at most
