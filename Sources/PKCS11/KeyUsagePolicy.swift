@@ -45,6 +45,14 @@ import Keychain
 ///   then unwrapped as W' with CKA_DECRYPT; S is wrapped under W (allowed:
 ///   W cannot decrypt) and decrypted with W'. Rule 5 (`checkWrap`): a
 ///   sensitive key that can wrap is wrapped only under a CKA_TRUSTED key.
+/// - derive from the wrapping key: a generated wrap-only key D with
+///   CKA_DERIVE wraps S; CKM_XOR_BASE_AND_DATA with zero data (or
+///   CKM_EXTRACT_KEY_FROM_KEY from bit 0) makes a key of D's value with
+///   CKA_DECRYPT, which opens the blob (found by the third-party re-run of
+///   2026-11-24; the derivation rules force sensitivity, not usage). Rule 1
+///   counts CKA_DERIVE as CKA_DECRYPT: a sensitive key is never wrapped
+///   under a key that can derive; rule 3 fixes CKA_DERIVE too, so it cannot
+///   be switched on after the wrap, on the key or on a copy.
 ///
 /// What the rules leave alone: encrypt/decrypt with a key that also wraps
 /// (the old rule refused C_DecryptInit for any CKA_WRAP key, which broke the
@@ -73,8 +81,10 @@ enum KeyUsagePolicy {
     /// Rule 3: the secret-key flags the wrap rules read cannot change after
     /// creation (setting the value a key already has is accepted). PKCS #11
     /// 3.0 §4.10 marks them modifiable, but lets a token refuse a change
-    /// with CKR_ATTRIBUTE_READ_ONLY, which is what this does.
-    static let fixedSecretKeyUsage: Set<CK_ATTRIBUTE_TYPE> = [CKA_ENCRYPT, CKA_DECRYPT, CKA_WRAP, CKA_UNWRAP]
+    /// with CKR_ATTRIBUTE_READ_ONLY, which is what this does. CKA_DERIVE is
+    /// one of them: a derivation can give a key of the base key's value with
+    /// other flags (the "derive from the wrapping key" attack above).
+    static let fixedSecretKeyUsage: Set<CK_ATTRIBUTE_TYPE> = [CKA_ENCRYPT, CKA_DECRYPT, CKA_WRAP, CKA_UNWRAP, CKA_DERIVE]
 
     static func checkChange(_ view: ObjectView, _ a: Attribute) throws {
         guard view.objectClass == CKO_SECRET_KEY, fixedSecretKeyUsage.contains(a.type) else { return }
@@ -101,7 +111,11 @@ enum KeyUsagePolicy {
         }
         // A non-sensitive key's value is readable as it is: wrapping it reveals nothing.
         guard target.bool(CKA_SENSITIVE) ?? true else { return }
-        if wrapper.bool(CKA_DECRYPT) == true { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
+        // Rule 1: a key that can decrypt opens the blob; one that can derive
+        // makes a key of its own value that can (XOR with zeros, extraction).
+        if wrapper.bool(CKA_DECRYPT) == true || wrapper.bool(CKA_DERIVE) == true {
+            throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE)
+        }
         let trusted = wrapper.bool(CKA_TRUSTED) == true
         if !valueNeverLeft(wrapper), !trusted { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
         if target.bool(CKA_WRAP) == true, !trusted { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }

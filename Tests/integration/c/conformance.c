@@ -528,6 +528,45 @@ static void wrap_policy(CK_SESSION_HANDLE s) {
     LEAK_NOTE(leaked, "the re-imported wrapping key");
     CHECK("re-imported-wrapping-key attack fails: a sensitive key that can wrap is not wrapped (CKR_KEY_NOT_WRAPPABLE)",
           rv == CKR_KEY_NOT_WRAPPABLE && !leaked);
+
+    /* Attack 7 (derive from the wrapping key, found by the third-party
+     * re-run of 2026-11-24): a generated wrap-only key D with CKA_DERIVE
+     * wraps S; CKM_XOR_BASE_AND_DATA with zero data (or
+     * CKM_EXTRACT_KEY_FROM_KEY at bit 0) gives a key of D's value with
+     * CKA_DECRYPT, which opens the blob. */
+    {
+        CK_ULONG len = 32;
+        CK_ATTRIBUTE dt[] = {{CKA_VALUE_LEN, &len, sizeof len}, {CKA_ENCRYPT, &no, 1}, {CKA_DECRYPT, &no, 1},
+                             {CKA_WRAP, &yes, 1}, {CKA_UNWRAP, &no, 1}, {CKA_DERIVE, &yes, 1}};
+        CK_MECHANISM gm = {CKM_AES_KEY_GEN, NULL, 0};
+        CK_OBJECT_HANDLE D = 0, Dd = 0;
+        unsigned char zeros[32] = {0};
+        CK_KEY_DERIVATION_STRING_DATA sd = {zeros, 32};
+        CK_MECHANISM xm = {CKM_XOR_BASE_AND_DATA, &sd, sizeof sd};
+        CK_ATTRIBUTE ut[] = {{CKA_CLASS, &secret_class, sizeof secret_class}, {CKA_KEY_TYPE, &aes_type, sizeof aes_type},
+                             {CKA_VALUE_LEN, &len, sizeof len}, {CKA_DECRYPT, &yes, 1}};
+        CK_RV grv = f->C_GenerateKey(s, &gm, dt, 6, &D);
+        rv = grv == CKR_OK ? wrap(s, D, S, blob, &n) : grv;
+        leaked = rv == CKR_OK && f->C_DeriveKey(s, &xm, D, ut, 4, &Dd) == CKR_OK &&
+                 kw_open_with_decrypt(s, Dd, blob, got) && memcmp(got, secret, 16) == 0;
+        LEAK_NOTE(leaked, "derive from the wrapping key");
+        CHECK("derive-from-wrapping-key attack fails: a key that can derive does not wrap sensitive keys (CKR_KEY_NOT_WRAPPABLE)",
+              grv == CKR_OK && rv == CKR_KEY_NOT_WRAPPABLE && !leaked);
+        /* The same after the wrap: K2 (wrap-only, no DERIVE) wrapped S above;
+         * CKA_DERIVE cannot be switched on, on it or on a copy. */
+        CHECK("K2 wraps S again", wrap(s, K2, S, blob, &n) == CKR_OK && n == 24);
+        CK_ATTRIBUTE der_on[] = {{CKA_DERIVE, &yes, 1}};
+        CK_OBJECT_HANDLE K2d = 0;
+        CK_RV srv = f->C_SetAttributeValue(s, K2, der_on, 1);
+        CK_RV crv = f->C_CopyObject(s, K2, der_on, 1, &K2d);
+        leaked = (srv == CKR_OK && f->C_DeriveKey(s, &xm, K2, ut, 4, &Dd) == CKR_OK &&
+                  kw_open_with_decrypt(s, Dd, blob, got) && memcmp(got, secret, 16) == 0) ||
+                 (crv == CKR_OK && f->C_DeriveKey(s, &xm, K2d, ut, 4, &Dd) == CKR_OK &&
+                  kw_open_with_decrypt(s, Dd, blob, got) && memcmp(got, secret, 16) == 0);
+        LEAK_NOTE(leaked, "CKA_DERIVE switched on after the wrap");
+        CHECK("CKA_DERIVE on a secret key is fixed: C_SetAttributeValue and C_CopyObject are CKR_ATTRIBUTE_READ_ONLY",
+              srv == CKR_ATTRIBUTE_READ_ONLY && crv == CKR_ATTRIBUTE_READ_ONLY && !leaked);
+    }
 }
 
 /* ---- CKA_ALLOWED_MECHANISMS (base §4.7, Common key attributes) ---- */
