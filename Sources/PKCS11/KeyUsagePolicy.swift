@@ -37,9 +37,10 @@ import Keychain
 ///   CKA_ENCRYPT, CKA_DECRYPT, CKA_WRAP and CKA_UNWRAP are fixed at creation.
 /// - re-import: C_WrapKey(K, S), then C_UnwrapKey(K, blob) with
 ///   CKA_SENSITIVE=false and CKA_EXTRACTABLE=true reads S's value. Rule 4
-///   (`checkUnwrapTemplate`): a key unwrapped under a key that can also wrap
-///   (so the blob may be one of this token's own exports) is never readable
-///   (not both non-sensitive and extractable). A re-imported copy with other
+///   (`checkUnwrapTemplate`): a key unwrapped under a key that can wrap and
+///   can neither decrypt nor derive (so the blob may be one of this token's
+///   own exports of a sensitive key) is never readable (not both
+///   non-sensitive and extractable). A re-imported copy with other
 ///   flags cannot wrap sensitive keys (rule 2: it is not local).
 /// - re-imported wrapping key: an extractable wrapping key W is wrapped,
 ///   then unwrapped as W' with CKA_DECRYPT; S is wrapped under W (allowed:
@@ -159,16 +160,33 @@ enum KeyUsagePolicy {
         }
     }
 
-    /// Rule 4, for C_UnwrapKey's template: under a key that can also wrap,
-    /// the new key's value is not readable, i.e. not both CKA_SENSITIVE false
-    /// and CKA_EXTRACTABLE true (CKR_TEMPLATE_INCONSISTENT; the defaults,
-    /// sensitive and unextractable, pass). A non-sensitive but unextractable
-    /// key is still allowed (pkcs11-tool --unwrap asks for one), and
-    /// CKA_EXTRACTABLE can never be turned on later.
+    /// Rule 4, for C_UnwrapKey's template: under a key that may have wrapped
+    /// a sensitive key (`mayHoldSensitiveBlobs`), the new key's value is not
+    /// readable, i.e. not both CKA_SENSITIVE false and CKA_EXTRACTABLE true
+    /// (CKR_TEMPLATE_INCONSISTENT; the defaults, sensitive and unextractable,
+    /// pass). A non-sensitive but unextractable key is still allowed
+    /// (pkcs11-tool --unwrap asks for one), and CKA_EXTRACTABLE can never be
+    /// turned on later.
     static func checkUnwrapTemplate(unwrapper: ObjectView, _ t: AttributeMap) throws {
-        guard unwrapper.bool(CKA_WRAP) == true else { return }
+        guard mayHoldSensitiveBlobs(unwrapper) else { return }
         if try t.checkedBool(CKA_SENSITIVE) == false, try t.checkedBool(CKA_EXTRACTABLE) == true {
             throw PKCS11Error.templateInconsistent
         }
+    }
+
+    /// Whether a blob of a sensitive key can exist under this secret key's
+    /// value: the key can wrap, and neither decrypt nor derive. Rule 1 keeps
+    /// a key that can do either from wrapping a sensitive key, rule 3 keeps
+    /// its flags (on copies too), and another key of the same value with
+    /// other flags comes only through an SO-trusted key (derivation needs
+    /// CKA_DERIVE, which bars wrapping; re-importing a sensitive wrapping
+    /// key needs a CKA_TRUSTED wrapper, rule 5; an imported, unwrapped or
+    /// derived key is not local, rule 2). So unwrapping a readable key under
+    /// such a key (python-pkcs11's and SoftHSM2's ordinary AES key with
+    /// ENCRYPT, DECRYPT, WRAP and UNWRAP) gives out no key that was ever
+    /// sensitive here; until 2026-11-24 rule 4 refused it for every key with
+    /// CKA_WRAP.
+    static func mayHoldSensitiveBlobs(_ k: ObjectView) -> Bool {
+        k.bool(CKA_WRAP) == true && k.bool(CKA_DECRYPT) != true && k.bool(CKA_DERIVE) != true
     }
 }

@@ -438,6 +438,17 @@ static void wrap_policy(CK_SESSION_HANDLE s) {
     }
     CHECK("a non-sensitive key wraps under a key that can also decrypt (its value is readable anyway)",
           open && wrap(s, all, open, blob, &n) == CKR_OK);
+    /* python-pkcs11's test_aes test_wrap: the same key unwraps it readable
+     * (a key that can decrypt never wrapped a sensitive key: rule 1). */
+    {
+        CK_ATTRIBUTE rd[] = {{CKA_SENSITIVE, &no, 1}, {CKA_EXTRACTABLE, &yes, 1}};
+        CK_OBJECT_HANDLE back = 0;
+        unsigned char v[16] = {0};
+        CK_ATTRIBUTE va = {CKA_VALUE, v, 16};
+        CK_RV urv = unwrap(s, all, blob, n, rd, 2, &back);
+        CHECK("a key with ENCRYPT+DECRYPT+WRAP+UNWRAP unwraps a key as readable (not sensitive, extractable) with its value",
+              urv == CKR_OK && f->C_GetAttributeValue(s, back, &va, 1) == CKR_OK && memcmp(v, secret, 16) == 0);
+    }
 
     /* The victim: a sensitive, extractable key whose value the test knows
      * (so it can tell whether an attack recovered it). */
