@@ -578,6 +578,37 @@ static void wrap_policy(CK_SESSION_HANDLE s) {
         CHECK("CKA_DERIVE on a secret key is fixed: C_SetAttributeValue and C_CopyObject are CKR_ATTRIBUTE_READ_ONLY",
               srv == CKR_ATTRIBUTE_READ_ONLY && crv == CKR_ATTRIBUTE_READ_ONLY && !leaked);
     }
+
+    /* python-pkcs11's test_rsa test_key_wrap: an ordinary RSA pair (the
+     * private key can DECRYPT and UNWRAP) unwraps a readable key wrapped to
+     * its public half: C_Decrypt would open the blob anyway. Without
+     * CKA_DECRYPT the private key keeps rule 4. */
+    {
+        CK_MECHANISM rg = {CKM_RSA_PKCS_KEY_PAIR_GEN, NULL, 0};
+        CK_ULONG bits = 1024;
+        CK_ATTRIBUTE pt[] = {{CKA_MODULUS_BITS, &bits, sizeof bits}, {CKA_WRAP, &yes, 1}, {CKA_ENCRYPT, &yes, 1}};
+        CK_ATTRIBUTE dec[] = {{CKA_UNWRAP, &yes, 1}, {CKA_DECRYPT, &yes, 1}};
+        CK_ATTRIBUTE nodec[] = {{CKA_UNWRAP, &yes, 1}, {CKA_DECRYPT, &no, 1}};
+        CK_OBJECT_HANDLE pub1 = 0, priv1 = 0, pub2 = 0, priv2 = 0, back = 0;
+        CK_RSA_PKCS_OAEP_PARAMS op = {CKM_SHA256, CKG_MGF1_SHA256, 0, NULL, 0};
+        CK_MECHANISM om = {CKM_RSA_PKCS_OAEP, &op, sizeof op};
+        CK_ATTRIBUTE rt[] = {{CKA_CLASS, &secret_class, sizeof secret_class}, {CKA_KEY_TYPE, &aes_type, sizeof aes_type},
+                             {CKA_SENSITIVE, &no, 1}, {CKA_EXTRACTABLE, &yes, 1}};
+        unsigned char rb[256], v[16] = {0};
+        CK_ULONG rn = sizeof rb;
+        CK_ATTRIBUTE va = {CKA_VALUE, v, 16};
+        int made = f->C_GenerateKeyPair(s, &rg, pt, 3, dec, 2, &pub1, &priv1) == CKR_OK &&
+                   f->C_GenerateKeyPair(s, &rg, pt, 3, nodec, 2, &pub2, &priv2) == CKR_OK;
+        CK_RV urv = made && f->C_WrapKey(s, &om, pub1, open, rb, &rn) == CKR_OK
+                        ? f->C_UnwrapKey(s, &om, priv1, rb, rn, rt, 4, &back) : CKR_GENERAL_ERROR;
+        CHECK("an RSA private key with DECRYPT+UNWRAP unwraps a readable key (OAEP) with its value",
+              urv == CKR_OK && f->C_GetAttributeValue(s, back, &va, 1) == CKR_OK && memcmp(v, secret, 16) == 0);
+        rn = sizeof rb;
+        urv = made && f->C_WrapKey(s, &om, pub2, open, rb, &rn) == CKR_OK
+                  ? f->C_UnwrapKey(s, &om, priv2, rb, rn, rt, 4, &back) : CKR_GENERAL_ERROR;
+        CHECK("one without CKA_DECRYPT keeps rule 4: a readable key is CKR_TEMPLATE_INCONSISTENT",
+              urv == CKR_TEMPLATE_INCONSISTENT);
+    }
 }
 
 /* ---- CKA_ALLOWED_MECHANISMS (base §4.7, Common key attributes) ---- */
