@@ -69,6 +69,21 @@ if [ "${CRYPTO[0]}" = -DKS_PQ_ENGINE=1 ]; then
   fi
 fi
 
+# C_WrapKey / C_UnwrapKey of post-quantum private keys (Tests/integration/c/pq_wrap.c): PKCS #8
+# opened and parsed by raw EVP, unwrapped keys sign / decapsulate; only with a post-quantum engine.
+if [ "${CRYPTO[0]}" = -DKS_PQ_ENGINE=1 ]; then
+  if cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -o "$WORK/pq_wrap" "$ROOT/Tests/integration/c/pq_wrap.c" "${CRYPTO[@]:1}" -ldl; then
+    out=$("$WORK/pq_wrap" "$MODULE" 2>&1) || true
+    echo "$out" | grep -E '^(ok|FAIL|  )' || true
+    w_pass=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1/p')
+    w_fail=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\2/p')
+    if [ -z "$w_pass" ]; then bad "wrap host ran to its end" "$(echo "$out" | tail -5)"; else
+      PASS=$((PASS + w_pass)); FAIL=$((FAIL + w_fail)); fi
+  else
+    bad "wrap host compiles"
+  fi
+fi
+
 # python-pkcs11 with raw mechanism numbers, on the token the C host made ("pq"): it cannot today
 # (0.9.4's generate_keypair takes only its KeyType enum, which has no CKK_ML_DSA); the script
 # says so with a reason instead of passing. PyKCS11 is not installed with the audit suites.
