@@ -20,11 +20,37 @@ CK_RV ks_get_interface(CK_UTF8CHAR_PTR pInterfaceName, CK_VERSION_PTR pVersion,
 
 #include "function_lists.h"
 
+/* The CK_MECHANISM_INFO flags PKCS #11 3.2 added (its pkcs11t.h against 3.0's: CKF_ENCAPSULATE,
+ * CKF_DECAPSULATE; 3.0 added none to 2.40's that a 3.0 host would not know). A host that asked for
+ * the 3.0 or 2.40 interface sees what it saw before 3.2 (issue 18), so the C_GetMechanismInfo of
+ * those tables clears them; the 3.2 table keeps them. Kryoptic serves one C_GetMechanismInfo to
+ * every table (docs/pkcs11-conformance.md says why keyshare differs). */
+#define KS_MECHANISM_FLAGS_3_2_ONLY ((CK_FLAGS)(CKF_ENCAPSULATE | CKF_DECAPSULATE))
+
+static CK_RV ks_C_GetMechanismInfo_3_0(CK_SLOT_ID slotID, CK_MECHANISM_TYPE type, CK_MECHANISM_INFO_PTR pInfo)
+{
+    CK_RV rv = ks_C_GetMechanismInfo(slotID, type, pInfo);
+    if (rv == CKR_OK)
+        pInfo->flags &= ~KS_MECHANISM_FLAGS_3_2_ONLY;
+    return rv;
+}
+
 static const CK_FUNCTION_LIST ks_functions_2_40 = {
     .version = {2, 40},
-    KS_FUNCTIONS_2_40(ks)
+    KS_FUNCTIONS_2_40_WITH(ks, ks_C_GetInfo, ks_C_GetMechanismInfo_3_0)
 };
 
+/* The 3.0 table hosts get (C_GetInterface / C_GetInterfaceList). */
+static const CK_FUNCTION_LIST_3_0 ks_functions_3_0_host = {
+    .version = {3, 0},
+    KS_FUNCTIONS_2_40_WITH(ks, ks_C_GetInfo, ks_C_GetMechanismInfo_3_0)
+    .C_GetInterfaceList = ks_get_interface_list,
+    .C_GetInterface = ks_get_interface,
+    KS_FUNCTIONS_3_0_EXTRA(ks)
+};
+
+/* The agent's own table (ks_function_list_3_0, Sources/KeyshareAgent): it serves every client
+ * table, the 3.2 one included, so it keeps the whole flags; the client's tables clear them. */
 static const CK_FUNCTION_LIST_3_0 ks_functions_3_0 = {
     .version = {3, 0},
     KS_FUNCTIONS_2_40(ks)
@@ -64,20 +90,37 @@ static CK_CHAR ks_interface_name[] = "PKCS 11";
  * in Kryoptic. Not CKF_INTERFACE_FORK_SAFE: after fork the child must call C_Initialize. */
 static CK_INTERFACE ks_interfaces_in_process[] = {
     { ks_interface_name, (CK_VOID_PTR)&ks_functions_3_2, 0 },
-    { ks_interface_name, (CK_VOID_PTR)&ks_functions_3_0, 0 },
+    { ks_interface_name, (CK_VOID_PTR)&ks_functions_3_0_host, 0 },
     { ks_interface_name, (CK_VOID_PTR)&ks_functions_2_40, 0 },
 };
-/* Agent mode (docs/agent.md): the same shape over the client's tables. */
+/* Agent mode (docs/agent.md): the same shape over the client's tables; the 3.0 and 2.40 ones are
+ * copies whose C_GetMechanismInfo clears the 3.2-only flags, as in process. */
 static CK_INTERFACE ks_interfaces_agent[3];
 static CK_INTERFACE *ks_interfaces = ks_interfaces_in_process;
+static CK_FUNCTION_LIST ks_agent_2_40;
+static CK_FUNCTION_LIST_3_0 ks_agent_3_0;
+static CK_C_GetMechanismInfo ks_agent_mechanism_info;
+
+static CK_RV ks_agent_C_GetMechanismInfo_3_0(CK_SLOT_ID slotID, CK_MECHANISM_TYPE type, CK_MECHANISM_INFO_PTR pInfo)
+{
+    CK_RV rv = ks_agent_mechanism_info(slotID, type, pInfo);
+    if (rv == CKR_OK)
+        pInfo->flags &= ~KS_MECHANISM_FLAGS_3_2_ONLY;
+    return rv;
+}
 
 /* Chooses the tables once, when the library is loaded, before any caller
  * can ask for them. */
 __attribute__((constructor)) static void ks_choose_tables(void) {
     if (!ks_agent_mode()) return;
+    ks_agent_mechanism_info = kc_function_list_3_2()->C_GetMechanismInfo;
+    ks_agent_2_40 = *kc_function_list_2_40();
+    ks_agent_2_40.C_GetMechanismInfo = ks_agent_C_GetMechanismInfo_3_0;
+    ks_agent_3_0 = *kc_function_list_3_0();
+    ks_agent_3_0.C_GetMechanismInfo = ks_agent_C_GetMechanismInfo_3_0;
     ks_interfaces_agent[0] = (CK_INTERFACE){ ks_interface_name, (CK_VOID_PTR)kc_function_list_3_2(), 0 };
-    ks_interfaces_agent[1] = (CK_INTERFACE){ ks_interface_name, (CK_VOID_PTR)kc_function_list_3_0(), 0 };
-    ks_interfaces_agent[2] = (CK_INTERFACE){ ks_interface_name, (CK_VOID_PTR)kc_function_list_2_40(), 0 };
+    ks_interfaces_agent[1] = (CK_INTERFACE){ ks_interface_name, (CK_VOID_PTR)&ks_agent_3_0, 0 };
+    ks_interfaces_agent[2] = (CK_INTERFACE){ ks_interface_name, (CK_VOID_PTR)&ks_agent_2_40, 0 };
     ks_interfaces = ks_interfaces_agent;
 }
 #define KS_INTERFACE_COUNT 3
@@ -88,7 +131,7 @@ CK_RV ks_get_function_list(CK_FUNCTION_LIST_PTR_PTR ppFunctionList)
 {
     if (ppFunctionList == NULL)
         return CKR_ARGUMENTS_BAD;
-    *ppFunctionList = (CK_FUNCTION_LIST_PTR)(ks_interfaces == ks_interfaces_agent ? kc_function_list_2_40()
+    *ppFunctionList = (CK_FUNCTION_LIST_PTR)(ks_interfaces == ks_interfaces_agent ? &ks_agent_2_40
                                                                                   : &ks_functions_2_40);
     return CKR_OK;
 }

@@ -33,6 +33,7 @@
 static int pass, fail;
 #define CHECK(name, cond) do { if (cond) { pass++; printf("ok   - %s\n", name); } \
     else { fail++; printf("FAIL - %s (line %d)\n", name, __LINE__); } } while (0)
+#define CHECKF(cond, ...) do { char _n[256]; snprintf(_n, sizeof _n, __VA_ARGS__); CHECK(_n, cond); } while (0)
 #define RV(name, call, want) do { CK_RV rv_ = (call); if (rv_ == (want)) { pass++; printf("ok   - %s\n", name); } \
     else { fail++; printf("FAIL - %s: rv 0x%lx, want 0x%lx (line %d)\n", name, rv_, (CK_RV)(want), __LINE__); } } while (0)
 
@@ -610,6 +611,57 @@ static void interface_group(void *lib) {
           (void *)f30->C_MessageVerifyFinal == (void *)f->C_MessageVerifyFinal);
 }
 
+/* C_GetMechanismInfo through the 3.0 and 2.40 tables (and C_GetFunctionList's) hides the flags
+ * 3.2 added (CKF_ENCAPSULATE, CKF_DECAPSULATE): a host that asked for those interfaces sees what
+ * it saw before 3.2. C_GetMechanismList is the same through every table (as Kryoptic). */
+static void mechinfo_group(void *lib, CK_SLOT_ID slot) {
+    const CK_FLAGS only32 = CKF_ENCAPSULATE | CKF_DECAPSULATE;
+    CK_C_GetInterface gi = (CK_C_GetInterface)dlsym(lib, "C_GetInterface");
+    CK_C_GetFunctionList gfl = (CK_C_GetFunctionList)dlsym(lib, "C_GetFunctionList");
+    CK_VERSION v30 = {3, 0}, v240 = {2, 40};
+    CK_INTERFACE_PTR i30 = NULL, i240 = NULL;
+    CK_FUNCTION_LIST_PTR fl = NULL;
+    if (gi((CK_UTF8CHAR_PTR)"PKCS 11", &v30, &i30, 0) != CKR_OK || gi((CK_UTF8CHAR_PTR)"PKCS 11", &v240, &i240, 0) != CKR_OK ||
+        !gfl || gfl(&fl) != CKR_OK) {
+        CHECK("the 3.0, 2.40 and C_GetFunctionList tables", 0);
+        return;
+    }
+    CK_FUNCTION_LIST_3_0 *f30 = i30->pFunctionList;
+    CK_FUNCTION_LIST *f240 = i240->pFunctionList;
+    static CK_MECHANISM_TYPE l32[512], l30[512], l240[512];
+    CK_ULONG n32 = 512, n30 = 512, n240 = 512;
+    int ok = f->C_GetMechanismList(slot, l32, &n32) == CKR_OK && f30->C_GetMechanismList(slot, l30, &n30) == CKR_OK &&
+             f240->C_GetMechanismList(slot, l240, &n240) == CKR_OK;
+    CHECKF(ok && n32 == n30 && n32 == n240 && !memcmp(l32, l30, n32 * sizeof l32[0]) && !memcmp(l32, l240, n32 * sizeof l32[0]),
+           "C_GetMechanismList: the same %lu mechanisms through the 3.2, 3.0 and 2.40 tables (post-quantum ones included, as Kryoptic)",
+           n32);
+    int with32 = 0, same = 0, leak = 0;
+    for (CK_ULONG i = 0; ok && i < n32; i++) {
+        CK_MECHANISM_INFO a, b, c, d;
+        if (f->C_GetMechanismInfo(slot, l32[i], &a) != CKR_OK || f30->C_GetMechanismInfo(slot, l32[i], &b) != CKR_OK ||
+            f240->C_GetMechanismInfo(slot, l32[i], &c) != CKR_OK || fl->C_GetMechanismInfo(slot, l32[i], &d) != CKR_OK) {
+            leak++;
+            continue;
+        }
+        with32 += (a.flags & only32) != 0;
+        leak += ((b.flags | c.flags | d.flags) & only32) != 0;
+        same += b.flags == (a.flags & ~only32) && c.flags == b.flags && d.flags == b.flags &&
+                b.ulMinKeySize == a.ulMinKeySize && b.ulMaxKeySize == a.ulMaxKeySize;
+    }
+    CHECKF(ok && with32 >= 4, "the 3.2 table's C_GetMechanismInfo shows CKF_ENCAPSULATE / CKF_DECAPSULATE (%d mechanisms)", with32);
+    CHECKF(ok && leak == 0, "no mechanism shows a 3.2-only flag through the 3.0, 2.40 or C_GetFunctionList table (%d did)", leak);
+    CHECKF(ok && same == (int)n32, "through them every mechanism has the 3.2 flags minus those, same key sizes (%d of %lu)", same, n32);
+    CK_MECHANISM_INFO r32, r30;
+    CHECK("CKM_RSA_PKCS: CKF_ENCAPSULATE through 3.2, not through 3.0 (CKF_ENCRYPT | CKF_WRAP kept)",
+          f->C_GetMechanismInfo(slot, CKM_RSA_PKCS, &r32) == CKR_OK && f30->C_GetMechanismInfo(slot, CKM_RSA_PKCS, &r30) == CKR_OK &&
+          (r32.flags & CKF_ENCAPSULATE) && !(r30.flags & CKF_ENCAPSULATE) && (r30.flags & (CKF_ENCRYPT | CKF_WRAP)) == (CKF_ENCRYPT | CKF_WRAP));
+    CK_MECHANISM_INFO bad;
+    CHECK("through the 3.0 table an unknown mechanism is still CKR_MECHANISM_INVALID",
+          f30->C_GetMechanismInfo(slot, 0x7ffff001UL, &bad) == CKR_MECHANISM_INVALID);
+    CHECK("through the 3.0 table a NULL pInfo is still CKR_ARGUMENTS_BAD",
+          f30->C_GetMechanismInfo(slot, CKM_RSA_PKCS, NULL) == CKR_ARGUMENTS_BAD);
+}
+
 static void async_group(CK_SESSION_HANDLE s) {
     CK_ASYNC_DATA d;
     CK_ULONG id;
@@ -649,6 +701,7 @@ int main(int argc, char **argv) {
         printf("token setup failed\n%d passed, %d failed\n", pass, fail + 1);
         return 1;
     }
+    mechinfo_group(lib, slot);
     verify_group(s);
     validation_group(s);
     wrap_group(s);
