@@ -10,6 +10,7 @@
  * misplaced entry is a compile error rather than a wrong call; the static
  * asserts below check the 3.0 list is the 2.40 list plus 24 entries, and 3.2 is 3.0 plus 12.
  */
+#include <stdlib.h>
 #include <string.h>
 #include "keyshare_abi.h"
 
@@ -35,15 +36,95 @@ static CK_RV ks_C_GetMechanismInfo_3_0(CK_SLOT_ID slotID, CK_MECHANISM_TYPE type
     return rv;
 }
 
+/* The mechanism types PKCS #11 3.2 defined (pkcs11_pq.h): ML-KEM, ML-DSA, HashML-DSA, SLH-DSA and
+ * HashSLH-DSA. The 3.0 and 2.40 tables do not list them: a host that asked for those interfaces
+ * cannot know their numbers or their 3.2 parameter structures, and Debian 12's PyKCS11 1.5.12
+ * raises KeyError in getMechanismList() on a standard number it does not know (its upstream issue
+ * 134), which this module's post-quantum mechanisms made every PyKCS11 user meet. They stay usable
+ * by number through every table (C_GetMechanismInfo answers, C_SignInit etc. accept them), so a
+ * 3.0 binding that knows the numbers, as 72-pq.sh's PyKCS11 step does, still reaches them.
+ * Kryoptic lists one set through every table (docs/pkcs11-conformance.md says why keyshare differs). */
+static int ks_mechanism_is_3_2_only(CK_MECHANISM_TYPE t)
+{
+    switch (t) {
+    case CKM_ML_KEM_KEY_PAIR_GEN: case CKM_ML_KEM:
+    case CKM_ML_DSA_KEY_PAIR_GEN: case CKM_ML_DSA: case CKM_HASH_ML_DSA:
+    case CKM_HASH_ML_DSA_SHA224: case CKM_HASH_ML_DSA_SHA256: case CKM_HASH_ML_DSA_SHA384:
+    case CKM_HASH_ML_DSA_SHA512: case CKM_HASH_ML_DSA_SHA3_224: case CKM_HASH_ML_DSA_SHA3_256:
+    case CKM_HASH_ML_DSA_SHA3_384: case CKM_HASH_ML_DSA_SHA3_512: case CKM_HASH_ML_DSA_SHAKE128:
+    case CKM_HASH_ML_DSA_SHAKE256:
+    case CKM_SLH_DSA_KEY_PAIR_GEN: case CKM_SLH_DSA: case CKM_HASH_SLH_DSA:
+    case CKM_HASH_SLH_DSA_SHA224: case CKM_HASH_SLH_DSA_SHA256: case CKM_HASH_SLH_DSA_SHA384:
+    case CKM_HASH_SLH_DSA_SHA512: case CKM_HASH_SLH_DSA_SHA3_224: case CKM_HASH_SLH_DSA_SHA3_256:
+    case CKM_HASH_SLH_DSA_SHA3_384: case CKM_HASH_SLH_DSA_SHA3_512: case CKM_HASH_SLH_DSA_SHAKE128:
+    case CKM_HASH_SLH_DSA_SHAKE256:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* C_GetMechanismList of the 3.0 and 2.40 tables: `full` (the 3.2 one) less the 3.2-only types,
+ * with the function's two-call contract (NULL list: the count; too small: CKR_BUFFER_TOO_SMALL
+ * and the count). The full list is read into a buffer of its own, so the caller's is written
+ * only with the answer. */
+static CK_RV ks_filtered_mechanism_list(CK_C_GetMechanismList full, CK_SLOT_ID slotID,
+                                        CK_MECHANISM_TYPE_PTR pMechanismList, CK_ULONG_PTR pulCount)
+{
+    if (pulCount == NULL)
+        return full(slotID, pMechanismList, pulCount);  /* its own argument check answers */
+    CK_MECHANISM_TYPE stack[512], *all = stack;
+    CK_ULONG n = 0;
+    CK_RV rv = full(slotID, NULL, &n);
+    if (rv != CKR_OK)
+        return rv;
+    for (int tries = 0; tries < 3; tries++) {
+        if (n > sizeof stack / sizeof stack[0]) {
+            if (all != stack) free(all);
+            all = malloc(n * sizeof *all);
+            if (all == NULL) return CKR_HOST_MEMORY;
+        }
+        CK_ULONG got = n;
+        rv = full(slotID, all, &got);
+        if (rv == CKR_BUFFER_TOO_SMALL) { n = got; continue; }  /* the list grew (a token arrived) */
+        n = got;
+        break;
+    }
+    if (rv != CKR_OK) {
+        if (all != stack) free(all);
+        return rv;
+    }
+    CK_ULONG kept = 0;
+    for (CK_ULONG i = 0; i < n; i++)
+        if (!ks_mechanism_is_3_2_only(all[i]))
+            all[kept++] = all[i];
+    if (pMechanismList == NULL) {
+        rv = CKR_OK;
+    } else if (*pulCount < kept) {
+        rv = CKR_BUFFER_TOO_SMALL;
+    } else {
+        memcpy(pMechanismList, all, kept * sizeof *all);
+        rv = CKR_OK;
+    }
+    *pulCount = kept;
+    if (all != stack) free(all);
+    return rv;
+}
+
+static CK_RV ks_C_GetMechanismList_3_0(CK_SLOT_ID slotID, CK_MECHANISM_TYPE_PTR pMechanismList, CK_ULONG_PTR pulCount)
+{
+    return ks_filtered_mechanism_list(ks_C_GetMechanismList, slotID, pMechanismList, pulCount);
+}
+
 static const CK_FUNCTION_LIST ks_functions_2_40 = {
     .version = {2, 40},
-    KS_FUNCTIONS_2_40_WITH(ks, ks_C_GetInfo, ks_C_GetMechanismInfo_3_0)
+    KS_FUNCTIONS_2_40_WITH(ks, ks_C_GetInfo, ks_C_GetMechanismList_3_0, ks_C_GetMechanismInfo_3_0)
 };
 
 /* The 3.0 table hosts get (C_GetInterface / C_GetInterfaceList). */
 static const CK_FUNCTION_LIST_3_0 ks_functions_3_0_host = {
     .version = {3, 0},
-    KS_FUNCTIONS_2_40_WITH(ks, ks_C_GetInfo, ks_C_GetMechanismInfo_3_0)
+    KS_FUNCTIONS_2_40_WITH(ks, ks_C_GetInfo, ks_C_GetMechanismList_3_0, ks_C_GetMechanismInfo_3_0)
     .C_GetInterfaceList = ks_get_interface_list,
     .C_GetInterface = ks_get_interface,
     KS_FUNCTIONS_3_0_EXTRA(ks)
@@ -100,6 +181,12 @@ static CK_INTERFACE *ks_interfaces = ks_interfaces_in_process;
 static CK_FUNCTION_LIST ks_agent_2_40;
 static CK_FUNCTION_LIST_3_0 ks_agent_3_0;
 static CK_C_GetMechanismInfo ks_agent_mechanism_info;
+static CK_C_GetMechanismList ks_agent_mechanism_list;
+
+static CK_RV ks_agent_C_GetMechanismList_3_0(CK_SLOT_ID slotID, CK_MECHANISM_TYPE_PTR pMechanismList, CK_ULONG_PTR pulCount)
+{
+    return ks_filtered_mechanism_list(ks_agent_mechanism_list, slotID, pMechanismList, pulCount);
+}
 
 static CK_RV ks_agent_C_GetMechanismInfo_3_0(CK_SLOT_ID slotID, CK_MECHANISM_TYPE type, CK_MECHANISM_INFO_PTR pInfo)
 {
@@ -114,10 +201,13 @@ static CK_RV ks_agent_C_GetMechanismInfo_3_0(CK_SLOT_ID slotID, CK_MECHANISM_TYP
 __attribute__((constructor)) static void ks_choose_tables(void) {
     if (!ks_agent_mode()) return;
     ks_agent_mechanism_info = kc_function_list_3_2()->C_GetMechanismInfo;
+    ks_agent_mechanism_list = kc_function_list_3_2()->C_GetMechanismList;
     ks_agent_2_40 = *kc_function_list_2_40();
     ks_agent_2_40.C_GetMechanismInfo = ks_agent_C_GetMechanismInfo_3_0;
+    ks_agent_2_40.C_GetMechanismList = ks_agent_C_GetMechanismList_3_0;
     ks_agent_3_0 = *kc_function_list_3_0();
     ks_agent_3_0.C_GetMechanismInfo = ks_agent_C_GetMechanismInfo_3_0;
+    ks_agent_3_0.C_GetMechanismList = ks_agent_C_GetMechanismList_3_0;
     ks_interfaces_agent[0] = (CK_INTERFACE){ ks_interface_name, (CK_VOID_PTR)kc_function_list_3_2(), 0 };
     ks_interfaces_agent[1] = (CK_INTERFACE){ ks_interface_name, (CK_VOID_PTR)&ks_agent_3_0, 0 };
     ks_interfaces_agent[2] = (CK_INTERFACE){ ks_interface_name, (CK_VOID_PTR)&ks_agent_2_40, 0 };

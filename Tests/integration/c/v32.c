@@ -628,13 +628,39 @@ static void mechinfo_group(void *lib, CK_SLOT_ID slot) {
     }
     CK_FUNCTION_LIST_3_0 *f30 = i30->pFunctionList;
     CK_FUNCTION_LIST *f240 = i240->pFunctionList;
-    static CK_MECHANISM_TYPE l32[512], l30[512], l240[512];
-    CK_ULONG n32 = 512, n30 = 512, n240 = 512;
+    static CK_MECHANISM_TYPE l32[512], l30[512], l240[512], lfl[512], lexp[512];
+    CK_ULONG n32 = 512, n30 = 512, n240 = 512, nfl = 512, nexp = 0, pq = 0;
     int ok = f->C_GetMechanismList(slot, l32, &n32) == CKR_OK && f30->C_GetMechanismList(slot, l30, &n30) == CKR_OK &&
-             f240->C_GetMechanismList(slot, l240, &n240) == CKR_OK;
-    CHECKF(ok && n32 == n30 && n32 == n240 && !memcmp(l32, l30, n32 * sizeof l32[0]) && !memcmp(l32, l240, n32 * sizeof l32[0]),
-           "C_GetMechanismList: the same %lu mechanisms through the 3.2, 3.0 and 2.40 tables (post-quantum ones included, as Kryoptic)",
-           n32);
+             f240->C_GetMechanismList(slot, l240, &n240) == CKR_OK && fl->C_GetMechanismList(slot, lfl, &nfl) == CKR_OK;
+    /* The 3.2-defined types (ML-KEM, ML-DSA and HashML-DSA, SLH-DSA and HashSLH-DSA, pkcs11_pq.h)
+     * are listed only through the 3.2 table. */
+    for (CK_ULONG i = 0; ok && i < n32; i++) {
+        CK_MECHANISM_TYPE t = l32[i];
+        int only32 = t == CKM_ML_KEM_KEY_PAIR_GEN || t == CKM_ML_KEM || t == CKM_ML_DSA_KEY_PAIR_GEN || t == CKM_ML_DSA ||
+                     t == CKM_HASH_ML_DSA || (t >= CKM_HASH_ML_DSA_SHA224 && t <= CKM_HASH_ML_DSA_SHAKE256) ||
+                     t == CKM_SLH_DSA_KEY_PAIR_GEN || t == CKM_SLH_DSA || t == CKM_HASH_SLH_DSA ||
+                     (t >= CKM_HASH_SLH_DSA_SHA224 && t <= CKM_HASH_SLH_DSA_SHAKE256);  /* not 0x20/0x21 (2.40's DH) */
+        if (only32) pq++; else lexp[nexp++] = t;
+    }
+    CHECKF(ok && pq >= 20,
+           "C_GetMechanismList through the 3.2 table lists the post-quantum mechanisms (%lu)", pq);
+    CHECKF(ok && n30 == nexp && n240 == nexp && nfl == nexp && !memcmp(l30, lexp, nexp * sizeof lexp[0]) &&
+               !memcmp(l240, lexp, nexp * sizeof lexp[0]) && !memcmp(lfl, lexp, nexp * sizeof lexp[0]),
+           "C_GetMechanismList through the 3.0, 2.40 and C_GetFunctionList tables: the same %lu mechanisms less the %lu 3.2-defined ones (PyKCS11 1.5.12 raised KeyError on them)",
+           n32, pq);
+    CK_ULONG qn = 0, small = nexp ? nexp - 1 : 0;
+    CK_RV qrv = f30->C_GetMechanismList(slot, NULL, &qn);
+    CK_RV srv = f30->C_GetMechanismList(slot, l30, &small);
+    CHECKF(qrv == CKR_OK && qn == nexp && srv == CKR_BUFFER_TOO_SMALL && small == nexp,
+           "through the 3.0 table the count query gives %lu and one slot short is CKR_BUFFER_TOO_SMALL with the count", qn);
+    CHECK("through the 3.0 table a NULL pulCount is CKR_ARGUMENTS_BAD", f30->C_GetMechanismList(slot, l30, NULL) == CKR_ARGUMENTS_BAD);
+    CHECK("through the 3.0 table an unknown slot is CKR_SLOT_ID_INVALID",
+          f30->C_GetMechanismList(0x7fff1234UL, NULL, &qn) == CKR_SLOT_ID_INVALID);
+    if (pq) {
+        CK_MECHANISM_INFO mi;
+        CHECK("a 3.2-defined mechanism is still answered by number through the 2.40 table (CKM_ML_DSA)",
+              f240->C_GetMechanismInfo(slot, CKM_ML_DSA, &mi) == CKR_OK && (mi.flags & CKF_SIGN));
+    }
     int with32 = 0, same = 0, leak = 0;
     for (CK_ULONG i = 0; ok && i < n32; i++) {
         CK_MECHANISM_INFO a, b, c, d;
