@@ -36,7 +36,7 @@ static CK_RV ks_C_GetMechanismInfo_3_0(CK_SLOT_ID slotID, CK_MECHANISM_TYPE type
     return rv;
 }
 
-/* The mechanism types PKCS #11 3.2 defined (pkcs11_pq.h): ML-KEM, ML-DSA, HashML-DSA, SLH-DSA and
+/* The mechanism types PKCS #11 3.2 defined (pkcs11_pq.h, KS_CASES_MECHANISMS_3_2): ML-KEM, ML-DSA, HashML-DSA, SLH-DSA and
  * HashSLH-DSA. The 3.0 and 2.40 tables do not list them: a host that asked for those interfaces
  * cannot know their numbers or their 3.2 parameter structures, and Debian 12's PyKCS11 1.5.12
  * raises KeyError in getMechanismList() on a standard number it does not know (its upstream issue
@@ -47,17 +47,7 @@ static CK_RV ks_C_GetMechanismInfo_3_0(CK_SLOT_ID slotID, CK_MECHANISM_TYPE type
 static int ks_mechanism_is_3_2_only(CK_MECHANISM_TYPE t)
 {
     switch (t) {
-    case CKM_ML_KEM_KEY_PAIR_GEN: case CKM_ML_KEM:
-    case CKM_ML_DSA_KEY_PAIR_GEN: case CKM_ML_DSA: case CKM_HASH_ML_DSA:
-    case CKM_HASH_ML_DSA_SHA224: case CKM_HASH_ML_DSA_SHA256: case CKM_HASH_ML_DSA_SHA384:
-    case CKM_HASH_ML_DSA_SHA512: case CKM_HASH_ML_DSA_SHA3_224: case CKM_HASH_ML_DSA_SHA3_256:
-    case CKM_HASH_ML_DSA_SHA3_384: case CKM_HASH_ML_DSA_SHA3_512: case CKM_HASH_ML_DSA_SHAKE128:
-    case CKM_HASH_ML_DSA_SHAKE256:
-    case CKM_SLH_DSA_KEY_PAIR_GEN: case CKM_SLH_DSA: case CKM_HASH_SLH_DSA:
-    case CKM_HASH_SLH_DSA_SHA224: case CKM_HASH_SLH_DSA_SHA256: case CKM_HASH_SLH_DSA_SHA384:
-    case CKM_HASH_SLH_DSA_SHA512: case CKM_HASH_SLH_DSA_SHA3_224: case CKM_HASH_SLH_DSA_SHA3_256:
-    case CKM_HASH_SLH_DSA_SHA3_384: case CKM_HASH_SLH_DSA_SHA3_512: case CKM_HASH_SLH_DSA_SHAKE128:
-    case CKM_HASH_SLH_DSA_SHAKE256:
+    KS_CASES_MECHANISMS_3_2
         return 1;
     default:
         return 0;
