@@ -10,46 +10,22 @@
  * Usage: kem_classic MODULE, with KS_TEST_SO_PIN and KS_TEST_PIN in the environment.
  * Ends with "N passed, M failed". */
 #define _GNU_SOURCE
-#include <dlfcn.h>
-#include <features.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <openssl/core_names.h>
-#include <openssl/evp.h>
 #include <openssl/kdf.h>
 #include <openssl/params.h>
-#include <openssl/param_build.h>
 #include <openssl/rsa.h>
-#include <openssl/bn.h>
-#include "../../../pkcs11/abi/include/pkcs11_3_2.h"
-#include "harness.h"
+#define P11HOST_3_2
+#define P11HOST_BUNDLED_LIBCRYPTO KS_PQ_ENGINE
+#include "p11host.h"
 
-#if KS_PQ_ENGINE && !__GLIBC_PREREQ(2, 38)
-/* The bundled libcrypto.a was built against glibc 2.41 (Sources/COpenSSLSupport/support.c). */
-long __isoc23_strtol(const char *nptr, char **endptr, int base);
-long __isoc23_strtol(const char *nptr, char **endptr, int base) { return strtol(nptr, endptr, base); }
-#endif
 
-static int pass, fail;
-#define CHECK(name, cond) do { if (cond) { pass++; printf("ok   - %s\n", name); } \
-    else { fail++; printf("FAIL - %s (line %d)\n", name, __LINE__); } } while (0)
-#define NOTE(...) do { printf("  "); printf(__VA_ARGS__); printf("\n"); } while (0)
 
-static CK_FUNCTION_LIST_3_2 *f;
-static CK_BBOOL yes = CK_TRUE, no = CK_FALSE;
 static CK_OBJECT_CLASS sc = CKO_SECRET_KEY;
 static CK_KEY_TYPE gk = CKK_GENERIC_SECRET, ak = CKK_AES;
 static CK_ULONG l32 = 32;
 static unsigned char shared[] = "keyshare kem shared info";
 static const unsigned char p256_oid[] = {0x06, 0x08, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07};
 static const unsigned char x25519_oid[] = {0x06, 0x03, 0x2B, 0x65, 0x6E};
-
-static CK_ULONG attr(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE h, CK_ATTRIBUTE_TYPE t, void *out, CK_ULONG cap, CK_RV *rv) {
-    CK_ATTRIBUTE a = {t, out, cap};
-    *rv = f->C_GetAttributeValue(s, h, &a, 1);
-    return a.ulValueLen;
-}
 
 /* A readable 32-byte generic secret: the template both sides of an ECDH round trip use. */
 static CK_ATTRIBUTE readable[] = {{CKA_CLASS, &sc, sizeof sc}, {CKA_KEY_TYPE, &gk, sizeof gk}, {CKA_TOKEN, &no, 1},
@@ -59,29 +35,6 @@ static CK_ATTRIBUTE readable[] = {{CKA_CLASS, &sc, sizeof sc}, {CKA_KEY_TYPE, &g
 static CK_ATTRIBUTE aes256[] = {{CKA_CLASS, &sc, sizeof sc}, {CKA_KEY_TYPE, &ak, sizeof ak}, {CKA_TOKEN, &no, 1},
                                 {CKA_ENCRYPT, &yes, 1}, {CKA_VALUE_LEN, &l32, sizeof l32}, {CKA_SENSITIVE, &yes, 1}};
 #define NAES 6
-
-static CK_ULONG value(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE k, unsigned char *out, CK_ULONG cap) {
-    CK_RV rv;
-    CK_ULONG n = attr(s, k, CKA_VALUE, out, cap, &rv);
-    return rv == CKR_OK ? n : 0;
-}
-
-/* One AES-256-ECB block under the key: how an unreadable key is compared with a known value. */
-static const unsigned char blk[16] = "keyshare rsa kem";
-static CK_ULONG aes_block(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE k, unsigned char *out) {
-    CK_MECHANISM m = {CKM_AES_ECB, NULL, 0};
-    CK_ULONG n = 16;
-    if (f->C_EncryptInit(s, &m, k) != CKR_OK || f->C_Encrypt(s, (CK_BYTE_PTR)blk, 16, out, &n) != CKR_OK) return 0;
-    return n;
-}
-static int evp_aes_block(const unsigned char *key, unsigned char *out) {
-    int wl = 0;
-    EVP_CIPHER_CTX *x = EVP_CIPHER_CTX_new();
-    int ok = x && EVP_EncryptInit_ex(x, EVP_aes_256_ecb(), NULL, key, NULL) == 1 && EVP_CIPHER_CTX_set_padding(x, 0) == 1
-             && EVP_EncryptUpdate(x, out, &wl, blk, 16) == 1 && wl == 16;
-    EVP_CIPHER_CTX_free(x);
-    return ok;
-}
 
 /* ANSI X9.63 KDF with SHA-256 through EVP_KDF (CKD_SHA256_KDF). */
 static int x963(const unsigned char *z, size_t zn, unsigned char *out, size_t n) {
@@ -170,11 +123,11 @@ static void ecdh(CK_SLOT_ID slot, CK_SESSION_HANDLE s) {
     size_t zn = r && eph ? evp_ecdh(r, eph, z, sizeof z) : 0;
     int ok = zn == 32 && x963(z, zn, want, 32);
     CHECK("ECDH P-256: EVP_PKEY_derive + X9.63 KDF(SHA-256, shared data) on the ciphertext gives the module's key",
-          ok && value(s, k1, v1, sizeof v1) == 32 && memcmp(v1, want, 32) == 0);
+          ok && p11host_value(s, k1, v1, sizeof v1) == 32 && memcmp(v1, want, 32) == 0);
     CK_BBOOL b = 1;
-    attr(s, k1, CKA_LOCAL, &b, 1, &rv);
+    p11host_attr(s, k1, CKA_LOCAL, &b, 1, &rv);
     CK_BBOOL as = 1;
-    attr(s, k1, CKA_ALWAYS_SENSITIVE, &as, 1, &rv);
+    p11host_attr(s, k1, CKA_ALWAYS_SENSITIVE, &as, 1, &rv);
     CHECK("ECDH: the encapsulated key has CKA_LOCAL and CKA_ALWAYS_SENSITIVE false (3.2 §5.18)", b == 0 && as == 0);
     EVP_PKEY_free(eph);
 
@@ -183,9 +136,9 @@ static void ecdh(CK_SLOT_ID slot, CK_SESSION_HANDLE s) {
     rv = ec_pair(s, 0, 1, &pk, &sk);
     CHECK("ECDH: a P-256 pair with CKA_ENCAPSULATE / CKA_DECAPSULATE (CKA_DERIVE false)", rv == CKR_OK);
     CK_BBOOL e = 0, d = 0, dv = 1;
-    attr(s, pk, CKA_ENCAPSULATE, &e, 1, &rv);
-    attr(s, sk, CKA_DECAPSULATE, &d, 1, &rv);
-    attr(s, sk, CKA_DERIVE, &dv, 1, &rv);
+    p11host_attr(s, pk, CKA_ENCAPSULATE, &e, 1, &rv);
+    p11host_attr(s, sk, CKA_DECAPSULATE, &d, 1, &rv);
+    p11host_attr(s, sk, CKA_DERIVE, &dv, 1, &rv);
     CHECK("ECDH: CKA_ENCAPSULATE / CKA_DECAPSULATE read back true, CKA_DERIVE false", e && d && !dv);
     cn = sizeof ct;
     k1 = k2 = 0;
@@ -193,14 +146,14 @@ static void ecdh(CK_SLOT_ID slot, CK_SESSION_HANDLE s) {
     if (rv == CKR_OK) rv = f->C_DecapsulateKey(s, &m, sk, readable, NREADABLE, ct, cn, &k2);
     if (rv != CKR_OK) NOTE("rv 0x%lx", rv);
     CHECK("ECDH P-256: encapsulate / decapsulate give the same 32 bytes",
-          rv == CKR_OK && value(s, k1, v1, sizeof v1) == 32 && value(s, k2, v2, sizeof v2) == 32 && memcmp(v1, v2, 32) == 0);
-    attr(s, k2, CKA_ALWAYS_SENSITIVE, &as, 1, &rv);
+          rv == CKR_OK && p11host_value(s, k1, v1, sizeof v1) == 32 && p11host_value(s, k2, v2, sizeof v2) == 32 && memcmp(v1, v2, 32) == 0);
+    p11host_attr(s, k2, CKA_ALWAYS_SENSITIVE, &as, 1, &rv);
     CHECK("ECDH: the decapsulated key has CKA_ALWAYS_SENSITIVE false (3.2 §5.18)", rv == CKR_OK && as == 0);
 
     /* 3. EVP encapsulates (an ephemeral EVP key, ECDH with the module's public point, X9.63) and the
      * module decapsulates the EVP public point to the same key. */
     unsigned char mpt[140];
-    CK_ULONG mptn = attr(s, pk, CKA_EC_POINT, mpt, sizeof mpt, &rv);
+    CK_ULONG mptn = p11host_attr(s, pk, CKA_EC_POINT, mpt, sizeof mpt, &rv);
     EVP_PKEY *mpub = rv == CKR_OK && mptn == 67 ? evp_p256_public(mpt + 2, 65) : NULL;
     EVP_PKEY *x = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
     unsigned char xpt[128];
@@ -211,19 +164,19 @@ static void ecdh(CK_SLOT_ID slot, CK_SESSION_HANDLE s) {
     k2 = 0;
     rv = f->C_DecapsulateKey(s, &m, sk, readable, NREADABLE, xpt, xptn, &k2);
     CHECK("ECDH P-256: EVP's ephemeral point decapsulates to EVP's X9.63 key", ok && rv == CKR_OK
-          && value(s, k2, v2, sizeof v2) == 32 && memcmp(v2, want, 32) == 0);
+          && p11host_value(s, k2, v2, sizeof v2) == 32 && memcmp(v2, want, 32) == 0);
     /* CKD_NULL: the key is Z's first bytes (as C_DeriveKey). */
     CK_ECDH1_DERIVE_PARAMS np = {CKD_NULL, 0, NULL, 0, NULL};
     CK_MECHANISM mn = {CKM_ECDH1_DERIVE, &np, sizeof np};
     k2 = 0;
     rv = f->C_DecapsulateKey(s, &mn, sk, readable, NREADABLE, xpt, xptn, &k2);
     CHECK("ECDH P-256 CKD_NULL: the decapsulated key is EVP's Z", zn == 32 && rv == CKR_OK
-          && value(s, k2, v2, sizeof v2) == 32 && memcmp(v2, z, 32) == 0);
+          && p11host_value(s, k2, v2, sizeof v2) == 32 && memcmp(v2, z, 32) == 0);
     /* Cofactor ECDH on P-256 (cofactor 1): the same Z. */
     CK_MECHANISM mc = {CKM_ECDH1_COFACTOR_DERIVE, &np, sizeof np};
     k2 = 0;
     rv = f->C_DecapsulateKey(s, &mc, sk, readable, NREADABLE, xpt, xptn, &k2);
-    CHECK("ECDH1 cofactor P-256 CKD_NULL: the same Z", zn == 32 && rv == CKR_OK && value(s, k2, v2, sizeof v2) == 32
+    CHECK("ECDH1 cofactor P-256 CKD_NULL: the same Z", zn == 32 && rv == CKR_OK && p11host_value(s, k2, v2, sizeof v2) == 32
           && memcmp(v2, z, 32) == 0);
 
     /* 4. X25519 (CKK_EC_MONTGOMERY): a 32-byte ciphertext; cofactor ECDH is CKK_EC only. */
@@ -234,7 +187,7 @@ static void ecdh(CK_SLOT_ID slot, CK_SESSION_HANDLE s) {
     if (rv == CKR_OK) rv = f->C_EncapsulateKey(s, &m, xp, readable, NREADABLE, ct, &cn, &k1);
     if (rv == CKR_OK) rv = f->C_DecapsulateKey(s, &m, xs, readable, NREADABLE, ct, cn, &k2);
     CHECK("ECDH X25519: a 32-byte ciphertext, same key both sides", rv == CKR_OK && cn == 32
-          && value(s, k1, v1, sizeof v1) == 32 && value(s, k2, v2, sizeof v2) == 32 && memcmp(v1, v2, 32) == 0);
+          && p11host_value(s, k1, v1, sizeof v1) == 32 && p11host_value(s, k2, v2, sizeof v2) == 32 && memcmp(v1, v2, 32) == 0);
     CK_MECHANISM mck = {CKM_ECDH1_COFACTOR_DERIVE, &kp, sizeof kp};
     cn = sizeof ct;
     CHECK("ECDH1 cofactor with an X25519 key: CKR_KEY_TYPE_INCONSISTENT (CKK_EC only)",
@@ -312,7 +265,7 @@ static void rsasve(CK_SLOT_ID slot, CK_SESSION_HANDLE s) {
     CHECK("RSASVE: an RSA-2048 pair with CKA_ENCAPSULATE / CKA_DECAPSULATE", rv == CKR_OK);
     if (rv != CKR_OK) return;
     CK_MECHANISM m = {CKM_RSA_X_509, NULL, 0};
-    static unsigned char ct[512], z[512], n_[512], e_[16], v[512], s1[16], s2[16], want[16];
+    static unsigned char ct[512], z[512], v[512], s1[16], s2[16], want[16];
     CK_ULONG cn = 0;
     CK_ULONG zlen = 256;
     CK_ATTRIBUTE whole[] = {{CKA_CLASS, &sc, sizeof sc}, {CKA_KEY_TYPE, &gk, sizeof gk}, {CKA_TOKEN, &no, 1},
@@ -322,18 +275,11 @@ static void rsasve(CK_SLOT_ID slot, CK_SESSION_HANDLE s) {
     cn = sizeof ct;
     rv = f->C_EncapsulateKey(s, &m, pk, whole, 5, ct, &cn, &k1);
     if (rv != CKR_OK) NOTE("C_EncapsulateKey rv 0x%lx", rv);
-    CK_ULONG zn = k1 ? value(s, k1, z, sizeof z) : 0;
+    CK_ULONG zn = k1 ? p11host_value(s, k1, z, sizeof z) : 0;
     CHECK("RSASVE: C_EncapsulateKey gives k bytes of ciphertext and a k-byte generic secret Z (rsa.md: k, k)",
           rv == CKR_OK && cn == 256 && zn == zlen);
     /* EVP: raw RSA of Z with the module's public key is the ciphertext (c = z^e mod n). */
-    CK_ULONG nn = attr(s, pk, CKA_MODULUS, n_, sizeof n_, &rv), en = attr(s, pk, CKA_PUBLIC_EXPONENT, e_, sizeof e_, &rv);
-    BIGNUM *bn = BN_bin2bn(n_, (int)nn, NULL), *be = BN_bin2bn(e_, (int)en, NULL);
-    OSSL_PARAM_BLD *pb = OSSL_PARAM_BLD_new();
-    OSSL_PARAM *pp = NULL;
-    EVP_PKEY *ek = NULL;
-    EVP_PKEY_CTX *fc = EVP_PKEY_CTX_new_from_name(NULL, "RSA", NULL);
-    if (pb && OSSL_PARAM_BLD_push_BN(pb, "n", bn) && OSSL_PARAM_BLD_push_BN(pb, "e", be)) pp = OSSL_PARAM_BLD_to_param(pb);
-    if (!pp || !fc || EVP_PKEY_fromdata_init(fc) != 1 || EVP_PKEY_fromdata(fc, &ek, EVP_PKEY_PUBLIC_KEY, pp) != 1) ek = NULL;
+    EVP_PKEY *ek = p11host_evp_rsa_public(s, pk);
     unsigned char raw[512];
     size_t rawn = sizeof raw;
     EVP_PKEY_CTX *c = ek ? EVP_PKEY_CTX_new_from_pkey(NULL, ek, NULL) : NULL;
@@ -345,7 +291,7 @@ static void rsasve(CK_SLOT_ID slot, CK_SESSION_HANDLE s) {
     rv = f->C_DecapsulateKey(s, &m, sk, aes256, NAES, ct, cn, &k2);
     if (rv != CKR_OK) NOTE("C_DecapsulateKey rv 0x%lx", rv);
     CHECK("RSASVE: decapsulation to AES-256 is Z's last 32 bytes",
-          rv == CKR_OK && aes_block(s, k2, s1) == 16 && evp_aes_block(z + 224, want) && memcmp(s1, want, 16) == 0);
+          rv == CKR_OK && p11host_aes_block(s, k2, s1) == 16 && p11host_evp_aes_block(z + 224, want) && memcmp(s1, want, 16) == 0);
     /* EVP's own RSASVE to the module's public key; the module decapsulates EVP's secret. */
     unsigned char ect[512], esec[512];
     size_t ectn = sizeof ect, esecn = sizeof esec;
@@ -356,7 +302,7 @@ static void rsasve(CK_SLOT_ID slot, CK_SESSION_HANDLE s) {
     k2 = 0;
     rv = ok ? f->C_DecapsulateKey(s, &m, sk, aes256, NAES, ect, ectn, &k2) : CKR_GENERAL_ERROR;
     CHECK("RSASVE: EVP_PKEY_encapsulate(RSASVE) to the module's key, the module decapsulates EVP's secret",
-          rv == CKR_OK && esecn == 256 && aes_block(s, k2, s2) == 16 && evp_aes_block(esec + 224, want) && memcmp(s2, want, 16) == 0);
+          rv == CKR_OK && esecn == 256 && p11host_aes_block(s, k2, s2) == 16 && p11host_evp_aes_block(esec + 224, want) && memcmp(s2, want, 16) == 0);
     /* Errors. */
     CK_ATTRIBUTE rd[] = {{CKA_CLASS, &sc, sizeof sc}, {CKA_KEY_TYPE, &gk, sizeof gk}, {CKA_TOKEN, &no, 1},
                          {CKA_SENSITIVE, &no, 1}, {CKA_EXTRACTABLE, &yes, 1}};
@@ -406,36 +352,23 @@ static void rsasve(CK_SLOT_ID slot, CK_SESSION_HANDLE s) {
     } else {
         CHECK("a second RSA pair", 0);
     }
-    EVP_PKEY_CTX_free(fc);
     EVP_PKEY_free(ek);
-    OSSL_PARAM_free(pp);
-    OSSL_PARAM_BLD_free(pb);
-    BN_free(bn);
-    BN_free(be);
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) { fprintf(stderr, "usage: kem_classic MODULE\n"); return 2; }
-    const char *so = getenv("KS_TEST_SO_PIN"), *pin = getenv("KS_TEST_PIN");
-    if (!so || !pin) { fprintf(stderr, "KS_TEST_SO_PIN and KS_TEST_PIN must be set\n"); return 2; }
-    void *h = dlopen(argv[1], RTLD_NOW);
-    CK_C_GetInterface gi = h ? (CK_C_GetInterface)dlsym(h, "C_GetInterface") : NULL;
-    CK_INTERFACE_PTR ip = NULL;
-    CK_VERSION v32 = {3, 2};
-    if (!gi || gi((CK_UTF8CHAR_PTR) "PKCS 11", &v32, &ip, 0) != CKR_OK) { printf("no 3.2 interface\n0 passed, 1 failed\n"); return 1; }
-    f = (CK_FUNCTION_LIST_3_2 *)ip->pFunctionList;
-    if (f->C_Initialize(NULL) != CKR_OK) { printf("C_Initialize failed\n0 passed, 1 failed\n"); return 1; }
-    CK_SLOT_ID slot = harness_make_token((CK_FUNCTION_LIST_3_0 *)f, "kem", so, pin);
+    const char *so, *pin;
+    if (!p11host_args(argc, 1, "kem_classic MODULE", &so, &pin)) return 2;
+    if (!p11host_load_3_2(argv[1], NULL)) return 1;
+    if (!p11host_initialize()) return 1;
+    CK_SLOT_ID slot = p11host_make_token("kem", so, pin);
     CHECK("a token to work on", slot != 0);
     if (slot) {
         CK_SESSION_HANDLE s;
-        f->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s);
-        f->C_Login(s, CKU_USER, (CK_UTF8CHAR_PTR)pin, strlen(pin));
+        p11host_user_session(slot, pin, &s);
         ecdh(slot, s);
         rsasve(slot, s);
         f->C_CloseSession(s);
     }
     f->C_Finalize(NULL);
-    printf("%d passed, %d failed\n", pass, fail);
-    return fail ? 1 : 0;
+    return p11host_report();
 }

@@ -13,33 +13,14 @@
  * Usage: pq MODULE, with KS_TEST_SO_PIN and KS_TEST_PIN in the environment.
  * Ends with "N passed, M failed". */
 #define _GNU_SOURCE
-#include <dlfcn.h>
-#include <features.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <openssl/evp.h>
 #include <openssl/params.h>
-#include <openssl/param_build.h>
 #include <openssl/rsa.h>
-#include <openssl/bn.h>
-#include "../../../pkcs11/abi/include/pkcs11_3_2.h"
-#include "harness.h"
+#define P11HOST_3_2
+#define P11HOST_BUNDLED_LIBCRYPTO KS_PQ_ENGINE
+#include "p11host.h"
 
-#if KS_PQ_ENGINE && !__GLIBC_PREREQ(2, 38)
-/* The bundled libcrypto.a was built against glibc 2.41 (Sources/COpenSSLSupport/support.c). */
-long __isoc23_strtol(const char *nptr, char **endptr, int base);
-long __isoc23_strtol(const char *nptr, char **endptr, int base) { return strtol(nptr, endptr, base); }
-#endif
 
-static int pass, fail;
-#define CHECK(name, cond) do { if (cond) { pass++; printf("ok   - %s\n", name); } \
-    else { fail++; printf("FAIL - %s (line %d)\n", name, __LINE__); } } while (0)
-#define CHECKF(cond, ...) do { char _n[256]; snprintf(_n, sizeof _n, __VA_ARGS__); CHECK(_n, cond); } while (0)
-#define NOTE(...) do { printf("  "); printf(__VA_ARGS__); printf("\n"); } while (0)
 
-static CK_FUNCTION_LIST_3_2 *f;
-static CK_BBOOL yes = CK_TRUE, no = CK_FALSE;
 static const CK_SESSION_HANDLE BAD = 0x7ffff00dUL;
 static const unsigned char msg[] = "keyshare post-quantum test message";
 static unsigned char big_param[8];
@@ -49,12 +30,6 @@ static CK_RV keypair(CK_SESSION_HANDLE s, CK_MECHANISM_TYPE gen, CK_ULONG set, C
     CK_ATTRIBUTE pt[] = {{CKA_TOKEN, &no, 1}, {CKA_PARAMETER_SET, &set, sizeof set}};
     CK_ATTRIBUTE kt[] = {{CKA_TOKEN, &no, 1}, {CKA_SENSITIVE, &yes, 1}};
     return f->C_GenerateKeyPair(s, &m, pt, 2, kt, 2, pub, priv);
-}
-
-static CK_ULONG attr(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE h, CK_ATTRIBUTE_TYPE t, void *out, CK_ULONG cap, CK_RV *rv) {
-    CK_ATTRIBUTE a = {t, out, cap};
-    *rv = f->C_GetAttributeValue(s, h, &a, 1);
-    return a.ulValueLen;
 }
 
 static CK_RV sign(CK_SESSION_HANDLE s, CK_MECHANISM *m, CK_OBJECT_HANDLE k, const void *d, CK_ULONG n,
@@ -125,15 +100,15 @@ static void mldsa(CK_SESSION_HANDLE s) {
         CHECKF(rv == CKR_OK, "%s: C_GenerateKeyPair CKM_ML_DSA_KEY_PAIR_GEN", dsa[i].name);
         if (rv != CKR_OK) { NOTE("rv 0x%lx", rv); continue; }
         CK_ULONG set = 0, kt = 0;
-        attr(s, sk, CKA_PARAMETER_SET, &set, sizeof set, &rv);
-        attr(s, sk, CKA_KEY_TYPE, &kt, sizeof kt, &rv);
+        p11host_attr(s, sk, CKA_PARAMETER_SET, &set, sizeof set, &rv);
+        p11host_attr(s, sk, CKA_KEY_TYPE, &kt, sizeof kt, &rv);
         CHECKF(set == dsa[i].set && kt == CKK_ML_DSA, "%s: private key CKK_ML_DSA, CKA_PARAMETER_SET %lu", dsa[i].name, dsa[i].set);
-        CK_ULONG pn = attr(s, pk, CKA_VALUE, pub, sizeof pub, &rv);
+        CK_ULONG pn = p11host_attr(s, pk, CKA_VALUE, pub, sizeof pub, &rv);
         CHECKF(rv == CKR_OK && pn == dsa[i].pk, "%s: public CKA_VALUE is the %lu-byte FIPS 204 pk", dsa[i].name, dsa[i].pk);
         static unsigned char v[8192];
-        CK_ULONG vn = attr(s, sk, CKA_VALUE, v, sizeof v, &rv);
+        CK_ULONG vn = p11host_attr(s, sk, CKA_VALUE, v, sizeof v, &rv);
         CHECKF(rv == CKR_ATTRIBUTE_SENSITIVE && vn == CK_UNAVAILABLE_INFORMATION, "%s: private CKA_VALUE unreadable (CKR_ATTRIBUTE_SENSITIVE)", dsa[i].name);
-        vn = attr(s, sk, CKA_SEED, v, sizeof v, &rv);
+        vn = p11host_attr(s, sk, CKA_SEED, v, sizeof v, &rv);
         CHECKF(rv == CKR_ATTRIBUTE_SENSITIVE, "%s: CKA_SEED unreadable (CKR_ATTRIBUTE_SENSITIVE)", dsa[i].name);
         CK_MECHANISM m = {CKM_ML_DSA, NULL, 0};
         CK_ULONG sn = sizeof sig;
@@ -149,7 +124,7 @@ static void mldsa(CK_SESSION_HANDLE s) {
     }
     if (!sk65) return;
     /* Context, hedging, multi-part, errors: on ML-DSA-65. */
-    CK_ULONG pn = attr(s, pk65, CKA_VALUE, pub, sizeof pub, &rv);
+    CK_ULONG pn = p11host_attr(s, pk65, CKA_VALUE, pub, sizeof pub, &rv);
     (void)pn;  /* read by the raw EVP checks (KS_PQ_ENGINE) */
     unsigned char ctx[] = "keyshare-ctx";
     CK_SIGN_ADDITIONAL_CONTEXT p = {CKH_HEDGE_PREFERRED, ctx, sizeof ctx - 1};
@@ -262,26 +237,12 @@ static void mldsa(CK_SESSION_HANDLE s) {
     CHECK("bad: keygen with CKA_PARAMETER_SET 9: CKR_PARAMETER_SET_NOT_SUPPORTED", keypair(s, CKM_ML_DSA_KEY_PAIR_GEN, 9, &a, &b) == CKR_PARAMETER_SET_NOT_SUPPORTED);
 }
 
-static CK_ULONG kem_secret_template_value(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE h, unsigned char *out) {
-    CK_RV rv;
-    return attr(s, h, CKA_VALUE, out, 64, &rv) * (rv == CKR_OK);
-}
-
-/* One AES-256-ECB block ("keyshare rsa kem") under the key: how two unreadable keys are compared. */
-static CK_ULONG aes_block(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE k, unsigned char *out) {
-    static const unsigned char blk[16] = "keyshare rsa kem";
-    CK_MECHANISM m = {CKM_AES_ECB, NULL, 0};
-    CK_ULONG n = 16;
-    if (f->C_EncryptInit(s, &m, k) != CKR_OK || f->C_Encrypt(s, (CK_BYTE_PTR)blk, 16, out, &n) != CKR_OK) return 0;
-    return n;
-}
-
 /* RSA key encapsulation (PKCS #11 3.2 rsa.md: CKM_RSA_PKCS_OAEP and CKM_RSA_PKCS "generate the secret
  * key in C_EncapsulateKey and then wrap it"; C_DecapsulateKey is C_UnwrapKey). Needs no post-quantum
  * engine, so it runs in both builds. Raw EVP encrypts a secret to the module's public key with
  * OAEP-SHA256 and the module decapsulates it to the same value. */
 static void rsakem(CK_SLOT_ID slot, CK_SESSION_HANDLE s) {
-    static unsigned char ct[512], n_[512], e_[16];
+    static unsigned char ct[512];
     CK_MECHANISM gm = {CKM_RSA_PKCS_KEY_PAIR_GEN, NULL, 0};
     CK_ULONG bits = 2048;
     CK_ATTRIBUTE pt[] = {{CKA_TOKEN, &no, 1}, {CKA_MODULUS_BITS, &bits, sizeof bits}, {CKA_ENCAPSULATE, &yes, 1}};
@@ -291,8 +252,8 @@ static void rsakem(CK_SLOT_ID slot, CK_SESSION_HANDLE s) {
     CHECK("RSA-2048 with CKA_ENCAPSULATE / CKA_DECAPSULATE: C_GenerateKeyPair", rv == CKR_OK);
     if (rv != CKR_OK) { NOTE("rv 0x%lx", rv); return; }
     CK_BBOOL e = 0, d = 0;
-    attr(s, pk, CKA_ENCAPSULATE, &e, 1, &rv);
-    attr(s, sk, CKA_DECAPSULATE, &d, 1, &rv);
+    p11host_attr(s, pk, CKA_ENCAPSULATE, &e, 1, &rv);
+    p11host_attr(s, sk, CKA_DECAPSULATE, &d, 1, &rv);
     CHECK("RSA: CKA_ENCAPSULATE / CKA_DECAPSULATE read back true", e && d);
     CK_MECHANISM_INFO mi;
     CHECK("CKM_RSA_PKCS_OAEP info: CKF_ENCAPSULATE | CKF_DECAPSULATE",
@@ -321,13 +282,13 @@ static void rsakem(CK_SLOT_ID slot, CK_SESSION_HANDLE s) {
     if (rv != CKR_OK) NOTE("C_DecapsulateKey rv 0x%lx", rv);
     CHECK("RSA OAEP-SHA256: C_DecapsulateKey", rv == CKR_OK && k2);
     unsigned char s1[64], s2[64];
-    CK_ULONG n1 = aes_block(s, k1, s1), n2 = aes_block(s, k2, s2);
+    CK_ULONG n1 = p11host_aes_block(s, k1, s1), n2 = p11host_aes_block(s, k2, s2);
     CHECK("RSA OAEP-SHA256: both sides hold the same secret (one AES block encrypts alike)", n1 == 16 && n2 == 16 && memcmp(s1, s2, 16) == 0);
     CK_OBJECT_HANDLE kr = 0;
     CHECK("RSA OAEP: decapsulating to a readable key: CKR_TEMPLATE_INCONSISTENT (the RSA unwrap rule)",
           f->C_DecapsulateKey(s, &m, sk, readable, 6, ct, cn, &kr) == CKR_TEMPLATE_INCONSISTENT && kr == 0);
     CK_BBOOL loc = 1;
-    attr(s, k1, CKA_LOCAL, &loc, 1, &rv);
+    p11host_attr(s, k1, CKA_LOCAL, &loc, 1, &rv);
     CHECK("RSA: the encapsulated key has CKA_LOCAL false (3.2 C_EncapsulateKey)", rv == CKR_OK && loc == 0);
     CHECK("RSA OAEP: a ciphertext one byte short: CKR_WRAPPED_KEY_LEN_RANGE",
           f->C_DecapsulateKey(s, &m, sk, gen, 6, ct, cn - 1, &k2) == CKR_WRAPPED_KEY_LEN_RANGE);
@@ -352,8 +313,8 @@ static void rsakem(CK_SLOT_ID slot, CK_SESSION_HANDLE s) {
     cn = sizeof ct;
     rv = f->C_EncapsulateKey(s, &p1, pk, gen, 6, ct, &cn, &k3);
     if (rv == CKR_OK) rv = f->C_DecapsulateKey(s, &p1, sk, gen, 6, ct, cn, &k4);
-    n1 = k3 ? aes_block(s, k3, s1) : 0;
-    n2 = k4 ? aes_block(s, k4, s2) : 0;
+    n1 = k3 ? p11host_aes_block(s, k3, s1) : 0;
+    n2 = k4 ? p11host_aes_block(s, k4, s2) : 0;
     CHECK("RSA PKCS #1 v1.5: encapsulate / decapsulate, same secret", rv == CKR_OK && n1 == 16 && n2 == 16 && memcmp(s1, s2, 16) == 0);
     /* The usage rule of the 3.2 text: CKA_ENCAPSULATE / CKA_DECAPSULATE, not CKA_WRAP / CKA_UNWRAP. */
     CK_ATTRIBUTE pt0[] = {{CKA_TOKEN, &no, 1}, {CKA_MODULUS_BITS, &bits, sizeof bits}, {CKA_WRAP, &yes, 1}};
@@ -368,14 +329,7 @@ static void rsakem(CK_SLOT_ID slot, CK_SESSION_HANDLE s) {
         CHECK("a second RSA key pair", 0);
     }
     /* Raw EVP OAEP-SHA256 to the module's public key; the module decapsulates the same secret. */
-    CK_ULONG nn = attr(s, pk, CKA_MODULUS, n_, sizeof n_, &rv), en = attr(s, pk, CKA_PUBLIC_EXPONENT, e_, sizeof e_, &rv);
-    BIGNUM *bn = BN_bin2bn(n_, (int)nn, NULL), *be = BN_bin2bn(e_, (int)en, NULL);
-    OSSL_PARAM_BLD *pb = OSSL_PARAM_BLD_new();
-    OSSL_PARAM *pp = NULL;
-    EVP_PKEY *ek = NULL;
-    EVP_PKEY_CTX *fc = EVP_PKEY_CTX_new_from_name(NULL, "RSA", NULL);
-    if (pb && OSSL_PARAM_BLD_push_BN(pb, "n", bn) && OSSL_PARAM_BLD_push_BN(pb, "e", be)) pp = OSSL_PARAM_BLD_to_param(pb);
-    if (!pp || !fc || EVP_PKEY_fromdata_init(fc) != 1 || EVP_PKEY_fromdata(fc, &ek, EVP_PKEY_PUBLIC_KEY, pp) != 1) ek = NULL;
+    EVP_PKEY *ek = p11host_evp_rsa_public(s, pk);
     unsigned char sec[32], ect[512];
     size_t ectn = sizeof ect;
     for (size_t i = 0; i < sizeof sec; i++) sec[i] = (unsigned char)(i * 7 + 3);
@@ -386,23 +340,13 @@ static void rsakem(CK_SLOT_ID slot, CK_SESSION_HANDLE s) {
     CK_OBJECT_HANDLE k5 = 0;
     unsigned char s5[64];
     CK_ULONG n5 = 0;
-    if (ok && f->C_DecapsulateKey(s, &m, sk, gen, 6, ect, ectn, &k5) == CKR_OK) n5 = aes_block(s, k5, s5);
+    if (ok && f->C_DecapsulateKey(s, &m, sk, gen, 6, ect, ectn, &k5) == CKR_OK) n5 = p11host_aes_block(s, k5, s5);
     /* The same block under the known secret with raw EVP AES-256-ECB. */
-    static const unsigned char blk[16] = "keyshare rsa kem";
     unsigned char want[32];
-    int wl = 0;
-    EVP_CIPHER_CTX *x = EVP_CIPHER_CTX_new();
-    int eok = x && EVP_EncryptInit_ex(x, EVP_aes_256_ecb(), NULL, sec, NULL) == 1 && EVP_CIPHER_CTX_set_padding(x, 0) == 1
-              && EVP_EncryptUpdate(x, want, &wl, blk, 16) == 1 && wl == 16;
-    EVP_CIPHER_CTX_free(x);
+    int eok = p11host_evp_aes_block(sec, want);
     CHECK("RSA OAEP-SHA256: raw EVP encryption, module decapsulation: same secret", ok && eok && n5 == 16 && memcmp(s5, want, 16) == 0);
     EVP_PKEY_CTX_free(c);
-    EVP_PKEY_CTX_free(fc);
     EVP_PKEY_free(ek);
-    OSSL_PARAM_free(pp);
-    OSSL_PARAM_BLD_free(pb);
-    BN_free(bn);
-    BN_free(be);
 }
 
 static void mlkem(CK_SESSION_HANDLE s) {
@@ -421,13 +365,13 @@ static void mlkem(CK_SESSION_HANDLE s) {
         CHECKF(rv == CKR_OK, "%s: C_GenerateKeyPair CKM_ML_KEM_KEY_PAIR_GEN", kem[i].name);
         if (rv != CKR_OK) { NOTE("rv 0x%lx", rv); continue; }
         CK_BBOOL e = 0, d = 0;
-        attr(s, pk, CKA_ENCAPSULATE, &e, 1, &rv);
-        attr(s, sk, CKA_DECAPSULATE, &d, 1, &rv);
+        p11host_attr(s, pk, CKA_ENCAPSULATE, &e, 1, &rv);
+        p11host_attr(s, sk, CKA_DECAPSULATE, &d, 1, &rv);
         CHECKF(e && d, "%s: CKA_ENCAPSULATE / CKA_DECAPSULATE true", kem[i].name);
-        CK_ULONG pn = attr(s, pk, CKA_VALUE, pub, sizeof pub, &rv);
+        CK_ULONG pn = p11host_attr(s, pk, CKA_VALUE, pub, sizeof pub, &rv);
         CHECKF(rv == CKR_OK && pn == kem[i].ek, "%s: public CKA_VALUE is the %lu-byte ek", kem[i].name, kem[i].ek);
         static unsigned char v[4096];
-        attr(s, sk, CKA_VALUE, v, sizeof v, &rv);
+        p11host_attr(s, sk, CKA_VALUE, v, sizeof v, &rv);
         CHECKF(rv == CKR_ATTRIBUTE_SENSITIVE, "%s: private CKA_VALUE unreadable", kem[i].name);
         CK_ULONG cn = 0;
         rv = f->C_EncapsulateKey(s, &m, pk, gen, 5, NULL, &cn, &k1);
@@ -442,18 +386,18 @@ static void mlkem(CK_SESSION_HANDLE s) {
         rv = f->C_DecapsulateKey(s, &m, sk, gen, 5, ct, cn, &k2);
         CHECKF(rv == CKR_OK && k2, "%s: C_DecapsulateKey", kem[i].name);
         unsigned char s1[64], s2[64];
-        CK_ULONG n1 = kem_secret_template_value(s, k1, s1), n2 = kem_secret_template_value(s, k2, s2);
+        CK_ULONG n1 = p11host_value(s, k1, s1, 64), n2 = p11host_value(s, k2, s2, 64);
         CHECKF(n1 == 32 && n1 == n2 && memcmp(s1, s2, 32) == 0, "%s: both sides hold the same 32-byte secret", kem[i].name);
         CK_OBJECT_HANDLE k3 = 0;
         rv = f->C_DecapsulateKey(s, &m, sk, aes16, 6, ct, cn, &k3);
         unsigned char s3[64];
-        CK_ULONG n3 = k3 ? kem_secret_template_value(s, k3, s3) : 0;
+        CK_ULONG n3 = k3 ? p11host_value(s, k3, s3, 64) : 0;
         CHECKF(rv == CKR_OK && n3 == 16 && memcmp(s3, s1, 16) == 0, "%s: an AES template with CKA_VALUE_LEN 16 takes the secret's first 16 bytes", kem[i].name);
         ct[5] ^= 0x40;
         CK_OBJECT_HANDLE k4 = 0;
         rv = f->C_DecapsulateKey(s, &m, sk, gen, 5, ct, cn, &k4);
         unsigned char s4[64];
-        CK_ULONG n4 = k4 ? kem_secret_template_value(s, k4, s4) : 0;
+        CK_ULONG n4 = k4 ? p11host_value(s, k4, s4, 64) : 0;
         CHECKF(rv == CKR_OK && n4 == 32 && memcmp(s4, s1, 32) != 0,
                "%s: a modified ciphertext decapsulates (implicit rejection) to a different secret, not an error", kem[i].name);
         CHECKF(f->C_DecapsulateKey(s, &m, sk, gen, 5, ct, cn - 1, &k4) == CKR_WRAPPED_KEY_LEN_RANGE,
@@ -468,7 +412,7 @@ static void mlkem(CK_SESSION_HANDLE s) {
         CK_OBJECT_HANDLE k5 = 0;
         unsigned char s5[64];
         CK_ULONG n5 = 0;
-        if (ok && f->C_DecapsulateKey(s, &m, sk, gen, 5, ect, ectn, &k5) == CKR_OK) n5 = kem_secret_template_value(s, k5, s5);
+        if (ok && f->C_DecapsulateKey(s, &m, sk, gen, 5, ect, ectn, &k5) == CKR_OK) n5 = p11host_value(s, k5, s5, 64);
         CHECKF(ok && n5 == essn && memcmp(s5, ess, essn) == 0, "%s: raw EVP encapsulation, module decapsulation: same secret", kem[i].name);
         EVP_PKEY_CTX_free(c);
         EVP_PKEY_free(k);
@@ -510,10 +454,10 @@ static void slhdsa(CK_SESSION_HANDLE s) {
         CK_RV rv = keypair(s, CKM_SLH_DSA_KEY_PAIR_GEN, slh[i].set, &pk, &sk);
         CHECKF(rv == CKR_OK, "%s: C_GenerateKeyPair CKM_SLH_DSA_KEY_PAIR_GEN", slh[i].name);
         if (rv != CKR_OK) { NOTE("rv 0x%lx", rv); continue; }
-        CK_ULONG pn = attr(s, pk, CKA_VALUE, pub, sizeof pub, &rv);
+        CK_ULONG pn = p11host_attr(s, pk, CKA_VALUE, pub, sizeof pub, &rv);
         CHECKF(rv == CKR_OK && pn == slh[i].pk, "%s: public CKA_VALUE %lu bytes", slh[i].name, slh[i].pk);
         static unsigned char v[256];
-        attr(s, sk, CKA_VALUE, v, sizeof v, &rv);
+        p11host_attr(s, sk, CKA_VALUE, v, sizeof v, &rv);
         CHECKF(rv == CKR_ATTRIBUTE_SENSITIVE, "%s: private CKA_VALUE unreadable", slh[i].name);
         unsigned char ctx[] = "slh";
         CK_SIGN_ADDITIONAL_CONTEXT p = {CKH_HEDGE_REQUIRED, ctx, 3};
@@ -540,23 +484,16 @@ static void slhdsa(CK_SESSION_HANDLE s) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) { fprintf(stderr, "usage: pq MODULE\n"); return 2; }
-    const char *so = getenv("KS_TEST_SO_PIN"), *pin = getenv("KS_TEST_PIN");
-    if (!so || !pin) { fprintf(stderr, "KS_TEST_SO_PIN and KS_TEST_PIN must be set\n"); return 2; }
-    void *h = dlopen(argv[1], RTLD_NOW);
-    CK_C_GetInterface gi = h ? (CK_C_GetInterface)dlsym(h, "C_GetInterface") : NULL;
-    CK_INTERFACE_PTR ip = NULL;
-    CK_VERSION v32 = {3, 2};
-    if (!gi || gi((CK_UTF8CHAR_PTR) "PKCS 11", &v32, &ip, 0) != CKR_OK) { printf("no 3.2 interface\n0 passed, 1 failed\n"); return 1; }
-    f = (CK_FUNCTION_LIST_3_2 *)ip->pFunctionList;
+    const char *so, *pin;
+    if (!p11host_args(argc, 1, "pq MODULE", &so, &pin)) return 2;
+    if (!p11host_load_3_2(argv[1], NULL)) return 1;
     CHECK("C_GetInterface(\"PKCS 11\", 3.2) gives the 3.2 list", f->version.major == 3 && f->version.minor == 2);
-    if (f->C_Initialize(NULL) != CKR_OK) { printf("C_Initialize failed\n%d passed, %d failed\n", pass, fail + 1); return 1; }
-    CK_SLOT_ID slot = harness_make_token((CK_FUNCTION_LIST_3_0 *)f, "pq", so, pin);
+    if (!p11host_initialize()) return 1;
+    CK_SLOT_ID slot = p11host_make_token("pq", so, pin);
     CHECK("a token to work on", slot != 0);
     if (!slot) goto out;
     CK_SESSION_HANDLE s;
-    f->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s);
-    f->C_Login(s, CKU_USER, (CK_UTF8CHAR_PTR)pin, strlen(pin));
+    p11host_user_session(slot, pin, &s);
     CK_MECHANISM_TYPE pq[] = {CKM_ML_DSA_KEY_PAIR_GEN, CKM_ML_DSA, CKM_HASH_ML_DSA, CKM_HASH_ML_DSA_SHA256, CKM_ML_KEM_KEY_PAIR_GEN,
                               CKM_ML_KEM, CKM_SLH_DSA_KEY_PAIR_GEN, CKM_SLH_DSA, CKM_HASH_SLH_DSA_SHA3_256};
     int n_listed = 0;
@@ -587,6 +524,5 @@ int main(int argc, char **argv) {
     f->C_CloseSession(s);
 out:
     f->C_Finalize(NULL);
-    printf("%d passed, %d failed\n", pass, fail);
-    return fail ? 1 : 0;
+    return p11host_report();
 }

@@ -11,30 +11,14 @@
  * Usage: pq_import MODULE, with KS_TEST_SO_PIN and KS_TEST_PIN in the environment.
  * Ends with "N passed, M failed". */
 #define _GNU_SOURCE
-#include <dlfcn.h>
-#include <features.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <openssl/core_names.h>
-#include <openssl/evp.h>
 #include <openssl/params.h>
-#include "../../../pkcs11/abi/include/pkcs11_3_2.h"
-#include "harness.h"
+#define P11HOST_3_2
+#define P11HOST_BUNDLED_LIBCRYPTO 1
+#include "p11host.h"
 
-#if !__GLIBC_PREREQ(2, 38)
-/* The bundled libcrypto.a was built against glibc 2.41 (Sources/COpenSSLSupport/support.c). */
-long __isoc23_strtol(const char *nptr, char **endptr, int base);
-long __isoc23_strtol(const char *nptr, char **endptr, int base) { return strtol(nptr, endptr, base); }
-#endif
 
-static int pass, fail;
-#define CHECK(name, cond) do { if (cond) { pass++; printf("ok   - %s\n", name); } \
-    else { fail++; printf("FAIL - %s (line %d)\n", name, __LINE__); } } while (0)
-#define NOTE(...) do { printf("  "); printf(__VA_ARGS__); printf("\n"); } while (0)
 
-static CK_FUNCTION_LIST_3_2 *f;
-static CK_BBOOL yes = CK_TRUE, no = CK_FALSE;
 static const unsigned char msg[] = "keyshare post-quantum import test";
 
 /* The raw "pub", "priv" and "seed" of an EVP key (seed absent for SLH-DSA). */
@@ -60,11 +44,6 @@ static CK_RV create_priv(CK_SESSION_HANDLE s, CK_KEY_TYPE kt, CK_ULONG set, cons
     if (seed) t[n++] = (CK_ATTRIBUTE){CKA_SEED, (void *)seed, sn};
     if (v) t[n++] = (CK_ATTRIBUTE){CKA_VALUE, (void *)v, vn};
     return f->C_CreateObject(s, t, n, h);
-}
-
-static CK_ULONG secret(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE h, unsigned char *out) {
-    CK_ATTRIBUTE a = {CKA_VALUE, out, 64};
-    return f->C_GetAttributeValue(s, h, &a, 1) == CKR_OK ? a.ulValueLen : 0;
 }
 
 static void mlkem(CK_SESSION_HANDLE s) {
@@ -98,7 +77,7 @@ static void mlkem(CK_SESSION_HANDLE s) {
     rv = f->C_EncapsulateKey(s, &m, pk, gen, 5, ct, &cn, &key);
     if (rv != CKR_OK) NOTE("rv 0x%lx", rv);
     unsigned char s1[64], es[64];
-    CK_ULONG n1 = rv == CKR_OK ? secret(s, key, s1) : 0;
+    CK_ULONG n1 = rv == CKR_OK ? p11host_value(s, key, s1, 64) : 0;
     EVP_PKEY_CTX *c = EVP_PKEY_CTX_new_from_pkey(NULL, k, NULL);
     size_t esn = sizeof es;
     int ok = c && EVP_PKEY_decapsulate_init(c, NULL) == 1 && EVP_PKEY_decapsulate(c, es, &esn, ct, cn) == 1;
@@ -119,7 +98,7 @@ static void mlkem(CK_SESSION_HANDLE s) {
         if (rv != CKR_OK) NOTE("rv 0x%lx", rv);
         unsigned char s3[64];
         CK_ULONG n3 = 0;
-        if (rv == CKR_OK && f->C_DecapsulateKey(s, &m, sk, gen, 5, ect, ectn, &k3) == CKR_OK) n3 = secret(s, k3, s3);
+        if (rv == CKR_OK && f->C_DecapsulateKey(s, &m, sk, gen, 5, ect, ectn, &k3) == CKR_OK) n3 = p11host_value(s, k3, s3, 64);
         char name[160];
         snprintf(name, sizeof name, "ML-KEM-768: a private key from %s decapsulates EVP's ciphertext to EVP's secret", forms[i]);
         CHECK(name, rv == CKR_OK && ok && n3 == essn && memcmp(s3, ess, essn) == 0);
@@ -277,22 +256,15 @@ static void kem_templates(CK_SESSION_HANDLE s) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) { fprintf(stderr, "usage: pq_import MODULE\n"); return 2; }
-    const char *so = getenv("KS_TEST_SO_PIN"), *pin = getenv("KS_TEST_PIN");
-    if (!so || !pin) { fprintf(stderr, "KS_TEST_SO_PIN and KS_TEST_PIN must be set\n"); return 2; }
-    void *h = dlopen(argv[1], RTLD_NOW);
-    CK_C_GetInterface gi = h ? (CK_C_GetInterface)dlsym(h, "C_GetInterface") : NULL;
-    CK_INTERFACE_PTR ip = NULL;
-    CK_VERSION v32 = {3, 2};
-    if (!gi || gi((CK_UTF8CHAR_PTR) "PKCS 11", &v32, &ip, 0) != CKR_OK) { printf("no 3.2 interface\n0 passed, 1 failed\n"); return 1; }
-    f = (CK_FUNCTION_LIST_3_2 *)ip->pFunctionList;
-    if (f->C_Initialize(NULL) != CKR_OK) { printf("C_Initialize failed\n0 passed, 1 failed\n"); return 1; }
-    CK_SLOT_ID slot = harness_make_token((CK_FUNCTION_LIST_3_0 *)f, "pqimport", so, pin);
+    const char *so, *pin;
+    if (!p11host_args(argc, 1, "pq_import MODULE", &so, &pin)) return 2;
+    if (!p11host_load_3_2(argv[1], NULL)) return 1;
+    if (!p11host_initialize()) return 1;
+    CK_SLOT_ID slot = p11host_make_token("pqimport", so, pin);
     CHECK("a token to import into", slot != 0);
     if (slot) {
         CK_SESSION_HANDLE s;
-        f->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s);
-        f->C_Login(s, CKU_USER, (CK_UTF8CHAR_PTR)pin, strlen(pin));
+        p11host_user_session(slot, pin, &s);
         mlkem(s);
         kem_templates(s);
         signatures(s, "ML-DSA-65", CKK_ML_DSA, CKP_ML_DSA_65, CKM_ML_DSA, 1);
@@ -300,6 +272,5 @@ int main(int argc, char **argv) {
         f->C_CloseSession(s);
     }
     f->C_Finalize(NULL);
-    printf("%d passed, %d failed\n", pass, fail);
-    return fail ? 1 : 0;
+    return p11host_report();
 }

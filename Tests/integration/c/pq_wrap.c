@@ -11,31 +11,14 @@
  * Usage: pq_wrap MODULE, with KS_TEST_SO_PIN and KS_TEST_PIN in the environment.
  * Ends with "N passed, M failed". */
 #define _GNU_SOURCE
-#include <dlfcn.h>
-#include <features.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <openssl/core_names.h>
-#include <openssl/evp.h>
 #include <openssl/x509.h>
-#include "../../../pkcs11/abi/include/pkcs11_3_2.h"
-#include "harness.h"
+#define P11HOST_3_2
+#define P11HOST_BUNDLED_LIBCRYPTO 1
+#include "p11host.h"
 
-#if !__GLIBC_PREREQ(2, 38)
-/* The bundled libcrypto.a was built against glibc 2.41 (Sources/COpenSSLSupport/support.c). */
-long __isoc23_strtol(const char *nptr, char **endptr, int base);
-long __isoc23_strtol(const char *nptr, char **endptr, int base) { return strtol(nptr, endptr, base); }
-#endif
 
-static int pass, fail;
-#define CHECK(name, cond) do { if (cond) { pass++; printf("ok   - %s\n", name); } \
-    else { fail++; printf("FAIL - %s (line %d)\n", name, __LINE__); } } while (0)
-#define CHECKF(cond, ...) do { char _n[256]; snprintf(_n, sizeof _n, __VA_ARGS__); CHECK(_n, cond); } while (0)
-#define NOTE(...) do { printf("  "); printf(__VA_ARGS__); printf("\n"); } while (0)
 
-static CK_FUNCTION_LIST_3_2 *f;
-static CK_BBOOL yes = CK_TRUE, no = CK_FALSE;
 static const unsigned char msg[] = "keyshare post-quantum wrap test";
 static const unsigned char known_kek[32] = "0123456789abcdef0123456789abcde";
 
@@ -44,12 +27,6 @@ static const struct { const char *name; CK_MECHANISM_TYPE gen, use; CK_KEY_TYPE 
     {"ML-KEM-768", CKM_ML_KEM_KEY_PAIR_GEN, CKM_ML_KEM, CKK_ML_KEM, CKP_ML_KEM_768},
     {"SLH-DSA-SHA2-128f", CKM_SLH_DSA_KEY_PAIR_GEN, CKM_SLH_DSA, CKK_SLH_DSA, CKP_SLH_DSA_SHA2_128F},
 };
-
-static CK_ULONG attr(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE h, CK_ATTRIBUTE_TYPE t, void *out, CK_ULONG cap, CK_RV *rv) {
-    CK_ATTRIBUTE a = {t, out, cap};
-    *rv = f->C_GetAttributeValue(s, h, &a, 1);
-    return a.ulValueLen;
-}
 
 static CK_RV pair(CK_SESSION_HANDLE s, int i, CK_BBOOL sensitive, CK_BBOOL extractable, CK_OBJECT_HANDLE *pub, CK_OBJECT_HANDLE *priv) {
     CK_MECHANISM m = {kinds[i].gen, NULL, 0};
@@ -75,7 +52,7 @@ static int works(CK_SESSION_HANDLE s, int i, CK_OBJECT_HANDLE pub, CK_OBJECT_HAN
         if (f->C_DecapsulateKey(s, &m, priv, t, 5, ct, cn, &k2) != CKR_OK) return 0;
         unsigned char a[64], b[64];
         CK_RV r1, r2;
-        CK_ULONG n1 = attr(s, k1, CKA_VALUE, a, sizeof a, &r1), n2 = attr(s, k2, CKA_VALUE, b, sizeof b, &r2);
+        CK_ULONG n1 = p11host_attr(s, k1, CKA_VALUE, a, sizeof a, &r1), n2 = p11host_attr(s, k2, CKA_VALUE, b, sizeof b, &r2);
         return r1 == CKR_OK && r2 == CKR_OK && n1 == 32 && n2 == 32 && memcmp(a, b, 32) == 0;
     }
     static unsigned char sig[20000];
@@ -161,8 +138,8 @@ static void one(CK_SESSION_HANDLE s, int i, CK_OBJECT_HANDLE kek, CK_OBJECT_HAND
     CK_ULONG set = 0;
     CK_BBOOL sens = 0;
     CK_RV r2, r3;
-    attr(s, back, CKA_PARAMETER_SET, &set, sizeof set, &r2);
-    attr(s, back, CKA_SENSITIVE, &sens, 1, &r3);
+    p11host_attr(s, back, CKA_PARAMETER_SET, &set, sizeof set, &r2);
+    p11host_attr(s, back, CKA_SENSITIVE, &sens, 1, &r3);
     CHECKF(rv == CKR_OK && r2 == CKR_OK && set == kinds[i].set && r3 == CKR_OK && sens,
            "%s: C_UnwrapKey gives a sensitive key of the same CKA_PARAMETER_SET", nm);
     CHECKF(rv == CKR_OK && works(s, i, pub, back), kt == CKK_ML_KEM ? "%s: the unwrapped key decapsulates what the public key encapsulated"
@@ -176,7 +153,7 @@ static void one(CK_SESSION_HANDLE s, int i, CK_OBJECT_HANDLE kek, CK_OBJECT_HAND
     CK_ATTRIBUTE st[] = {{CKA_CLASS, &pc, sizeof pc}, {CKA_KEY_TYPE, &kt, sizeof kt}, {CKA_TOKEN, &no, 1},
                          {CKA_PARAMETER_SET, &wrongset, sizeof wrongset}};
     rv = f->C_UnwrapKey(s, &kwp, kek, blob, bn, st, 4, &h);
-    if (rv == CKR_OK) attr(s, h, CKA_PARAMETER_SET, &gotset, sizeof gotset, &r2);
+    if (rv == CKR_OK) p11host_attr(s, h, CKA_PARAMETER_SET, &gotset, sizeof gotset, &r2);
     if (rv != CKR_TEMPLATE_INCONSISTENT) NOTE("rv 0x%lx, CKA_PARAMETER_SET %lu", rv, gotset);
     CHECKF(rv == CKR_TEMPLATE_INCONSISTENT, "%s: a template naming another CKA_PARAMETER_SET: CKR_TEMPLATE_INCONSISTENT", nm);
     h = 0;
@@ -196,7 +173,7 @@ static void one(CK_SESSION_HANDLE s, int i, CK_OBJECT_HANDLE kek, CK_OBJECT_HAND
     /* Not sensitive, extractable: under the known key, opened and parsed by EVP. */
     CK_OBJECT_HANDLE pub2 = 0, priv2 = 0;
     rv = pair(s, i, CK_FALSE, CK_TRUE, &pub2, &priv2);
-    CK_ULONG pubn = attr(s, pub2, CKA_VALUE, pubv, sizeof pubv, &r2);
+    CK_ULONG pubn = p11host_attr(s, pub2, CKA_VALUE, pubv, sizeof pubv, &r2);
     bn = sizeof blob;
     if (rv == CKR_OK) rv = f->C_WrapKey(s, &kwp, known, priv2, blob, &bn);
     CHECKF(rv == CKR_OK && r2 == CKR_OK && evp_opens(blob, bn, 0, NULL, nm, pubv, pubn),
@@ -217,28 +194,20 @@ static void one(CK_SESSION_HANDLE s, int i, CK_OBJECT_HANDLE kek, CK_OBJECT_HAND
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) { fprintf(stderr, "usage: pq_wrap MODULE\n"); return 2; }
-    const char *so = getenv("KS_TEST_SO_PIN"), *pin = getenv("KS_TEST_PIN");
-    if (!so || !pin) { fprintf(stderr, "KS_TEST_SO_PIN and KS_TEST_PIN must be set\n"); return 2; }
-    void *h = dlopen(argv[1], RTLD_NOW);
-    CK_C_GetInterface gi = h ? (CK_C_GetInterface)dlsym(h, "C_GetInterface") : NULL;
-    CK_INTERFACE_PTR ip = NULL;
-    CK_VERSION v32 = {3, 2};
-    if (!gi || gi((CK_UTF8CHAR_PTR) "PKCS 11", &v32, &ip, 0) != CKR_OK) { printf("no 3.2 interface\n0 passed, 1 failed\n"); return 1; }
-    f = (CK_FUNCTION_LIST_3_2 *)ip->pFunctionList;
-    if (f->C_Initialize(NULL) != CKR_OK) { printf("C_Initialize failed\n0 passed, 1 failed\n"); return 1; }
-    CK_SLOT_ID slot = harness_make_token((CK_FUNCTION_LIST_3_0 *)f, "pqwrap", so, pin);
+    const char *so, *pin;
+    if (!p11host_args(argc, 1, "pq_wrap MODULE", &so, &pin)) return 2;
+    if (!p11host_load_3_2(argv[1], NULL)) return 1;
+    if (!p11host_initialize()) return 1;
+    CK_SLOT_ID slot = p11host_make_token("pqwrap", so, pin);
     CHECK("a token to work on", slot != 0);
     if (slot) {
         CK_SESSION_HANDLE s;
-        f->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s);
-        f->C_Login(s, CKU_USER, (CK_UTF8CHAR_PTR)pin, strlen(pin));
+        p11host_user_session(slot, pin, &s);
         CK_OBJECT_HANDLE kek = wrap_only_kek(s), known = known_kek_handle(s);
         CHECK("a wrap-only AES-256 key and one of known value", kek && known);
         for (int i = 0; i < 3; i++) one(s, i, kek, known);
         f->C_CloseSession(s);
     }
     f->C_Finalize(NULL);
-    printf("%d passed, %d failed\n", pass, fail);
-    return fail ? 1 : 0;
+    return p11host_report();
 }
