@@ -20,25 +20,10 @@
  * Usage: v32 MODULE [CERT.der [ANCHOR-TOKEN-LABEL ANCHOR-SHA256-HEX]], with KS_TEST_SO_PIN and KS_TEST_PIN in the environment (never on the
  * command line). It makes its own token with C_InitToken on the free slot. Ends with
  * "N passed, M failed". */
-#include <dlfcn.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <openssl/evp.h>
 #include <openssl/x509.h>
-#include "pkcs11_shim.h"
-#include "harness.h"
-#include "../../../pkcs11/abi/include/pkcs11_3_2.h"
+#define P11HOST_3_2
+#include "p11host.h"
 
-static int pass, fail;
-#define CHECK(name, cond) do { if (cond) { pass++; printf("ok   - %s\n", name); } \
-    else { fail++; printf("FAIL - %s (line %d)\n", name, __LINE__); } } while (0)
-#define CHECKF(cond, ...) do { char _n[256]; snprintf(_n, sizeof _n, __VA_ARGS__); CHECK(_n, cond); } while (0)
-#define RV(name, call, want) do { CK_RV rv_ = (call); if (rv_ == (want)) { pass++; printf("ok   - %s\n", name); } \
-    else { fail++; printf("FAIL - %s: rv 0x%lx, want 0x%lx (line %d)\n", name, rv_, (CK_RV)(want), __LINE__); } } while (0)
-
-static CK_FUNCTION_LIST_3_2 *f;
-static CK_BBOOL yes = CK_TRUE, no = CK_FALSE;
 static CK_OBJECT_CLASS secret_class = CKO_SECRET_KEY;
 static CK_KEY_TYPE aes_type = CKK_AES, generic_type = CKK_GENERIC_SECRET;
 static const CK_SESSION_HANDLE BAD = 0x7ffff00dUL;
@@ -700,30 +685,20 @@ static void async_group(CK_SESSION_HANDLE s) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) { printf("usage: v32 MODULE\n0 passed, 1 failed\n"); return 2; }
-    const char *so_pin = getenv("KS_TEST_SO_PIN"), *pin = getenv("KS_TEST_PIN");
-    if (!so_pin || !pin) { printf("KS_TEST_SO_PIN / KS_TEST_PIN unset\n0 passed, 1 failed\n"); return 2; }
-    void *lib = dlopen(argv[1], RTLD_NOW);
-    if (!lib) { printf("dlopen: %s\n0 passed, 1 failed\n", dlerror()); return 2; }
-    CK_C_GetInterface gi = (CK_C_GetInterface)dlsym(lib, "C_GetInterface");
-    CK_VERSION v32 = {3, 2};
-    CK_INTERFACE_PTR ip = NULL;
-    if (!gi || gi((CK_UTF8CHAR_PTR)"PKCS 11", &v32, &ip, 0) != CKR_OK) {
-        printf("C_GetInterface(\"PKCS 11\", 3.2) failed\n0 passed, 1 failed\n");
-        return 2;
-    }
-    f = ip->pFunctionList;
+    const char *so_pin, *pin;
+    if (!p11host_args(argc, 1, "v32 MODULE [CERT.der [ANCHOR-TOKEN-LABEL ANCHOR-SHA256-HEX]]", &so_pin, &pin)) return 2;
+    void *lib = NULL;
+    if (!p11host_load_3_2(argv[1], &lib)) return 2;
     CK_FLAGS flags;
     RV("before C_Initialize: C_GetSessionValidationFlags is CKR_CRYPTOKI_NOT_INITIALIZED",
        f->C_GetSessionValidationFlags(1, 1, &flags), CKR_CRYPTOKI_NOT_INITIALIZED);
     RV("before C_Initialize: C_VerifySignatureInit is CKR_CRYPTOKI_NOT_INITIALIZED",
        f->C_VerifySignatureInit(1, NULL, 0, NULL, 0), CKR_CRYPTOKI_NOT_INITIALIZED);
-    if (f->C_Initialize(NULL) != CKR_OK) { printf("C_Initialize failed\n0 passed, 1 failed\n"); return 2; }
+    if (!p11host_initialize()) return 2;
     interface_group(lib);
-    CK_SLOT_ID slot = harness_make_token((CK_FUNCTION_LIST_3_0 *)f, "v32", so_pin, pin);
+    CK_SLOT_ID slot = p11host_make_token("v32", so_pin, pin);
     CK_SESSION_HANDLE s = 0;
-    if (!slot || f->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s) != CKR_OK ||
-        f->C_Login(s, CKU_USER, (CK_UTF8CHAR_PTR)pin, strlen(pin)) != CKR_OK) {
+    if (!slot || p11host_user_session(slot, pin, &s) != CKR_OK) {
         printf("token setup failed\n%d passed, %d failed\n", pass, fail + 1);
         return 1;
     }
@@ -740,6 +715,5 @@ int main(int argc, char **argv) {
        f->C_WrapKeyAuthenticated(1, NULL, 0, 0, NULL, 0, NULL, NULL), CKR_CRYPTOKI_NOT_INITIALIZED);
     RV("after C_Finalize: C_UnwrapKeyAuthenticated is CKR_CRYPTOKI_NOT_INITIALIZED",
        f->C_UnwrapKeyAuthenticated(1, NULL, 0, NULL, 0, NULL, 0, NULL, 0, NULL), CKR_CRYPTOKI_NOT_INITIALIZED);
-    printf("%d passed, %d failed\n", pass, fail);
-    return fail ? 1 : 0;
+    return p11host_report();
 }
