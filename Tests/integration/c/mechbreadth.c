@@ -21,59 +21,28 @@
  *
  * Usage: mechbreadth MODULE OUTDIR, with KS_TEST_SO_PIN and KS_TEST_PIN in
  * the environment. Ends with "N passed, M failed". */
-#include <dlfcn.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <openssl/core_names.h>
 #include <openssl/evp.h>
 #include <openssl/param_build.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
-#include "pkcs11_shim.h"
-#include "harness.h"
+#include "p11host.h"
 
-static int pass, fail;
-#define CHECK(name, cond) do { if (cond) { pass++; printf("ok   - %s\n", name); } \
-    else { fail++; printf("FAIL - %s (line %d)\n", name, __LINE__); } } while (0)
-#define NOTE(...) do { printf("  "); printf(__VA_ARGS__); printf("\n"); } while (0)
 
-static CK_FUNCTION_LIST_3_0 *f;
 static const char *outdir;
-static CK_BBOOL yes = CK_TRUE, no = CK_FALSE;
 static CK_OBJECT_CLASS secret_class = CKO_SECRET_KEY;
 static const CK_SESSION_HANDLE BAD = 0x7ffff00dUL;
 
-static size_t unhex(const char *h, unsigned char *out) {
-    size_t n = 0;
-    while (h[0] && h[1]) {
-        unsigned v;
-        sscanf(h, "%2x", &v);
-        out[n++] = (unsigned char)v;
-        h += 2;
-    }
-    return n;
-}
-
-static void put_file(const char *name, const unsigned char *p, size_t n) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", outdir, name);
-    FILE *fp = fopen(path, "wb");
-    if (!fp) { printf("cannot write %s\n", path); exit(2); }
-    fwrite(p, 1, n, fp);
-    fclose(fp);
-}
-
 static int same(const unsigned char *a, CK_ULONG an, const char *hex) {
     unsigned char b[256];
-    size_t bn = unhex(hex, b);
+    size_t bn = p11host_unhex(hex, b);
     return an == bn && memcmp(a, b, bn) == 0;
 }
 
 /* A secret key of a known value: readable, every usage flag, derive too. */
 static CK_OBJECT_HANDLE secret(CK_SESSION_HANDLE s, CK_KEY_TYPE type, const char *hex, CK_BBOOL sensitive) {
     unsigned char v[64];
-    CK_ULONG n = unhex(hex, v);
+    CK_ULONG n = p11host_unhex(hex, v);
     CK_BBOOL extractable = !sensitive;
     CK_ATTRIBUTE t[] = {{CKA_CLASS, &secret_class, sizeof secret_class}, {CKA_KEY_TYPE, &type, sizeof type},
                         {CKA_VALUE, v, n}, {CKA_SENSITIVE, &sensitive, 1}, {CKA_EXTRACTABLE, &extractable, 1},
@@ -83,41 +52,6 @@ static CK_OBJECT_HANDLE secret(CK_SESSION_HANDLE s, CK_KEY_TYPE type, const char
     CK_RV rv = f->C_CreateObject(s, t, sizeof t / sizeof t[0], &h);
     if (rv != CKR_OK) NOTE("C_CreateObject key type 0x%lx: 0x%lx", type, rv);
     return h;
-}
-
-static CK_ULONG value_of(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE h, unsigned char *out, CK_ULONG cap) {
-    CK_ATTRIBUTE a = {CKA_VALUE, out, cap};
-    return f->C_GetAttributeValue(s, h, &a, 1) == CKR_OK ? a.ulValueLen : 0;
-}
-
-static CK_RV crypt1(CK_SESSION_HANDLE s, int enc, CK_MECHANISM *m, CK_OBJECT_HANDLE k, const unsigned char *in,
-                    CK_ULONG n, unsigned char *out, CK_ULONG *outn) {
-    CK_RV rv = enc ? f->C_EncryptInit(s, m, k) : f->C_DecryptInit(s, m, k);
-    if (rv != CKR_OK) return rv;
-    CK_ULONG need = 0;
-    rv = enc ? f->C_Encrypt(s, (CK_BYTE_PTR)in, n, NULL, &need) : f->C_Decrypt(s, (CK_BYTE_PTR)in, n, NULL, &need);
-    if (rv != CKR_OK) return rv;
-    if (need > *outn) return CKR_BUFFER_TOO_SMALL;
-    *outn = need;
-    return enc ? f->C_Encrypt(s, (CK_BYTE_PTR)in, n, out, outn) : f->C_Decrypt(s, (CK_BYTE_PTR)in, n, out, outn);
-}
-
-static CK_RV cryptn(CK_SESSION_HANDLE s, int enc, CK_MECHANISM *m, CK_OBJECT_HANDLE k, const unsigned char *in,
-                    CK_ULONG n, unsigned char *out, CK_ULONG *outn, CK_ULONG step) {
-    CK_RV rv = enc ? f->C_EncryptInit(s, m, k) : f->C_DecryptInit(s, m, k);
-    if (rv != CKR_OK) return rv;
-    CK_ULONG done = 0;
-    for (CK_ULONG i = 0; i < n; i += step) {
-        CK_ULONG part = n - i < step ? n - i : step, got = *outn - done;
-        rv = enc ? f->C_EncryptUpdate(s, (CK_BYTE_PTR)in + i, part, out + done, &got)
-                 : f->C_DecryptUpdate(s, (CK_BYTE_PTR)in + i, part, out + done, &got);
-        if (rv != CKR_OK) return rv;
-        done += got;
-    }
-    CK_ULONG got = *outn - done;
-    rv = enc ? f->C_EncryptFinal(s, out + done, &got) : f->C_DecryptFinal(s, out + done, &got);
-    *outn = done + got;
-    return rv;
 }
 
 static CK_RV mac(CK_SESSION_HANDLE s, CK_MECHANISM *m, CK_OBJECT_HANDLE k, const unsigned char *in, CK_ULONG n,
@@ -182,35 +116,35 @@ static const char *C3 = "a826fd8ce53b855fcce21c8112256fe668d5c05dd9b6b900";
 static void ccm(CK_SESSION_HANDLE s) {
     CK_OBJECT_HANDLE k1 = secret(s, CKK_AES, "c0c1c2c3c4c5c6c7c8c9cacbcccdcecf", CK_FALSE);
     unsigned char nonce[13], aad[8], pt[23], out[64], back[64];
-    unhex("00000003020100a0a1a2a3a4a5", nonce);
+    p11host_unhex("00000003020100a0a1a2a3a4a5", nonce);
     for (int i = 0; i < 8; i++) aad[i] = (unsigned char)i;
     for (int i = 0; i < 23; i++) pt[i] = (unsigned char)(8 + i);
     const char *want = "588c979a61c663d2f066d0c2c0f989806d5f6b61dac38417e8d12cfdf926e0";
     CK_CCM_PARAMS p = {23, nonce, 13, aad, 8, 8};
     CK_MECHANISM m = {CKM_AES_CCM, &p, sizeof p};
     CK_ULONG n = sizeof out;
-    CHECK("CKM_AES_CCM: RFC 3610 packet vector #1, C_Encrypt", crypt1(s, 1, &m, k1, pt, 23, out, &n) == CKR_OK && same(out, n, want));
+    CHECK("CKM_AES_CCM: RFC 3610 packet vector #1, C_Encrypt", p11host_crypt1(s, 1, &m, k1, pt, 23, out, &n) == CKR_OK && same(out, n, want));
     n = sizeof out;
     CHECK("CKM_AES_CCM: RFC 3610 #1 multi-part (5-byte parts; the final call gives it all)",
-          cryptn(s, 1, &m, k1, pt, 23, out, &n, 5) == CKR_OK && same(out, n, want));
+          p11host_cryptn(s, 1, &m, k1, pt, 23, out, &n, 5) == CKR_OK && same(out, n, want));
     CK_ULONG bn = sizeof back;
     CHECK("CKM_AES_CCM: RFC 3610 #1 decrypts, single- and multi-part",
-          crypt1(s, 0, &m, k1, out, n, back, &bn) == CKR_OK && bn == 23 && memcmp(back, pt, 23) == 0 &&
-          (bn = sizeof back, cryptn(s, 0, &m, k1, out, n, back, &bn, 3)) == CKR_OK && bn == 23 && memcmp(back, pt, 23) == 0);
+          p11host_crypt1(s, 0, &m, k1, out, n, back, &bn) == CKR_OK && bn == 23 && memcmp(back, pt, 23) == 0 &&
+          (bn = sizeof back, p11host_cryptn(s, 0, &m, k1, out, n, back, &bn, 3)) == CKR_OK && bn == 23 && memcmp(back, pt, 23) == 0);
     out[30] ^= 1;
     bn = sizeof back;
-    CHECK("CKM_AES_CCM: a flipped MAC bit is CKR_ENCRYPTED_DATA_INVALID", crypt1(s, 0, &m, k1, out, n, back, &bn) == CKR_ENCRYPTED_DATA_INVALID);
+    CHECK("CKM_AES_CCM: a flipped MAC bit is CKR_ENCRYPTED_DATA_INVALID", p11host_crypt1(s, 0, &m, k1, out, n, back, &bn) == CKR_ENCRYPTED_DATA_INVALID);
     CHECK("CKM_AES_CCM: the failed decryption ended the operation (C_Decrypt: CKR_OPERATION_NOT_INITIALIZED)",
           f->C_Decrypt(s, out, n, back, &bn) == CKR_OPERATION_NOT_INITIALIZED);
     /* SP 800-38C Appendix C, example 1. */
     CK_OBJECT_HANDLE k2 = secret(s, CKK_AES, "404142434445464748494a4b4c4d4e4f", CK_FALSE);
     unsigned char n2[7], a2[8], p2[4];
-    unhex("10111213141516", n2); unhex("0001020304050607", a2); unhex("20212223", p2);
+    p11host_unhex("10111213141516", n2); p11host_unhex("0001020304050607", a2); p11host_unhex("20212223", p2);
     CK_CCM_PARAMS q = {4, n2, 7, a2, 8, 4};
     CK_MECHANISM m2 = {CKM_AES_CCM, &q, sizeof q};
     n = sizeof out;
     CHECK("CKM_AES_CCM: SP 800-38C example 1 (7-byte nonce, 4-byte MAC)",
-          crypt1(s, 1, &m2, k2, p2, 4, out, &n) == CKR_OK && same(out, n, "7162015b4dac255d"));
+          p11host_crypt1(s, 1, &m2, k2, p2, 4, out, &n) == CKR_OK && same(out, n, "7162015b4dac255d"));
     /* Arguments. */
     CK_CCM_PARAMS nullNonce = {4, NULL, 7, a2, 8, 4};
     CK_MECHANISM mn = {CKM_AES_CCM, &nullNonce, sizeof nullNonce};
@@ -225,7 +159,7 @@ static void ccm(CK_SESSION_HANDLE s) {
     CHECK("CKM_AES_CCM: ulParameterLen one short is CKR_MECHANISM_PARAM_INVALID", f->C_EncryptInit(s, &ms, k2) == CKR_MECHANISM_PARAM_INVALID);
     CHECK("CKM_AES_CCM on a bad session: CKR_SESSION_HANDLE_INVALID first", f->C_EncryptInit(BAD, &mn, k2) == CKR_SESSION_HANDLE_INVALID);
     n = sizeof out;
-    CHECK("CKM_AES_CCM: input shorter than ulDataLen is CKR_DATA_LEN_RANGE", crypt1(s, 1, &m2, k2, p2, 3, out, &n) == CKR_DATA_LEN_RANGE);
+    CHECK("CKM_AES_CCM: input shorter than ulDataLen is CKR_DATA_LEN_RANGE", p11host_crypt1(s, 1, &m2, k2, p2, 3, out, &n) == CKR_DATA_LEN_RANGE);
 }
 
 /* AES-CCM against EVP in this process: random keys (16/24/32), nonces
@@ -242,7 +176,7 @@ static void ccm_against_evp(CK_SESSION_HANDLE s, int rounds) {
         CK_CCM_PARAMS p = {(CK_ULONG)pl, nonce, (CK_ULONG)nl, al ? aad : NULL, (CK_ULONG)al, (CK_ULONG)tl};
         CK_MECHANISM m = {CKM_AES_CCM, &p, sizeof p};
         CK_ULONG n = sizeof out;
-        CK_RV rv = r % 2 ? cryptn(s, 1, &m, k, pt, pl, out, &n, 1 + r % 50) : crypt1(s, 1, &m, k, pt, pl, out, &n);
+        CK_RV rv = r % 2 ? p11host_cryptn(s, 1, &m, k, pt, pl, out, &n, 1 + r % 50) : p11host_crypt1(s, 1, &m, k, pt, pl, out, &n);
         const char *name = kl == 16 ? "AES-128-CCM" : kl == 24 ? "AES-192-CCM" : "AES-256-CCM";
         EVP_CIPHER *c = EVP_CIPHER_fetch(NULL, name, NULL);
         EVP_CIPHER_CTX *x = EVP_CIPHER_CTX_new();
@@ -258,7 +192,7 @@ static void ccm_against_evp(CK_SESSION_HANDLE s, int rounds) {
         unsigned char back[400];
         CK_ULONG bn = sizeof back;
         if (good && rv == CKR_OK && n == (CK_ULONG)(pl + tl) && memcmp(out, ref, pl) == 0 && memcmp(out + pl, tag, tl) == 0 &&
-            cryptn(s, 0, &m, k, out, n, back, &bn, 1 + r % 33) == CKR_OK && bn == (CK_ULONG)pl && memcmp(back, pt, pl) == 0)
+            p11host_cryptn(s, 0, &m, k, out, n, back, &bn, 1 + r % 33) == CKR_OK && bn == (CK_ULONG)pl && memcmp(back, pt, pl) == 0)
             ok++;
         else
             NOTE("round %d: key %d nonce %d tag %d aad %d data %d: rv 0x%lx", r, kl, nl, tl, al, pl, rv);
@@ -272,7 +206,7 @@ static void ccm_against_evp(CK_SESSION_HANDLE s, int rounds) {
 static void cbc_mac(CK_SESSION_HANDLE s) {
     unsigned char data[80], out[32];
     CK_ULONG n;
-    unhex(P4, data);
+    p11host_unhex(P4, data);
     CK_OBJECT_HANDLE k = secret(s, CKK_AES, K128, CK_FALSE);
     CK_MECHANISM m = {CKM_AES_MAC, NULL, 0};
     n = sizeof out;
@@ -291,8 +225,8 @@ static void cbc_mac(CK_SESSION_HANDLE s) {
     CHECK("CKM_AES_MAC_GENERAL: a length query answers ulMacLength",
           f->C_SignInit(s, &g, k) == CKR_OK && f->C_Sign(s, data, 20, NULL, &n) == CKR_OK && n == 16);
     CHECK("... and the MAC of 20 bytes (zero-padded) follows", f->C_Sign(s, data, 20, out, &n) == CKR_OK && n == 16);
-    put_file("aesmac20.bin", out, n);
-    put_file("data20.bin", data, 20);
+    p11host_put_file(outdir, "aesmac20.bin", out, n);
+    p11host_put_file(outdir, "data20.bin", data, 20);
     CHECK("C_VerifyInit/C_Verify CKM_AES_MAC_GENERAL accepts it",
           f->C_VerifyInit(s, &g, k) == CKR_OK && f->C_Verify(s, data, 20, out, 16) == CKR_OK);
     CK_ULONG bad = 17;
@@ -311,8 +245,8 @@ static void cbc_mac(CK_SESSION_HANDLE s) {
     CK_MECHANISM dg = {CKM_DES3_MAC_GENERAL, &eight, sizeof eight};
     n = sizeof out;
     CHECK("CKM_DES3_MAC_GENERAL (8) with a DES2 key over 21 bytes", mac(s, &dg, t2, fox, 21, out, &n) == CKR_OK && n == 8);
-    put_file("des2mac21.bin", out, n);
-    put_file("fox21.bin", fox, 21);
+    p11host_put_file(outdir, "des2mac21.bin", out, n);
+    p11host_put_file(outdir, "fox21.bin", fox, 21);
 }
 
 static void des2(CK_SESSION_HANDLE s) {
@@ -326,7 +260,7 @@ static void des2(CK_SESSION_HANDLE s) {
     CK_ULONG n;
     int parity = 1;
     CK_RV rv = f->C_GenerateKey(s, &gen, t, 3, &h);
-    n = value_of(s, h, v, sizeof v);
+    n = p11host_value(s, h, v, sizeof v);
     for (CK_ULONG i = 0; i < n; i++) parity &= __builtin_popcount(v[i]) % 2;
     CHECK("C_GenerateKey CKM_DES2_KEY_GEN: a 16-byte CKK_DES2 key with odd parity",
           rv == CKR_OK && n == 16 && parity && f->C_GetAttributeValue(s, h, &a, 1) == CKR_OK && type == CKK_DES2);
@@ -336,9 +270,9 @@ static void des2(CK_SESSION_HANDLE s) {
     /* ECB: no parameter, so this also runs through an agent whatever its codec knows of DES IVs. */
     CK_MECHANISM ecb = {CKM_DES3_ECB, NULL, 0};
     n = sizeof out;
-    CHECK("CKM_DES3_ECB with a DES2 key", crypt1(s, 1, &ecb, k, fox, 24, out, &n) == CKR_OK && n == 24);
-    put_file("des2ecb.bin", out, n);
-    put_file("fox24.bin", fox, 24);
+    CHECK("CKM_DES3_ECB with a DES2 key", p11host_crypt1(s, 1, &ecb, k, fox, 24, out, &n) == CKR_OK && n == 24);
+    p11host_put_file(outdir, "des2ecb.bin", out, n);
+    p11host_put_file(outdir, "fox24.bin", fox, 24);
 }
 
 static void kwp(CK_SESSION_HANDLE s) {
@@ -373,20 +307,20 @@ static void kwp(CK_SESSION_HANDLE s) {
     n = sizeof out;
     CHECK("C_WrapKey CKM_AES_KEY_WRAP_KWP of the 20-byte key, for openssl -id-aes192-wrap-pad",
           f->C_WrapKey(s, &m, kek, t20, out, &n) == CKR_OK);
-    put_file("kwp20.bin", out, n);
+    p11host_put_file(outdir, "kwp20.bin", out, n);
     unsigned char k20[20];
-    put_file("key20.bin", k20, unhex("c37b7e6492584340bed12207808941155068f738", k20));
+    p11host_put_file(outdir, "key20.bin", k20, p11host_unhex("c37b7e6492584340bed12207808941155068f738", k20));
 }
 
 static void encrypt_data(CK_SESSION_HANDLE s) {
     unsigned char data[64], out[64];
-    unhex(P4, data);
+    p11host_unhex(P4, data);
     CK_OBJECT_HANDLE base = secret(s, CKK_AES, K128, CK_FALSE);
     CK_KEY_DERIVATION_STRING_DATA sd = {data, 32};
     CK_MECHANISM ecb = {CKM_AES_ECB_ENCRYPT_DATA, &sd, sizeof sd};
     CK_RV rv;
     CK_OBJECT_HANDLE h = derive(s, &ecb, base, CKK_GENERIC_SECRET, 0, &rv);
-    CK_ULONG n = value_of(s, h, out, sizeof out);
+    CK_ULONG n = p11host_value(s, h, out, sizeof out);
     CHECK("C_DeriveKey CKM_AES_ECB_ENCRYPT_DATA: SP 800-38A F.1.1's C1 C2 as the key value",
           rv == CKR_OK && same(out, n, "3ad77bb40d7a3660a89ecaf32466ef97f5d3d58503b9699de785895a96fdbaaf"));
     CK_AES_CBC_ENCRYPT_DATA_PARAMS cp;
@@ -395,12 +329,12 @@ static void encrypt_data(CK_SESSION_HANDLE s) {
     cp.length = 64;
     CK_MECHANISM cbc = {CKM_AES_CBC_ENCRYPT_DATA, &cp, sizeof cp};
     h = derive(s, &cbc, base, CKK_GENERIC_SECRET, 0, &rv);
-    n = value_of(s, h, out, sizeof out);
+    n = p11host_value(s, h, out, sizeof out);
     CHECK("C_DeriveKey CKM_AES_CBC_ENCRYPT_DATA: SP 800-38A F.2.1's ciphertext as the key value (64 bytes)",
           rv == CKR_OK && same(out, n, "7649abac8119b246cee98e9b12e9197d5086cb9b507219ee95db113a917678b2"
                                        "73bed6b8e3c1743b7116e69e222295163ff1caa1681fac09120eca307586e1a7"));
     h = derive(s, &cbc, base, CKK_AES, 16, &rv);
-    n = value_of(s, h, out, sizeof out);
+    n = p11host_value(s, h, out, sizeof out);
     CHECK("C_DeriveKey CKM_AES_CBC_ENCRYPT_DATA, CKK_AES with CKA_VALUE_LEN 16: the first block",
           rv == CKR_OK && same(out, n, "7649abac8119b246cee98e9b12e9197d"));
     /* For the CLI: 48 bytes of random data under the published key with a random IV. */
@@ -410,11 +344,11 @@ static void encrypt_data(CK_SESSION_HANDLE s) {
     cp.pData = rnd;
     cp.length = 48;
     h = derive(s, &cbc, base, CKK_GENERIC_SECRET, 0, &rv);
-    n = value_of(s, h, out, sizeof out);
+    n = p11host_value(s, h, out, sizeof out);
     CHECK("C_DeriveKey CKM_AES_CBC_ENCRYPT_DATA on random data, for openssl enc", rv == CKR_OK && n == 48);
-    put_file("ecd-data.bin", rnd, 48);
-    put_file("ecd-iv.bin", cp.iv, 16);
-    put_file("ecd-key.bin", out, n);
+    p11host_put_file(outdir, "ecd-data.bin", rnd, 48);
+    p11host_put_file(outdir, "ecd-iv.bin", cp.iv, 16);
+    p11host_put_file(outdir, "ecd-key.bin", out, n);
     /* Arguments. */
     cp.pData = NULL;
     CHECK("CKM_AES_CBC_ENCRYPT_DATA with pData NULL and length 48: CKR_MECHANISM_PARAM_INVALID",
@@ -444,7 +378,7 @@ static void encrypt_data(CK_SESSION_HANDLE s) {
     CK_KEY_DERIVATION_STRING_DATA fd = {fox, 24};
     CK_MECHANISM e3 = {CKM_DES3_ECB_ENCRYPT_DATA, &fd, sizeof fd};
     h = derive(s, &e3, t3, CKK_GENERIC_SECRET, 0, &rv);
-    n = value_of(s, h, out, sizeof out);
+    n = p11host_value(s, h, out, sizeof out);
     CHECK("C_DeriveKey CKM_DES3_ECB_ENCRYPT_DATA: SP 800-67's ciphertext as the key value", rv == CKR_OK && same(out, n, C3));
     CK_DES_CBC_ENCRYPT_DATA_PARAMS dp;
     memset(dp.iv, 0, 8);
@@ -452,7 +386,7 @@ static void encrypt_data(CK_SESSION_HANDLE s) {
     dp.length = 24;
     CK_MECHANISM c3 = {CKM_DES3_CBC_ENCRYPT_DATA, &dp, sizeof dp};
     h = derive(s, &c3, t3, CKK_DES3, 0, &rv);
-    n = value_of(s, h, out, sizeof out);
+    n = p11host_value(s, h, out, sizeof out);
     int parity = n == 24;
     for (CK_ULONG i = 0; i < n; i++) parity &= __builtin_popcount(out[i]) % 2;
     CHECK("C_DeriveKey CKM_DES3_CBC_ENCRYPT_DATA to a CKK_DES3 key: 24 bytes with odd parity", rv == CKR_OK && parity);
@@ -504,7 +438,7 @@ static void put_pem(const char *name, EVP_PKEY *k, int private) {
 
 static CK_OBJECT_HANDLE ffc_object(CK_SESSION_HANDLE s, CK_OBJECT_CLASS cls, const char *value) {
     unsigned char p[128], q[20], g[128], v[128];
-    CK_ULONG pn = unhex(DSA_P, p), qn = unhex(DSA_Q, q), gn = unhex(DSA_G, g), vn = unhex(value, v);
+    CK_ULONG pn = p11host_unhex(DSA_P, p), qn = p11host_unhex(DSA_Q, q), gn = p11host_unhex(DSA_G, g), vn = p11host_unhex(value, v);
     CK_KEY_TYPE type = CKK_DSA;
     CK_ATTRIBUTE t[] = {{CKA_CLASS, &cls, sizeof cls}, {CKA_KEY_TYPE, &type, sizeof type}, {CKA_PRIME, p, pn},
                         {CKA_SUBPRIME, q, qn}, {CKA_BASE, g, gn}, {CKA_VALUE, v, vn}};
@@ -518,7 +452,7 @@ static void dsa(CK_SESSION_HANDLE s) {
     CK_OBJECT_HANDLE pub = ffc_object(s, CKO_PUBLIC_KEY, DSA_Y), priv = ffc_object(s, CKO_PRIVATE_KEY, DSA_X);
     unsigned char sig[64], sample[6];
     memcpy(sample, "sample", 6);
-    unhex("4BC3B686AEA70145856814A6F1BB53346F02101E410697B92295D994D21EDD2F4ADA85566F6F94C1", sig);
+    p11host_unhex("4BC3B686AEA70145856814A6F1BB53346F02101E410697B92295D994D21EDD2F4ADA85566F6F94C1", sig);
     CK_MECHANISM m224 = {CKM_DSA_SHA224, NULL, 0};
     CHECK("CKM_DSA_SHA224: RFC 6979 A.2.1's signature of \"sample\" verifies",
           f->C_VerifyInit(s, &m224, pub) == CKR_OK && f->C_Verify(s, sample, 6, sig, 40) == CKR_OK);
@@ -545,10 +479,10 @@ static void dsa(CK_SESSION_HANDLE s) {
         dn += 20 - i;
     }
     der[1] = (unsigned char)(dn - 2);
-    put_file("dsa-sig.der", der, dn);
-    put_file("dsa-data.bin", sample, 6);
+    p11host_put_file(outdir, "dsa-sig.der", der, dn);
+    p11host_put_file(outdir, "dsa-data.bin", sample, 6);
     unsigned char p[128], q[20], g[128], y[128];
-    EVP_PKEY *k = ffc_pkey("DSA", p, unhex(DSA_P, p), q, unhex(DSA_Q, q), g, unhex(DSA_G, g), y, unhex(DSA_Y, y));
+    EVP_PKEY *k = ffc_pkey("DSA", p, p11host_unhex(DSA_P, p), q, p11host_unhex(DSA_Q, q), g, p11host_unhex(DSA_G, g), y, p11host_unhex(DSA_Y, y));
     CHECK("RFC 6979's DSA public key as a PEM file for openssl dgst", k != NULL);
     if (k) put_pem("dsa-pub.pem", k, 0);
     EVP_PKEY_free(k);
@@ -577,7 +511,7 @@ static void dh(CK_SESSION_HANDLE s) {
     CK_ATTRIBUTE pubt[] = {{CKA_PRIME, p, a[0].ulValueLen}, {CKA_BASE, g, a[1].ulValueLen}};
     CK_OBJECT_HANDLE pa = 0, sa = 0;
     CHECK("C_GenerateKeyPair CKM_DH_PKCS_KEY_PAIR_GEN on them", f->C_GenerateKeyPair(s, &kg, pubt, 2, NULL, 0, &pa, &sa) == CKR_OK);
-    CK_ULONG yan = value_of(s, pa, ya, sizeof ya);
+    CK_ULONG yan = p11host_value(s, pa, ya, sizeof ya);
     /* The peer, in this process: a DH key on the same p and g. */
     EVP_PKEY *params = ffc_pkey("DH", p, (int)a[0].ulValueLen, NULL, 0, g, (int)a[1].ulValueLen, ya, (int)yan);
     EVP_PKEY_CTX *kc = params ? EVP_PKEY_CTX_new_from_pkey(NULL, params, NULL) : NULL;
@@ -592,7 +526,7 @@ static void dh(CK_SESSION_HANDLE s) {
     CK_MECHANISM d = {CKM_DH_PKCS_DERIVE, yb, (CK_ULONG)ybn};
     CK_RV rv;
     CK_OBJECT_HANDLE k = derive(s, &d, sa, CKK_GENERIC_SECRET, 0, &rv);
-    CK_ULONG zn = value_of(s, k, z, sizeof z);
+    CK_ULONG zn = p11host_value(s, k, z, sizeof z);
     /* EVP's side: the peer's private key with the module's public value. */
     unsigned char ref[512];
     size_t rn = sizeof ref;
@@ -605,7 +539,7 @@ static void dh(CK_SESSION_HANDLE s) {
     CHECK("C_DeriveKey CKM_DH_PKCS_DERIVE: Z = EVP's DH secret of the peer (padded to the size of p)",
           rv == CKR_OK && good && zn == rn && zn == a[0].ulValueLen && memcmp(z, ref, zn) == 0);
     if (peer) { put_pem("dh-peer.pem", peer, 1); put_pem("dh-module-pub.pem", params, 0); }
-    put_file("dh-z.bin", z, zn);
+    p11host_put_file(outdir, "dh-z.bin", z, zn);
     EVP_PKEY_free(peer);
     EVP_PKEY_free(params);
     unsigned char one = 1;
@@ -618,20 +552,16 @@ static void dh(CK_SESSION_HANDLE s) {
 }
 
 int main(int argc, char **argv) {
-    const char *pin = getenv("KS_TEST_PIN"), *so_pin = getenv("KS_TEST_SO_PIN");
-    if (argc < 3 || !pin || !so_pin) {
-        printf("usage: KS_TEST_PIN=.. KS_TEST_SO_PIN=.. mechbreadth MODULE OUTDIR\n0 passed, 1 failed\n");
-        return 1;
-    }
+    const char *so_pin, *pin;
+    if (!p11host_args(argc, 2, "mechbreadth MODULE OUTDIR", &so_pin, &pin)) return 1;
     outdir = argv[2];
     int rounds = getenv("BREADTH_ROUNDS") ? atoi(getenv("BREADTH_ROUNDS")) : 40;
     if (!(f = harness_load(argv[1]))) return 1;
     CHECK("C_Initialize", f->C_Initialize(NULL) == CKR_OK);
-    CK_SLOT_ID slot = harness_make_token(f, "breadth", so_pin, pin);
+    CK_SLOT_ID slot = p11host_make_token("breadth", so_pin, pin);
     CHECK("a token made with C_InitToken and C_InitPIN", slot != 0);
     CK_SESSION_HANDLE s;
-    CHECK("C_OpenSession and C_Login", f->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s) == CKR_OK &&
-          f->C_Login(s, CKU_USER, (CK_UTF8CHAR_PTR)pin, strlen(pin)) == CKR_OK);
+    CHECK("C_OpenSession and C_Login", p11host_user_session(slot, pin, &s) == CKR_OK);
     catalog(slot);
     des2(s);
     cbc_mac(s);
@@ -643,6 +573,5 @@ int main(int argc, char **argv) {
     dh(s);
     f->C_CloseSession(s);
     CHECK("C_Finalize", f->C_Finalize(NULL) == CKR_OK);
-    printf("%d passed, %d failed\n", pass, fail);
-    return fail != 0;
+    return p11host_report();
 }

@@ -1,8 +1,9 @@
 /* What the C test hosts of the integration scripts (pq.c, kem_classic.c, pq_import.c,
  * pq_wrap.c, v32.c, symmetric.c, mechbreadth.c) all wrote out again: the check counters and
  * macros, the function list `f` they call through, taking the module's 3.2 interface, opening a
- * logged-in session with the PIN from the environment, reading one attribute, and the raw-EVP
- * pieces more than one host crosses the module with. A host includes this once (it is one
+ * logged-in session with the PIN from the environment, reading one attribute, the raw-EVP
+ * pieces more than one host crosses the module with, and the symmetric hosts' hex, file and
+ * single / multi-part crypt calls. A host includes this once (it is one
  * translation unit) and keeps only its own checks; every check prints the same line as before.
  *
  * Before including it a host may define:
@@ -160,5 +161,64 @@ static inline EVP_PKEY *p11host_evp_rsa_public(CK_SESSION_HANDLE s, CK_OBJECT_HA
     BN_free(bn);
     BN_free(be);
     return ek;
+}
+
+/* ---- data and crypt calls of the symmetric hosts ---- */
+
+/* Hex (spaces between bytes allowed, as the published vectors print them) into bytes: the count. */
+static inline size_t p11host_unhex(const char *h, unsigned char *out) {
+    size_t n = 0;
+    while (h[0] && h[1]) {
+        if (h[0] == ' ') { h++; continue; }
+        unsigned v;
+        sscanf(h, "%2x", &v);
+        out[n++] = (unsigned char)v;
+        h += 2;
+    }
+    return n;
+}
+
+/* DIR/NAME with the bytes given: what the host leaves for the script's openssl / CLI cross-checks.
+ * A file that cannot be written ends the host (exit 2): the script then reports it did not finish. */
+static inline void p11host_put_file(const char *dir, const char *name, const unsigned char *p, size_t n) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *fp = fopen(path, "wb");
+    if (!fp) { printf("cannot write %s\n", path); exit(2); }
+    fwrite(p, 1, n, fp);
+    fclose(fp);
+}
+
+/* Single-part C_Encrypt (ENC) or C_Decrypt with the length query first, as an application sizes
+ * its buffer; CKR_BUFFER_TOO_SMALL when the answer exceeds *OUTN. Returns the CK_RV. */
+static inline CK_RV p11host_crypt1(CK_SESSION_HANDLE s, int enc, CK_MECHANISM *m, CK_OBJECT_HANDLE k, const unsigned char *in,
+                                   CK_ULONG n, unsigned char *out, CK_ULONG *outn) {
+    CK_RV rv = enc ? f->C_EncryptInit(s, m, k) : f->C_DecryptInit(s, m, k);
+    if (rv != CKR_OK) return rv;
+    CK_ULONG need = 0;
+    rv = enc ? f->C_Encrypt(s, (CK_BYTE_PTR)in, n, NULL, &need) : f->C_Decrypt(s, (CK_BYTE_PTR)in, n, NULL, &need);
+    if (rv != CKR_OK) return rv;
+    if (need > *outn) return CKR_BUFFER_TOO_SMALL;
+    *outn = need;
+    return enc ? f->C_Encrypt(s, (CK_BYTE_PTR)in, n, out, outn) : f->C_Decrypt(s, (CK_BYTE_PTR)in, n, out, outn);
+}
+
+/* The same multi-part, in parts of STEP bytes: where buffering across Update calls goes wrong. */
+static inline CK_RV p11host_cryptn(CK_SESSION_HANDLE s, int enc, CK_MECHANISM *m, CK_OBJECT_HANDLE k, const unsigned char *in,
+                                   CK_ULONG n, unsigned char *out, CK_ULONG *outn, CK_ULONG step) {
+    CK_RV rv = enc ? f->C_EncryptInit(s, m, k) : f->C_DecryptInit(s, m, k);
+    if (rv != CKR_OK) return rv;
+    CK_ULONG done = 0;
+    for (CK_ULONG i = 0; i < n; i += step) {
+        CK_ULONG part = n - i < step ? n - i : step, got = *outn - done;
+        rv = enc ? f->C_EncryptUpdate(s, (CK_BYTE_PTR)in + i, part, out + done, &got)
+                 : f->C_DecryptUpdate(s, (CK_BYTE_PTR)in + i, part, out + done, &got);
+        if (rv != CKR_OK) return rv;
+        done += got;
+    }
+    CK_ULONG got = *outn - done;
+    rv = enc ? f->C_EncryptFinal(s, out + done, &got) : f->C_DecryptFinal(s, out + done, &got);
+    *outn = done + got;
+    return rv;
 }
 #endif

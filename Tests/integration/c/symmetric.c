@@ -21,56 +21,24 @@
  * Usage: symmetric MODULE OUTDIR, with KS_TEST_SO_PIN and KS_TEST_PIN in the
  * environment (never on the command line). It makes its own token with
  * C_InitToken on the free slot (slot 1). Ends with "N passed, M failed". */
-#include <dlfcn.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <openssl/core_names.h>
 #include <openssl/evp.h>
 #include <openssl/params.h>
 #include <openssl/provider.h>
 #include <openssl/rand.h>
-#include "pkcs11_shim.h"
-#include "harness.h"
+#include "p11host.h"
 
-static int pass, fail, vectors;
-#define CHECK(name, cond) do { if (cond) { pass++; printf("ok   - %s\n", name); } \
-    else { fail++; printf("FAIL - %s (line %d)\n", name, __LINE__); } } while (0)
-#define NOTE(...) do { printf("  "); printf(__VA_ARGS__); printf("\n"); } while (0)
-
-static CK_FUNCTION_LIST_3_0 *f;
+static int vectors;
 static const char *outdir;
-static CK_BBOOL yes = CK_TRUE, no = CK_FALSE;
 static CK_OBJECT_CLASS secret_class = CKO_SECRET_KEY;
 static const CK_SESSION_HANDLE BAD = 0x7ffff00dUL;
 
 /* ---- helpers ---- */
 
-static size_t unhex(const char *h, unsigned char *out) {
-    size_t n = 0;
-    while (h[0] && h[1]) {
-        if (h[0] == ' ') { h++; continue; }
-        unsigned v;
-        sscanf(h, "%2x", &v);
-        out[n++] = (unsigned char)v;
-        h += 2;
-    }
-    return n;
-}
-
-static void put_file(const char *name, const unsigned char *p, size_t n) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", outdir, name);
-    FILE *fp = fopen(path, "wb");
-    if (!fp) { printf("cannot write %s\n", path); exit(2); }
-    fwrite(p, 1, n, fp);
-    fclose(fp);
-}
-
 static void put_hex(const char *name, const unsigned char *p, size_t n) {
     char h[1024] = {0};
     for (size_t i = 0; i < n && i < 500; i++) sprintf(h + 2 * i, "%02x", p[i]);
-    put_file(name, (unsigned char *)h, strlen(h));
+    p11host_put_file(outdir, name, (unsigned char *)h, strlen(h));
 }
 
 /* A secret key created from a known value: not sensitive, extractable,
@@ -95,38 +63,6 @@ static CK_OBJECT_HANDLE gen_aes(CK_SESSION_HANDLE s, CK_BBOOL enc, CK_BBOOL dec,
     CK_MECHANISM m = {CKM_AES_KEY_GEN, NULL, 0};
     CK_OBJECT_HANDLE h = 0;
     return f->C_GenerateKey(s, &m, t, 6, &h) == CKR_OK ? h : 0;
-}
-
-/* Single-part encrypt or decrypt with a length query first; returns the CK_RV. */
-static CK_RV crypt1(CK_SESSION_HANDLE s, int enc, CK_MECHANISM *m, CK_OBJECT_HANDLE k, const unsigned char *in,
-                    CK_ULONG n, unsigned char *out, CK_ULONG *outn) {
-    CK_RV rv = enc ? f->C_EncryptInit(s, m, k) : f->C_DecryptInit(s, m, k);
-    if (rv != CKR_OK) return rv;
-    CK_ULONG need = 0;
-    rv = enc ? f->C_Encrypt(s, (CK_BYTE_PTR)in, n, NULL, &need) : f->C_Decrypt(s, (CK_BYTE_PTR)in, n, NULL, &need);
-    if (rv != CKR_OK) return rv;
-    if (need > *outn) return CKR_BUFFER_TOO_SMALL;
-    *outn = need;
-    return enc ? f->C_Encrypt(s, (CK_BYTE_PTR)in, n, out, outn) : f->C_Decrypt(s, (CK_BYTE_PTR)in, n, out, outn);
-}
-
-/* Multi-part in parts of `step` bytes (sizes from length queries). */
-static CK_RV cryptn(CK_SESSION_HANDLE s, int enc, CK_MECHANISM *m, CK_OBJECT_HANDLE k, const unsigned char *in,
-                    CK_ULONG n, unsigned char *out, CK_ULONG *outn, CK_ULONG step) {
-    CK_RV rv = enc ? f->C_EncryptInit(s, m, k) : f->C_DecryptInit(s, m, k);
-    if (rv != CKR_OK) return rv;
-    CK_ULONG done = 0;
-    for (CK_ULONG i = 0; i < n; i += step) {
-        CK_ULONG part = n - i < step ? n - i : step, got = *outn - done;
-        rv = enc ? f->C_EncryptUpdate(s, (CK_BYTE_PTR)in + i, part, out + done, &got)
-                 : f->C_DecryptUpdate(s, (CK_BYTE_PTR)in + i, part, out + done, &got);
-        if (rv != CKR_OK) return rv;
-        done += got;
-    }
-    CK_ULONG got = *outn - done;
-    rv = enc ? f->C_EncryptFinal(s, out + done, &got) : f->C_DecryptFinal(s, out + done, &got);
-    *outn = done + got;
-    return rv;
 }
 
 /* Raw OpenSSL, for the cross-checks: one EVP cipher over the input. */
@@ -221,37 +157,37 @@ static void catalog(CK_SLOT_ID slot) {
 static void published(CK_SESSION_HANDLE s) {
     unsigned char k128[16], k3[24], kd[8], ivd[8], pt[64], exp[128], out[256], cb[16];
     CK_ULONG n;
-    unhex("2b7e151628aed2a6abf7158809cf4f3c", k128);
-    unhex("6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c9eb76fac45af8e5130c81c46a35ce411e5fbc1191a0a52eff69f2445df4f9b17ad2b417be66c3710", pt);
+    p11host_unhex("2b7e151628aed2a6abf7158809cf4f3c", k128);
+    p11host_unhex("6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c9eb76fac45af8e5130c81c46a35ce411e5fbc1191a0a52eff69f2445df4f9b17ad2b417be66c3710", pt);
     CK_OBJECT_HANDLE aes = secret(s, CKK_AES, k128, 16);
 
     CK_MECHANISM ecb = {CKM_AES_ECB, NULL, 0};
-    unhex("3ad77bb40d7a3660a89ecaf32466ef97f5d3d58503b9699de785895a96fdbaaf43b1cd7f598ece23881b00e3ed0306887b0c785e27e8ad3f8223207104725dd4", exp);
+    p11host_unhex("3ad77bb40d7a3660a89ecaf32466ef97f5d3d58503b9699de785895a96fdbaaf43b1cd7f598ece23881b00e3ed0306887b0c785e27e8ad3f8223207104725dd4", exp);
     n = sizeof out;
-    CHECK("SP 800-38A F.1.1 ECB-AES128 encrypt", crypt1(s, 1, &ecb, aes, pt, 64, out, &n) == CKR_OK && n == 64 && !memcmp(out, exp, 64));
+    CHECK("SP 800-38A F.1.1 ECB-AES128 encrypt", p11host_crypt1(s, 1, &ecb, aes, pt, 64, out, &n) == CKR_OK && n == 64 && !memcmp(out, exp, 64));
     n = sizeof out;
-    CHECK("SP 800-38A F.1.2 ECB-AES128 decrypt, multi-part", cryptn(s, 0, &ecb, aes, exp, 64, out, &n, 20) == CKR_OK && n == 64 && !memcmp(out, pt, 64));
+    CHECK("SP 800-38A F.1.2 ECB-AES128 decrypt, multi-part", p11host_cryptn(s, 0, &ecb, aes, exp, 64, out, &n, 20) == CKR_OK && n == 64 && !memcmp(out, pt, 64));
     vectors += 2;
 
-    unhex("f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff", cb);
+    p11host_unhex("f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff", cb);
     CK_AES_CTR_PARAMS cp = ctr_params(cb, 128);
     CK_MECHANISM ctr = {CKM_AES_CTR, &cp, sizeof cp};
-    unhex("874d6191b620e3261bef6864990db6ce9806f66b7970fdff8617187bb9fffdff5ae4df3edbd5d35e5b4f09020db03eab1e031dda2fbe03d1792170a0f3009cee", exp);
+    p11host_unhex("874d6191b620e3261bef6864990db6ce9806f66b7970fdff8617187bb9fffdff5ae4df3edbd5d35e5b4f09020db03eab1e031dda2fbe03d1792170a0f3009cee", exp);
     n = sizeof out;
-    CHECK("SP 800-38A F.5.1 CTR-AES128 encrypt, multi-part", cryptn(s, 1, &ctr, aes, pt, 64, out, &n, 7) == CKR_OK && n == 64 && !memcmp(out, exp, 64));
+    CHECK("SP 800-38A F.5.1 CTR-AES128 encrypt, multi-part", p11host_cryptn(s, 1, &ctr, aes, pt, 64, out, &n, 7) == CKR_OK && n == 64 && !memcmp(out, exp, 64));
     n = sizeof out;
-    CHECK("SP 800-38A F.5.2 CTR-AES128 decrypt", crypt1(s, 0, &ctr, aes, exp, 64, out, &n) == CKR_OK && !memcmp(out, pt, 64));
+    CHECK("SP 800-38A F.5.2 CTR-AES128 decrypt", p11host_crypt1(s, 0, &ctr, aes, exp, 64, out, &n) == CKR_OK && !memcmp(out, pt, 64));
     vectors += 2;
 
     /* RFC 3962 B, 17-byte case, as CS1 (the last partial block before the last full one). */
     unsigned char kk[16], iv0[16] = {0};
-    unhex("636869636b656e207465726979616b69", kk);
+    p11host_unhex("636869636b656e207465726979616b69", kk);
     CK_OBJECT_HANDLE chicken = secret(s, CKK_AES, kk, 16);
     CK_MECHANISM cts = {CKM_AES_CTS, iv0, 16};
-    unhex("97c6353568f2bf8cb4d8a580362da7ff7f", exp);
+    p11host_unhex("97c6353568f2bf8cb4d8a580362da7ff7f", exp);
     n = sizeof out;
     CHECK("RFC 3962 17-byte vector (as CS1) through CKM_AES_CTS",
-          crypt1(s, 1, &cts, chicken, (unsigned char *)"I would like the ", 17, out, &n) == CKR_OK && n == 17 && !memcmp(out, exp, 17));
+          p11host_crypt1(s, 1, &cts, chicken, (unsigned char *)"I would like the ", 17, out, &n) == CKR_OK && n == 17 && !memcmp(out, exp, 17));
     vectors++;
 
     /* RFC 4493 §4, examples 1-4. */
@@ -263,7 +199,7 @@ static void published(CK_SESSION_HANDLE s) {
     for (int i = 0; i < 4; i++) {
         unsigned char mac[16], want[16];
         CK_ULONG ml = 16;
-        unhex(macs[i], want);
+        p11host_unhex(macs[i], want);
         cmac_ok &= f->C_SignInit(s, &cmac, aes) == CKR_OK && f->C_Sign(s, pt, lens[i], mac, &ml) == CKR_OK && ml == 16 &&
                    !memcmp(mac, want, 16) && f->C_VerifyInit(s, &cmac, aes) == CKR_OK &&
                    f->C_Verify(s, pt, lens[i], mac, 16) == CKR_OK;
@@ -280,52 +216,52 @@ static void published(CK_SESSION_HANDLE s) {
     /* A running CMAC survives C_GetOperationState / C_SetOperationState (example 4 in two halves). */
     unsigned char state[128], mac[16], want4[16];
     CK_ULONG sn = sizeof state, ml4 = sizeof mac;
-    unhex(macs[3], want4);
+    p11host_unhex(macs[3], want4);
     CHECK("C_GetOperationState / C_SetOperationState carry a running CKM_AES_CMAC over (RFC 4493 example 4)",
           f->C_SignInit(s, &cmac, aes) == CKR_OK && f->C_SignUpdate(s, pt, 30) == CKR_OK &&
           f->C_GetOperationState(s, state, &sn) == CKR_OK && f->C_SignInit(s, NULL, 0) == CKR_OK &&
           f->C_SetOperationState(s, state, sn, 0, aes) == CKR_OK && f->C_SignUpdate(s, pt + 30, 34) == CKR_OK &&
           f->C_SignFinal(s, mac, &ml4) == CKR_OK && ml4 == 16 && !memcmp(mac, want4, 16));
 
-    unhex("0123456789ABCDEF23456789ABCDEF01456789ABCDEF0123", k3);
+    p11host_unhex("0123456789ABCDEF23456789ABCDEF01456789ABCDEF0123", k3);
     CK_OBJECT_HANDLE tdes = secret(s, CKK_DES3, k3, 24);
     CK_MECHANISM ecb3 = {CKM_DES3_ECB, NULL, 0};
-    unhex("a826fd8ce53b855fcce21c8112256fe668d5c05dd9b6b900", exp);
+    p11host_unhex("a826fd8ce53b855fcce21c8112256fe668d5c05dd9b6b900", exp);
     n = sizeof out;
     CHECK("SP 800-67 Appendix B TDEA-ECB (the standard's \"qufck\")",
-          crypt1(s, 1, &ecb3, tdes, (unsigned char *)"The qufck brown fox jump", 24, out, &n) == CKR_OK && n == 24 && !memcmp(out, exp, 24));
+          p11host_crypt1(s, 1, &ecb3, tdes, (unsigned char *)"The qufck brown fox jump", 24, out, &n) == CKR_OK && n == 24 && !memcmp(out, exp, 24));
     vectors++;
-    unhex("0123456789abcdef", kd);
-    unhex("1234567890abcdef", ivd);
+    p11host_unhex("0123456789abcdef", kd);
+    p11host_unhex("1234567890abcdef", ivd);
     CK_OBJECT_HANDLE des = secret(s, CKK_DES, kd, 8);
     CK_MECHANISM ecbd = {CKM_DES_ECB, NULL, 0}, cbcd = {CKM_DES_CBC, ivd, 8};
     n = sizeof out;
-    CHECK("FIPS 81 Table B1 DES-ECB", crypt1(s, 1, &ecbd, des, (unsigned char *)"Now is t", 8, out, &n) == CKR_OK && n == 8 &&
+    CHECK("FIPS 81 Table B1 DES-ECB", p11host_crypt1(s, 1, &ecbd, des, (unsigned char *)"Now is t", 8, out, &n) == CKR_OK && n == 8 &&
           !memcmp(out, "\x3f\xa4\x0e\x8a\x98\x4d\x48\x15", 8));
-    unhex("e5c7cdde872bf27c43e934008c389c0f683788499a7c05f6", exp);
+    p11host_unhex("e5c7cdde872bf27c43e934008c389c0f683788499a7c05f6", exp);
     n = sizeof out;
     CHECK("FIPS 81 Table C1 DES-CBC, multi-part",
-          cryptn(s, 1, &cbcd, des, (unsigned char *)"Now is the time for all ", 24, out, &n, 5) == CKR_OK && n == 24 && !memcmp(out, exp, 24));
+          p11host_cryptn(s, 1, &cbcd, des, (unsigned char *)"Now is the time for all ", 24, out, &n, 5) == CKR_OK && n == 24 && !memcmp(out, exp, 24));
     vectors += 2;
 
     /* RFC 8439 §2.8.2. */
     unsigned char ck[32], nonce[12], aad[12];
     for (int i = 0; i < 32; i++) ck[i] = (unsigned char)(0x80 + i);
-    unhex("070000004041424344454647", nonce);
-    unhex("50515253c0c1c2c3c4c5c6c7", aad);
+    p11host_unhex("070000004041424344454647", nonce);
+    p11host_unhex("50515253c0c1c2c3c4c5c6c7", aad);
     CK_OBJECT_HANDLE chacha = secret(s, CKK_CHACHA20, ck, 32);
     const char *lad = "Ladies and Gentlemen of the class of '99: If I could offer you only one tip for the future, sunscreen would be it.";
     unsigned char cexp[130];
-    unhex("d31a8d34648e60db7b86afbc53ef7ec2a4aded51296e08fea9e2b5a736ee62d63dbea45e8ca9671282fafb69da92728b"
+    p11host_unhex("d31a8d34648e60db7b86afbc53ef7ec2a4aded51296e08fea9e2b5a736ee62d63dbea45e8ca9671282fafb69da92728b"
           "1a71de0a9e060b2905d6a5b67ecd3b3692ddbd7f2d778b8c9803aee328091b58fab324e4fad675945585808b4831d7bc"
           "3ff4def08e4b7a9de576d26586cec64b6116" "1ae10b594f09e26a7e902ecbd0600691", cexp);
     CK_SALSA20_CHACHA20_POLY1305_PARAMS cpp = {nonce, 12, aad, 12};
     CK_MECHANISM cm = {CKM_CHACHA20_POLY1305, &cpp, sizeof cpp};
     n = sizeof out;
     CHECK("RFC 8439 §2.8.2 through C_Encrypt (ciphertext || tag)",
-          crypt1(s, 1, &cm, chacha, (unsigned char *)lad, 114, out, &n) == CKR_OK && n == 130 && !memcmp(out, cexp, 130));
+          p11host_crypt1(s, 1, &cm, chacha, (unsigned char *)lad, 114, out, &n) == CKR_OK && n == 130 && !memcmp(out, cexp, 130));
     n = sizeof out;
-    CHECK("and back through multi-part C_Decrypt", cryptn(s, 0, &cm, chacha, cexp, 130, out, &n, 17) == CKR_OK && n == 114 &&
+    CHECK("and back through multi-part C_Decrypt", p11host_cryptn(s, 0, &cm, chacha, cexp, 130, out, &n, 17) == CKR_OK && n == 114 &&
           !memcmp(out, lad, 114));
     vectors++;
     /* The same through the message API: the tag goes to pTag, not the output. */
@@ -341,12 +277,12 @@ static void published(CK_SESSION_HANDLE s) {
 
     /* GCM test case 4 through C_EncryptMessage and C_DecryptMessageBegin/Next. */
     unsigned char gk[16], giv[12], gaad[20], gpt[60], gct[60], gtag[16], mtag[16];
-    unhex("feffe9928665731c6d6a8f9467308308", gk);
-    unhex("cafebabefacedbaddecaf888", giv);
-    unhex("feedfacedeadbeeffeedfacedeadbeefabaddad2", gaad);
-    unhex("d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a721c3c0c95956809532fcf0e2449a6b525b16aedf5aa0de657ba637b39", gpt);
-    unhex("42831ec2217774244b7221b784d0d49ce3aa212f2c02a4e035c17e2329aca12e21d514b25466931c7d8f6a5aac84aa051ba30b396a0aac973d58e091", gct);
-    unhex("5bc94fbc3221a5db94fae95ae7121a47", gtag);
+    p11host_unhex("feffe9928665731c6d6a8f9467308308", gk);
+    p11host_unhex("cafebabefacedbaddecaf888", giv);
+    p11host_unhex("feedfacedeadbeeffeedfacedeadbeefabaddad2", gaad);
+    p11host_unhex("d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a721c3c0c95956809532fcf0e2449a6b525b16aedf5aa0de657ba637b39", gpt);
+    p11host_unhex("42831ec2217774244b7221b784d0d49ce3aa212f2c02a4e035c17e2329aca12e21d514b25466931c7d8f6a5aac84aa051ba30b396a0aac973d58e091", gct);
+    p11host_unhex("5bc94fbc3221a5db94fae95ae7121a47", gtag);
     CK_OBJECT_HANDLE gkey = secret(s, CKK_AES, gk, 16);
     CK_GCM_MESSAGE_PARAMS gp = {giv, 12, 0, CKG_NO_GENERATE, mtag, 128};
     CK_MECHANISM gm = {CKM_AES_GCM, NULL, 0};
@@ -383,24 +319,24 @@ static void against_evp(CK_SESSION_HANDLE s, int rounds) {
         snprintf(name, sizeof name, "AES-%d-ECB", ks * 8);
         CK_MECHANISM ecb = {CKM_AES_ECB, NULL, 0};
         m = sizeof mod;
-        bad[0] += cryptn(s, 1, &ecb, k, in, nb, mod, &m, step) != CKR_OK || evp(name, key, NULL, 1, 0, in, nb, ref) != (int)m ||
+        bad[0] += p11host_cryptn(s, 1, &ecb, k, in, nb, mod, &m, step) != CKR_OK || evp(name, key, NULL, 1, 0, in, nb, ref) != (int)m ||
                   memcmp(mod, ref, m);
         /* CTR: any length, a random counter block with all 128 bits counting. */
         CK_AES_CTR_PARAMS cp = ctr_params(iv, 128);
         CK_MECHANISM ctr = {CKM_AES_CTR, &cp, sizeof cp};
         snprintf(name, sizeof name, "AES-%d-CTR", ks * 8);
         m = sizeof mod;
-        bad[1] += cryptn(s, 1, &ctr, k, in, n, mod, &m, step) != CKR_OK || evp(name, key, iv, 1, 0, in, n, ref) != (int)m ||
+        bad[1] += p11host_cryptn(s, 1, &ctr, k, in, n, mod, &m, step) != CKR_OK || evp(name, key, iv, 1, 0, in, n, ref) != (int)m ||
                   memcmp(mod, ref, m);
         /* CTS: at least one block. */
         int nc = n < 16 ? 16 : n;
         CK_MECHANISM cts = {CKM_AES_CTS, iv, 16};
         snprintf(name, sizeof name, "AES-%d-CBC-CTS", ks * 8);
         m = sizeof mod;
-        bad[2] += cryptn(s, 1, &cts, k, in, nc, mod, &m, step) != CKR_OK || evp(name, key, iv, 1, 0, in, nc, ref) != (int)m ||
+        bad[2] += p11host_cryptn(s, 1, &cts, k, in, nc, mod, &m, step) != CKR_OK || evp(name, key, iv, 1, 0, in, nc, ref) != (int)m ||
                   memcmp(mod, ref, m);
         m = sizeof ref;
-        bad[2] += cryptn(s, 0, &cts, k, mod, nc, ref, &m, step) != CKR_OK || m != (CK_ULONG)nc || memcmp(ref, in, nc);
+        bad[2] += p11host_cryptn(s, 0, &cts, k, mod, nc, ref, &m, step) != CKR_OK || m != (CK_ULONG)nc || memcmp(ref, in, nc);
         /* CMAC, multi-part. */
         CK_MECHANISM cmac = {CKM_AES_CMAC, NULL, 0};
         unsigned char mac[16], want[16];
@@ -416,7 +352,7 @@ static void against_evp(CK_SESSION_HANDLE s, int rounds) {
         CK_OBJECT_HANDLE t = secret(s, CKK_DES3, k3, 24);
         CK_MECHANISM des3 = {CKM_DES3_CBC_PAD, iv, 8};
         m = sizeof mod;
-        bad[4] += cryptn(s, 1, &des3, t, in, n, mod, &m, step) != CKR_OK ||
+        bad[4] += p11host_cryptn(s, 1, &des3, t, in, n, mod, &m, step) != CKR_OK ||
                   evp("DES-EDE3-CBC", k3, iv, 1, 1, in, n, ref) != (int)m || memcmp(mod, ref, m);
         /* ChaCha20-Poly1305 with a random nonce and AAD. */
         CK_OBJECT_HANDLE c = secret(s, CKK_CHACHA20, key, 32);
@@ -424,7 +360,7 @@ static void against_evp(CK_SESSION_HANDLE s, int rounds) {
         CK_SALSA20_CHACHA20_POLY1305_PARAMS cpp = {iv, 12, aad, (CK_ULONG)al};
         CK_MECHANISM cm = {CKM_CHACHA20_POLY1305, &cpp, sizeof cpp};
         m = sizeof mod;
-        bad[5] += cryptn(s, 1, &cm, c, in, n, mod, &m, step) != CKR_OK || m != (CK_ULONG)n + 16 ||
+        bad[5] += p11host_cryptn(s, 1, &cm, c, in, n, mod, &m, step) != CKR_OK || m != (CK_ULONG)n + 16 ||
                   evp_aead("ChaCha20-Poly1305", key, iv, 12, aad, al, in, n, ref, tag, 16) != n || memcmp(mod, ref, n) ||
                   memcmp(mod + n, tag, 16);
         /* GCM message with a random IV the module makes: EVP under the IV handed back. */
@@ -443,7 +379,7 @@ static void against_evp(CK_SESSION_HANDLE s, int rounds) {
         CK_MECHANISM cbc = {CKM_AES_CBC_PAD, iv, 16};
         snprintf(name, sizeof name, "AES-%d-CBC", ks * 8);
         m = sizeof mod;
-        bad[7] += cryptn(s, 1, &cbc, k, in, n, mod, &m, step) != CKR_OK || evp(name, key, iv, 1, 1, in, n, ref) != (int)m ||
+        bad[7] += p11host_cryptn(s, 1, &cbc, k, in, n, mod, &m, step) != CKR_OK || evp(name, key, iv, 1, 1, in, n, ref) != (int)m ||
                   memcmp(mod, ref, m);
         f->C_DestroyObject(s, k); f->C_DestroyObject(s, t); f->C_DestroyObject(s, c);
     }
@@ -459,12 +395,12 @@ static void against_evp(CK_SESSION_HANDLE s, int rounds) {
 static void for_cli(CK_SESSION_HANDLE s) {
     unsigned char k128[16], k256[32], k3[24], kd[8], cb[16], iv8[8], iv16[16], data[300], out[400], kv[20], alt8[8], alt4[4];
     CK_ULONG n;
-    unhex("2b7e151628aed2a6abf7158809cf4f3c", k128);
-    unhex("603deb1015ca71be2b73aef0857d77811f352c073b6108d72d9810a30914dff4", k256);
-    unhex("0123456789ABCDEF23456789ABCDEF01456789ABCDEF0123", k3);
-    unhex("0123456789abcdef", kd);
+    p11host_unhex("2b7e151628aed2a6abf7158809cf4f3c", k128);
+    p11host_unhex("603deb1015ca71be2b73aef0857d77811f352c073b6108d72d9810a30914dff4", k256);
+    p11host_unhex("0123456789ABCDEF23456789ABCDEF01456789ABCDEF0123", k3);
+    p11host_unhex("0123456789abcdef", kd);
     rnd(cb, 16); rnd(iv8, 8); rnd(iv16, 16); rnd(data, sizeof data); rnd(kv, 20); rnd(alt8, 8); rnd(alt4, 4);
-    put_file("data.bin", data, 257);
+    p11host_put_file(outdir, "data.bin", data, 257);
     put_hex("cb.hex", cb, 16); put_hex("iv8.hex", iv8, 8); put_hex("iv16.hex", iv16, 16);
     put_hex("alt8.hex", alt8, 8); put_hex("alt4.hex", alt4, 4);
     CK_OBJECT_HANDLE a1 = secret(s, CKK_AES, k128, 16), a2 = secret(s, CKK_AES, k256, 32);
@@ -473,9 +409,9 @@ static void for_cli(CK_SESSION_HANDLE s) {
     CK_AES_CTR_PARAMS cp = ctr_params(cb, 128);
     CK_MECHANISM ctr = {CKM_AES_CTR, &cp, sizeof cp}, ecb = {CKM_AES_ECB, NULL, 0};
     n = sizeof out;
-    if (crypt1(s, 1, &ctr, a1, data, 257, out, &n) == CKR_OK) put_file("ctr128.bin", out, n);
+    if (p11host_crypt1(s, 1, &ctr, a1, data, 257, out, &n) == CKR_OK) p11host_put_file(outdir, "ctr128.bin", out, n);
     n = sizeof out;
-    if (cryptn(s, 1, &ecb, a2, data, 256, out, &n, 48) == CKR_OK) put_file("ecb256.bin", out, n);
+    if (p11host_cryptn(s, 1, &ecb, a2, data, 256, out, &n, 48) == CKR_OK) p11host_put_file(outdir, "ecb256.bin", out, n);
     CK_MECHANISM cmac = {CKM_AES_CMAC, NULL, 0};
     CK_ULONG ml = 16;
     if (f->C_SignInit(s, &cmac, a1) == CKR_OK && f->C_Sign(s, data, 257, out, &ml) == CKR_OK) put_hex("cmac128.hex", out, ml);
@@ -483,24 +419,24 @@ static void for_cli(CK_SESSION_HANDLE s) {
     if (f->C_SignInit(s, &cmac, a2) == CKR_OK && f->C_Sign(s, data, 100, out, &ml) == CKR_OK) put_hex("cmac256.hex", out, ml);
     CK_MECHANISM des3 = {CKM_DES3_CBC_PAD, iv8, 8}, des = {CKM_DES_CBC_PAD, iv8, 8};
     n = sizeof out;
-    if (crypt1(s, 1, &des3, t, data, 257, out, &n) == CKR_OK) put_file("des3.bin", out, n);
+    if (p11host_crypt1(s, 1, &des3, t, data, 257, out, &n) == CKR_OK) p11host_put_file(outdir, "des3.bin", out, n);
     n = sizeof out;
-    if (cryptn(s, 1, &des, d, data, 257, out, &n, 30) == CKR_OK) put_file("des.bin", out, n);
+    if (p11host_cryptn(s, 1, &des, d, data, 257, out, &n, 30) == CKR_OK) p11host_put_file(outdir, "des.bin", out, n);
 
     /* Wraps of a non-sensitive key under the public AES-128 key. */
     CK_OBJECT_HANDLE target = secret(s, CKK_GENERIC_SECRET, kv, 20);
-    put_file("target.bin", kv, 20);
+    p11host_put_file(outdir, "target.bin", kv, 20);
     CK_MECHANISM kw = {CKM_AES_KEY_WRAP, alt8, 8}, kwp = {CKM_AES_KEY_WRAP_PAD, alt4, 4}, cbcpad = {CKM_AES_CBC_PAD, iv16, 16};
     unsigned char t16[16];
     memcpy(t16, kv, 16);
     CK_OBJECT_HANDLE target16 = secret(s, CKK_AES, t16, 16);
-    put_file("target16.bin", t16, 16);
+    p11host_put_file(outdir, "target16.bin", t16, 16);
     n = sizeof out;
-    if (f->C_WrapKey(s, &kw, a1, target16, out, &n) == CKR_OK) put_file("kw-alt.bin", out, n);
+    if (f->C_WrapKey(s, &kw, a1, target16, out, &n) == CKR_OK) p11host_put_file(outdir, "kw-alt.bin", out, n);
     n = sizeof out;
-    if (f->C_WrapKey(s, &kwp, a1, target, out, &n) == CKR_OK) put_file("kwp-alt.bin", out, n);
+    if (f->C_WrapKey(s, &kwp, a1, target, out, &n) == CKR_OK) p11host_put_file(outdir, "kwp-alt.bin", out, n);
     n = sizeof out;
-    if (f->C_WrapKey(s, &cbcpad, a1, target, out, &n) == CKR_OK) put_file("cbcpad-wrap.bin", out, n);
+    if (f->C_WrapKey(s, &cbcpad, a1, target, out, &n) == CKR_OK) p11host_put_file(outdir, "cbcpad-wrap.bin", out, n);
 }
 
 /* Argument checks through the C ABI: each gets its own CK_RV and nothing crashes. */
@@ -581,7 +517,7 @@ static void arguments(CK_SESSION_HANDLE s) {
           f->C_Encrypt(s, buf, 15, buf, &n) == CKR_DATA_LEN_RANGE);
     /* Wrong parity or size on C_CreateObject. */
     unsigned char k3[24];
-    unhex("0123456789ABCDEF23456789ABCDEF01456789ABCDEE0123", k3);  /* one parity bit off */
+    p11host_unhex("0123456789ABCDEF23456789ABCDEF01456789ABCDEE0123", k3);  /* one parity bit off */
     CK_KEY_TYPE t3 = CKK_DES3, tc = CKK_CHACHA20;
     CK_ATTRIBUTE bad3[] = {{CKA_CLASS, &secret_class, sizeof secret_class}, {CKA_KEY_TYPE, &t3, sizeof t3}, {CKA_VALUE, k3, 24}};
     CK_ATTRIBUTE badc[] = {{CKA_CLASS, &secret_class, sizeof secret_class}, {CKA_KEY_TYPE, &tc, sizeof tc}, {CKA_VALUE, k, 16}};
@@ -801,7 +737,7 @@ static void direct_paths(CK_SESSION_HANDLE s) {
     CK_GCM_PARAMS gp = {iv, 12, 96, NULL, 0, 128};
     CK_MECHANISM gcm = {CKM_AES_GCM, &gp, sizeof gp};
     CK_ULONG n = sizeof ref, m;
-    crypt1(s, 1, &ctr, key, pt, 150, ref, &n);
+    p11host_crypt1(s, 1, &ctr, key, pt, 150, ref, &n);
     memcpy(buf, pt, 150);
     m = sizeof buf;
     CHECK("CTR C_Encrypt in place (output = input) equals separate buffers",
@@ -841,7 +777,7 @@ static void direct_paths(CK_SESSION_HANDLE s) {
           !memcmp(buf, ref, 150));
     /* GCM single-part: ciphertext and tag in place. */
     n = sizeof ref;
-    crypt1(s, 1, &gcm, key, pt, 100, ref, &n);
+    p11host_crypt1(s, 1, &gcm, key, pt, 100, ref, &n);
     memcpy(buf, pt, 100);
     m = sizeof buf;
     CHECK("GCM C_Encrypt in place: ciphertext || tag as with separate buffers",
@@ -964,21 +900,17 @@ static void gcm_iv_reuse(CK_SESSION_HANDLE s) {
 }
 
 int main(int argc, char **argv) {
-    const char *pin = getenv("KS_TEST_PIN"), *so_pin = getenv("KS_TEST_SO_PIN");
-    if (argc < 3 || !pin || !so_pin) {
-        printf("usage: KS_TEST_PIN=.. KS_TEST_SO_PIN=.. symmetric MODULE OUTDIR\n0 passed, 1 failed\n");
-        return 1;
-    }
+    const char *so_pin, *pin;
+    if (!p11host_args(argc, 2, "symmetric MODULE OUTDIR", &so_pin, &pin)) return 1;
     outdir = argv[2];
     int rounds = getenv("SYMMETRIC_ROUNDS") ? atoi(getenv("SYMMETRIC_ROUNDS")) : 60;
     if (!(f = harness_load(argv[1]))) return 1;
 
     CHECK("C_Initialize", f->C_Initialize(NULL) == CKR_OK);
-    CK_SLOT_ID slot = harness_make_token(f, "symmetric", so_pin, pin);
+    CK_SLOT_ID slot = p11host_make_token("symmetric", so_pin, pin);
     CHECK("a token made with C_InitToken and C_InitPIN", slot != 0);
     CK_SESSION_HANDLE s;
-    CHECK("C_OpenSession and C_Login", f->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s) == CKR_OK &&
-          f->C_Login(s, CKU_USER, (CK_UTF8CHAR_PTR)pin, strlen(pin)) == CKR_OK);
+    CHECK("C_OpenSession and C_Login", p11host_user_session(slot, pin, &s) == CKR_OK);
     catalog(slot);
     published(s);
     printf("  %d published vectors checked through the module\n", vectors);
@@ -1003,6 +935,5 @@ int main(int argc, char **argv) {
     EVP_CIPHER_free(des);
     f->C_CloseSession(s);
     CHECK("C_Finalize", f->C_Finalize(NULL) == CKR_OK);
-    printf("%d passed, %d failed\n", pass, fail);
-    return fail != 0;
+    return p11host_report();
 }
