@@ -356,15 +356,11 @@ static void rsasve(CK_SLOT_ID slot, CK_SESSION_HANDLE s) {
 }
 
 int main(int argc, char **argv) {
-    const char *so, *pin;
-    if (!p11host_args(argc, 1, "kem_classic MODULE", &so, &pin)) return 2;
-    if (!p11host_load_3_2(argv[1], NULL)) return 1;
-    if (!p11host_initialize()) return 1;
-    CK_SLOT_ID slot = p11host_make_token("kem", so, pin);
-    CHECK("a token to work on", slot != 0);
+    CK_SLOT_ID slot = 0;
+    CK_SESSION_HANDLE s = 0;
+    int rc = p11host_start_3_2(argc, argv, "kem_classic MODULE", "kem", "a token to work on", &slot, &s);
+    if (rc) return rc;
     if (slot) {
-        CK_SESSION_HANDLE s;
-        p11host_user_session(slot, pin, &s);
         ecdh(slot, s);
         rsasve(slot, s);
         f->C_CloseSession(s);

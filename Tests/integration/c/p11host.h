@@ -106,6 +106,24 @@ static inline CK_RV p11host_user_session(CK_SLOT_ID slot, const char *pin, CK_SE
     return rv == CKR_OK ? f->C_Login(*s, CKU_USER, (CK_UTF8CHAR_PTR)pin, strlen(pin)) : rv;
 }
 
+#ifdef P11HOST_3_2
+/* The start of a 3.2 host that runs its checks in one user session on a fresh token: the
+ * arguments (usage USAGE) and PINs, the 3.2 interface, C_Initialize, the token LABEL with its
+ * check TOKEN_CHECK, the session in *S. Returns the host's exit status when it cannot go on
+ * (2: arguments, 1: module), else 0 with *SLOT 0 when the token failed (no session then; the
+ * host still finalizes and reports). */
+static inline int p11host_start_3_2(int argc, char **argv, const char *usage, const char *label, const char *token_check,
+                                    CK_SLOT_ID *slot, CK_SESSION_HANDLE *s) {
+    const char *so, *pin;
+    if (!p11host_args(argc, 1, usage, &so, &pin)) return 2;
+    if (!p11host_load_3_2(argv[1], NULL) || !p11host_initialize()) return 1;
+    *slot = p11host_make_token(label, so, pin);
+    CHECK(token_check, *slot != 0);
+    if (*slot) p11host_user_session(*slot, pin, s);
+    return 0;
+}
+#endif
+
 /* ---- attributes ---- */
 
 /* One attribute into OUT (CAP bytes): its length, with C_GetAttributeValue's rv in *RV. */

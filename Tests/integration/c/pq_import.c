@@ -256,15 +256,11 @@ static void kem_templates(CK_SESSION_HANDLE s) {
 }
 
 int main(int argc, char **argv) {
-    const char *so, *pin;
-    if (!p11host_args(argc, 1, "pq_import MODULE", &so, &pin)) return 2;
-    if (!p11host_load_3_2(argv[1], NULL)) return 1;
-    if (!p11host_initialize()) return 1;
-    CK_SLOT_ID slot = p11host_make_token("pqimport", so, pin);
-    CHECK("a token to import into", slot != 0);
+    CK_SLOT_ID slot = 0;
+    CK_SESSION_HANDLE s = 0;
+    int rc = p11host_start_3_2(argc, argv, "pq_import MODULE", "pqimport", "a token to import into", &slot, &s);
+    if (rc) return rc;
     if (slot) {
-        CK_SESSION_HANDLE s;
-        p11host_user_session(slot, pin, &s);
         mlkem(s);
         kem_templates(s);
         signatures(s, "ML-DSA-65", CKK_ML_DSA, CKP_ML_DSA_65, CKM_ML_DSA, 1);

@@ -194,15 +194,11 @@ static void one(CK_SESSION_HANDLE s, int i, CK_OBJECT_HANDLE kek, CK_OBJECT_HAND
 }
 
 int main(int argc, char **argv) {
-    const char *so, *pin;
-    if (!p11host_args(argc, 1, "pq_wrap MODULE", &so, &pin)) return 2;
-    if (!p11host_load_3_2(argv[1], NULL)) return 1;
-    if (!p11host_initialize()) return 1;
-    CK_SLOT_ID slot = p11host_make_token("pqwrap", so, pin);
-    CHECK("a token to work on", slot != 0);
+    CK_SLOT_ID slot = 0;
+    CK_SESSION_HANDLE s = 0;
+    int rc = p11host_start_3_2(argc, argv, "pq_wrap MODULE", "pqwrap", "a token to work on", &slot, &s);
+    if (rc) return rc;
     if (slot) {
-        CK_SESSION_HANDLE s;
-        p11host_user_session(slot, pin, &s);
         CK_OBJECT_HANDLE kek = wrap_only_kek(s), known = known_kek_handle(s);
         CHECK("a wrap-only AES-256 key and one of known value", kek && known);
         for (int i = 0; i < 3; i++) one(s, i, kek, known);
