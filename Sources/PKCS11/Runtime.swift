@@ -16,8 +16,13 @@ public final class Runtime: @unchecked Sendable {
     var slotCache = SlotCache()
     var sessions: [CK_SESSION_HANDLE: Session] = [:]
     var nextSessionHandle: CK_SESSION_HANDLE = 1
-    var logins: [TokenID: LoginState] = [:]
-    var objects = ObjectTable()
+    var logins: [TokenID: LoginState] = [:] { didSet { objectGeneration &+= 1 } }
+    var objects = ObjectTable() { didSet { objectGeneration &+= 1 } }
+    /// Moves with every change of `objects` and `logins` (their didSet,
+    /// which leaves the mutation in place) and of a session object's
+    /// attributes: what a session's resolved-key memo is checked against
+    /// (ResolvedKeyMemo.swift). Guarded by `lock`.
+    var objectGeneration: UInt64 = 0
     var closed = false
     /// External (PKCS #11 driver) tokens' card sessions; see ExternalTokens.swift.
     var external = ExternalState()

@@ -20,6 +20,8 @@ public final class Session: @unchecked Sendable {
     var singlePart = OperationKindSet()
     /// The last keyed AEAD context of a single-part encryption (KeyedCipherCache.swift).
     let cipherCache = KeyedCipherCache()
+    /// The last key `Runtime.resolveKey` resolved for this session (ResolvedKeyMemo.swift).
+    let keyMemo = ResolvedKeyMemo()
 
     init(handle: CK_SESSION_HANDLE, slotID: CK_SLOT_ID, tokenID: TokenID, readWrite: Bool) {
         self.handle = handle
@@ -34,7 +36,7 @@ public final class Session: @unchecked Sendable {
             multipart.removeAll()
             singlePart.removeAll()
         }
-        cipherCache.clear()
+        dropKeyedState()
     }
 }
 
@@ -89,6 +91,8 @@ extension Runtime {
     /// the last session of a token logs the application out of it.
     private func afterSessionsRemoved(_ removed: [Session]) {
         for s in removed { objects.destroySessionObjects(of: s.handle) }
+        // Other sessions of the token may hold those objects' keys (ResolvedKeyMemo.swift).
+        for token in Set(removed.map(\.tokenID)) { dropKeyedStateLocked(token: token) }
         for token in Set(removed.map(\.tokenID)) where !sessions.values.contains(where: { $0.tokenID == token }) {
             logins[token] = nil
             objects.forgetPrivate(token: token)
