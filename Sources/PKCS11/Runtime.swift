@@ -73,6 +73,17 @@ public final class Runtime: @unchecked Sendable {
     // MARK: - lookups shared by the chapters
 
     public func session(_ handle: CK_SESSION_HANDLE) throws -> Session {
+        // The common case in one lock: the store unchanged since the slot
+        // list was last read, so `presentTokens` would answer from its
+        // cache and close nothing (every call pays this, twice for an
+        // Init + Encrypt pair).
+        if let counter = try? store.changeCounter(), let s = try lock.withLock({ () throws -> Session? in
+            guard slotCache.counter == counter else { return nil }
+            guard let s = sessions[handle] else { throw PKCS11Error.sessionHandleInvalid }
+            return s
+        }) {
+            return s
+        }
         // Notices a token removed by another process (one PRAGMA when nothing
         // changed): its sessions are closed, so this handle is then invalid.
         _ = try? presentTokens()
