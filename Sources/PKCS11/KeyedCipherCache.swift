@@ -28,10 +28,11 @@ import KeyshareCrypto
 ///   other objects anyway). EVP_CIPHER_CTX_free cleanses it.
 public final class KeyedCipherCache: @unchecked Sendable {
     private let lock = Lock()
-    private var entry: (algorithm: AEADAlgorithm, key: [UInt8], context: AEADContext)?
+    // Guarded by `lock` (no runtime exclusivity check: Session.swift).
+    @exclusivity(unchecked) private var entry: (algorithm: AEADAlgorithm, key: [UInt8], context: AEADContext)?
     /// AES-CTR's own slot, so that an application alternating CTR and an
     /// AEAD keeps both.
-    private var ctr: (key: [UInt8], context: CipherContext)?
+    @exclusivity(unchecked) private var ctr: (key: [UInt8], context: CipherContext)?
 
     /// A context for `algorithm` under `key`, started with `iv` and `aad`:
     /// the cached one restarted, or a new one. Give it back with `put`.

@@ -33,7 +33,22 @@ import KeyshareCrypto
 /// inside operation steps that hold the session lock (C_DigestKey).
 final class ResolvedKeyMemo: @unchecked Sendable {
     private let lock = Lock()
-    private var entry: (handle: CK_OBJECT_HANDLE, generation: UInt64, counter: UInt64, view: ObjectView)?
+    /// A class, so taking it out under the lock is one retain (a tuple
+    /// holding the view was copied field by field through value witnesses).
+    private final class Entry {
+        let handle: CK_OBJECT_HANDLE
+        let generation: UInt64
+        let counter: UInt64
+        let view: ObjectView
+
+        init(_ handle: CK_OBJECT_HANDLE, _ generation: UInt64, _ counter: UInt64, _ view: ObjectView) {
+            self.handle = handle
+            self.generation = generation
+            self.counter = counter
+            self.view = view
+        }
+    }
+    @exclusivity(unchecked) private var entry: Entry?
 
     /// The memo for `handle` if it was made under `generation`; a token
     /// object's also needs the store's counter unchanged (`counter` reads it).
@@ -44,7 +59,8 @@ final class ResolvedKeyMemo: @unchecked Sendable {
     }
 
     func set(_ handle: CK_OBJECT_HANDLE, generation: UInt64, counter: UInt64, _ view: ObjectView) {
-        lock.withLock { entry = (handle, generation, counter, view) }
+        let e = Entry(handle, generation, counter, view)
+        lock.withLock { entry = e }
     }
 
     func clear() {

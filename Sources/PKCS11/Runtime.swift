@@ -12,17 +12,18 @@ public final class Runtime: @unchecked Sendable {
     public let store: KeychainStore
     let lock = Lock()
 
-    // Guarded by `lock`.
-    var slotCache = SlotCache()
-    var sessions: [CK_SESSION_HANDLE: Session] = [:]
+    // Guarded by `lock` (the hot ones without the runtime's exclusivity
+    // check, which the lock makes redundant: Session.swift says why).
+    @exclusivity(unchecked) var slotCache = SlotCache()
+    @exclusivity(unchecked) var sessions: [CK_SESSION_HANDLE: Session] = [:]
     var nextSessionHandle: CK_SESSION_HANDLE = 1
-    var logins: [TokenID: LoginState] = [:] { didSet { objectGeneration &+= 1 } }
-    var objects = ObjectTable() { didSet { objectGeneration &+= 1 } }
+    @exclusivity(unchecked) var logins: [TokenID: LoginState] = [:] { didSet { objectGeneration &+= 1 } }
+    @exclusivity(unchecked) var objects = ObjectTable() { didSet { objectGeneration &+= 1 } }
     /// Moves with every change of `objects` and `logins` (their didSet,
     /// which leaves the mutation in place) and of a session object's
     /// attributes: what a session's resolved-key memo is checked against
     /// (ResolvedKeyMemo.swift). Guarded by `lock`.
-    var objectGeneration: UInt64 = 0
+    @exclusivity(unchecked) var objectGeneration: UInt64 = 0
     var closed = false
     /// External (PKCS #11 driver) tokens' card sessions; see ExternalTokens.swift.
     var external = ExternalState()
