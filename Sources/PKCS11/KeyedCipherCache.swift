@@ -61,6 +61,9 @@ public final class KeyedCipherCache: @unchecked Sendable {
         }
     }
 
+    /// Whether no keyed context is held (the tests' view of the drop rules).
+    var isEmpty: Bool { lock.withLock { entry == nil && ctr == nil } }
+
     /// Runs `body` (one single-part AES-CTR encryption) on a context keyed
     /// with `key` and started at `counterBlock`: the cached one restarted,
     /// or a new one. The same rules as the AEAD entry: compared by value,

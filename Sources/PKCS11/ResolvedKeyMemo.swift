@@ -66,6 +66,9 @@ final class ResolvedKeyMemo: @unchecked Sendable {
     func clear() {
         lock.withLock { entry = nil }
     }
+
+    /// Whether nothing is memoized (the tests' view of the drop rules).
+    var isEmpty: Bool { lock.withLock { entry == nil } }
 }
 
 extension Runtime {
