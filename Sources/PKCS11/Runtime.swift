@@ -15,7 +15,12 @@ public final class Runtime: @unchecked Sendable {
     // Guarded by `lock` (the hot ones without the runtime's exclusivity
     // check, which the lock makes redundant: Session.swift says why).
     @exclusivity(unchecked) var slotCache = SlotCache()
-    @exclusivity(unchecked) var sessions: [CK_SESSION_HANDLE: Session] = [:]
+    @exclusivity(unchecked) var sessions: [CK_SESSION_HANDLE: Session] = [:] { didSet { lastSession = nil } }
+    /// The session `session(_:)` found last: an application works in one
+    /// session at a time, and this spares the dictionary's hash and probe
+    /// on every call. Any change of `sessions` (open, close, removal,
+    /// finalize) clears it, so it is always one of `sessions`' values.
+    @exclusivity(unchecked) var lastSession: Session?
     var nextSessionHandle: CK_SESSION_HANDLE = 1
     @exclusivity(unchecked) var logins: [TokenID: LoginState] = [:] { didSet { objectGeneration &+= 1 } }
     @exclusivity(unchecked) var objects = ObjectTable() { didSet { objectGeneration &+= 1 } }
@@ -80,7 +85,9 @@ public final class Runtime: @unchecked Sendable {
         // Init + Encrypt pair).
         if let counter = try? store.changeCounter(), let s = try lock.withLock({ () throws -> Session? in
             guard slotCache.counter == counter else { return nil }
+            if let l = lastSession, l.handle == handle { return l }
             guard let s = sessions[handle] else { throw PKCS11Error.sessionHandleInvalid }
+            lastSession = s
             return s
         }) {
             return s
