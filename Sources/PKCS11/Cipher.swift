@@ -127,7 +127,7 @@ final class AESGCMOperation: CipherOperation {
     var cache: KeyedCipherCache?
 
     init(key: [UInt8], parameters: GCMParameters, encrypting: Bool) throws {
-        guard [16, 24, 32].contains(key.count) else { throw PKCS11Error(CKR_KEY_SIZE_RANGE) }
+        guard isAESKeySize(key.count) else { throw PKCS11Error(CKR_KEY_SIZE_RANGE) }
         self.key = key
         self.parameters = parameters
         self.encrypting = encrypting
@@ -226,9 +226,14 @@ extension Runtime {
     /// that can decrypt (KeyUsagePolicy.checkWrap).
     func aesKey(_ view: ObjectView, encrypting: Bool) throws -> [UInt8] {
         guard view.objectClass == CKO_SECRET_KEY, view.keyType == CKK_AES else { throw PKCS11Error.keyTypeInconsistent }
-        guard let v = view.attributes[CKA_VALUE], [16, 24, 32].contains(v.count) else {
+        guard let v = view.attributes[CKA_VALUE], isAESKeySize(v.count) else {
             throw PKCS11Error(CKR_KEY_SIZE_RANGE)
         }
         return v
     }
 }
+
+/// 16, 24 or 32 bytes. A comparison, not `[16, 24, 32].contains`: that
+/// array literal was allocated on every C_EncryptInit (twice for AES-GCM).
+@inline(__always)
+func isAESKeySize(_ n: Int) -> Bool { n == 16 || n == 24 || n == 32 }
