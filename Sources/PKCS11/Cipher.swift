@@ -182,9 +182,19 @@ extension Runtime {
     /// The operation a cipher mechanism means for a key object, after the
     /// key's usage flags allow it. Key-class mismatches are
     /// CKR_KEY_TYPE_INCONSISTENT, flags CKR_KEY_FUNCTION_NOT_PERMITTED.
-    func cipherOperation(_ m: Mechanism, _ view: ObjectView, encrypting: Bool) throws -> any CipherOperation {
+    /// `checked`: told the key value of a symmetric mechanism once every
+    /// check on the key passed (CheckedCipherKey.swift records it).
+    func cipherOperation(_ m: Mechanism, _ view: ObjectView, encrypting: Bool,
+                         checked: (([UInt8]) -> Void)? = nil) throws -> any CipherOperation {
         let usage = encrypting ? CKA_ENCRYPT : CKA_DECRYPT
         guard view.bool(usage) == true else { throw PKCS11Error.keyFunctionNotPermitted }
+        // AES (every mode), DES / 3DES and ChaCha20-Poly1305: the key's value
+        // with its class, type and size checked, then the operation.
+        if let key = try symmetricKey(m, view) {
+            let op = try symmetricCipherOperation(m, key: key, encrypting: encrypting)
+            checked?(key)
+            return op
+        }
         switch m {
         case .rsaPKCS, .rsaX509, .rsaOAEP:
             let padding: RSAPadding
@@ -205,16 +215,6 @@ extension Runtime {
             if let blob = view.tpmBlob { return try tpmDecryptOperation(view, blob: blob, m) }  // TPMKeys.swift
             let k = try privateKey(view)
             return RSACipherOperation(padding: padding, publicKey: nil, privateKey: k, bits: k.bits)
-        case .aesCBC(let iv, let pad):
-            let key = try aesKey(view, encrypting: encrypting)
-            return try AESCBCOperation(key: key, iv: iv, pad: pad, encrypting: encrypting)
-        case .aesGCM(let p):
-            let key = try aesKey(view, encrypting: encrypting)
-            return try AESGCMOperation(key: key, parameters: p, encrypting: encrypting)
-        case .aesECB, .aesCTR, .aesCTS, .des, .chacha20Poly1305:
-            return try symmetricOperation(m, view, encrypting: encrypting)  // SymmetricCipher.swift
-        case .aesCCM(let p):
-            return try CCMOperation(key: try aesKey(view, encrypting: encrypting), parameters: p, encrypting: encrypting)
         default:
             throw PKCS11Error.mechanismInvalid
         }

@@ -21,11 +21,14 @@ import KeyshareCrypto
 ///   active) never share a context, and its own lock keeps a misbehaving
 ///   application's concurrent calls on one session from racing on it;
 /// - a context whose call failed is dropped, not put back;
-/// - the session drops it at C_CloseSession, C_Logout and token removal
-///   (`Session.endAll`), so no key schedule outlives the login; after
-///   C_DestroyObject it lives on in its session until then, or until a call
-///   under another key replaces it (the same key value may be in use by
-///   other objects anyway). EVP_CIPHER_CTX_free cleanses it.
+/// - the session drops it at C_CloseSession, C_Logout, token removal and
+///   C_Finalize (`Session.endAll`), so no key schedule outlives the login,
+///   and every session of the token drops it at C_DestroyObject and
+///   C_SetAttributeValue (`Runtime.dropKeyedStateLocked`, with the
+///   resolved-key memo, ResolvedKeyMemo.swift). A change made by another
+///   process is seen at the next Init through the store's counter; the
+///   context then goes when a call under another key replaces it (it can
+///   only ever serve that exact key value). EVP_CIPHER_CTX_free cleanses it.
 public final class KeyedCipherCache: @unchecked Sendable {
     private let lock = Lock()
     // Guarded by `lock` (no runtime exclusivity check: Session.swift).

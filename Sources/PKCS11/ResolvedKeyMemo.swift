@@ -40,6 +40,10 @@ final class ResolvedKeyMemo: @unchecked Sendable {
         let generation: UInt64
         let counter: UInt64
         let view: ObjectView
+        /// The key value a cipher Init took from `view` after every check
+        /// passed, with the caller's mechanism type and direction it was
+        /// checked for (CheckedCipherKey.swift). Guarded by the memo's lock.
+        @exclusivity(unchecked) var cipherKey: (type: CK_MECHANISM_TYPE, encrypting: Bool, key: [UInt8])?
 
         init(_ handle: CK_OBJECT_HANDLE, _ generation: UInt64, _ counter: UInt64, _ view: ObjectView) {
             self.handle = handle
@@ -56,6 +60,27 @@ final class ResolvedKeyMemo: @unchecked Sendable {
         guard let e = lock.withLock({ entry }), e.handle == handle, e.generation == generation else { return nil }
         if e.view.isToken, try counter() != e.counter { return nil }
         return e.view
+    }
+
+    /// The checked key value for `handle` under `generation` (and, for a
+    /// token object, the store's counter), if the last cipher Init checked
+    /// it for the same mechanism type and direction.
+    func cipherKey(_ handle: CK_OBJECT_HANDLE, generation: UInt64, counter: () throws -> UInt64,
+                   type: CK_MECHANISM_TYPE, encrypting: Bool) rethrows -> [UInt8]? {
+        guard let (e, ck) = lock.withLock({ entry.map { ($0, $0.cipherKey) } }), e.handle == handle, e.generation == generation,
+              let ck, ck.type == type, ck.encrypting == encrypting else { return nil }
+        if e.view.isToken, try counter() != e.counter { return nil }
+        return ck.key
+    }
+
+    /// Records what a cipher Init checked, on the entry it resolved
+    /// (the same handle under the same generation; otherwise nothing).
+    func setCipherKey(_ handle: CK_OBJECT_HANDLE, generation: UInt64, type: CK_MECHANISM_TYPE, encrypting: Bool,
+                      key: [UInt8]) {
+        lock.withLock {
+            guard let e = entry, e.handle == handle, e.generation == generation else { return }
+            e.cipherKey = (type, encrypting, key)
+        }
     }
 
     func set(_ handle: CK_OBJECT_HANDLE, generation: UInt64, counter: UInt64, _ view: ObjectView) {

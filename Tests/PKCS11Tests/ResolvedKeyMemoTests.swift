@@ -177,4 +177,45 @@ struct ResolvedKeyMemoTests {
         #expect(try dropped(f, s))
         #expect(rv { try f.rt.encryptInit(session: s, mechanism: gcm(4), key: h2) } == CKR_KEY_HANDLE_INVALID)
     }
+
+    /// The checked key (CheckedCipherKey.swift) serves only the mechanism
+    /// type and direction it was checked for: an encrypt-only key still
+    /// refuses C_DecryptInit after many C_EncryptInits, a ChaCha20 key
+    /// still refuses CKM_AES_GCM, another AES mode goes the full way and
+    /// gives a fresh context's output.
+    @Test func checkedKeyServesOnlyItsTypeAndDirection() throws {
+        let (f, s, _) = try loggedIn()
+        let k = [UInt8](repeating: 0x77, count: 32)
+        let h = try f.rt.createObject(session: s, template: [
+            .ulong(CKA_CLASS, CKO_SECRET_KEY), .ulong(CKA_KEY_TYPE, CKK_AES), Attribute(CKA_VALUE, k),
+            .bool(CKA_ENCRYPT, true), .bool(CKA_DECRYPT, false)])
+        let plain = (0..<50).map { UInt8($0 * 3 & 0xFF) }
+        for iv in UInt8(1)...3 { #expect(try seal(f, s, gcm(iv), h, plain) == (try want(k, iv, plain))) }
+        #expect(rv { try f.rt.decryptInit(session: s, mechanism: gcm(1), key: h, allowing: gcmType) } == CKR_KEY_FUNCTION_NOT_PERMITTED)
+        let cb = [UInt8](repeating: 5, count: 16)
+        for _ in 0..<2 {
+            try f.rt.encryptInit(session: s, mechanism: .aesCTR(counterBlock: cb, counterBits: 128), key: h,
+                                 allowing: CK_MECHANISM_TYPE(CKM_AES_CTR))
+            #expect(try f.rt.encrypt(session: s, data: plain, capacity: 100)
+                    == .bytes(try AESMode.ctr.context(key: k, iv: cb, encrypt: true).update(plain)))
+        }
+        #expect(try seal(f, s, gcm(4), h, plain) == (try want(k, 4, plain)))
+
+        let chacha = try key(f, s, k, type: CKK_CHACHA20)
+        let chachaType = CK_MECHANISM_TYPE(CKM_CHACHA20_POLY1305)
+        let nonce = [UInt8](repeating: 6, count: 12)
+        for _ in 0..<2 {
+            try f.rt.encryptInit(session: s, mechanism: .chacha20Poly1305(ChaChaPolyParameters(nonce: nonce, aad: [])), key: chacha,
+                                 allowing: chachaType)
+            let (ct, tag) = try ChaCha20Poly1305.encrypt(key: k, nonce: nonce, plaintext: plain, aad: [])
+            #expect(try f.rt.encrypt(session: s, data: plain, capacity: 100) == .bytes(ct + tag))
+        }
+        #expect(rv { try f.rt.encryptInit(session: s, mechanism: gcm(5), key: chacha, allowing: gcmType) } == CKR_KEY_TYPE_INCONSISTENT)
+        // And an invalid parameter on the fast path is the same error as on the full one.
+        #expect(rv { try f.rt.encryptInit(session: s, mechanism: .aesGCM(GCMParameters(iv: [1], aad: [], tagBytes: 16)), key: h,
+                                          allowing: gcmType) } == CKR_OK)
+        _ = try f.rt.encrypt(session: s, data: plain, capacity: 100)
+        #expect(rv { try f.rt.encryptInit(session: s, mechanism: .aesCTR(counterBlock: [1, 2], counterBits: 128), key: h,
+                                          allowing: CK_MECHANISM_TYPE(CKM_AES_CTR)) } == CKR_MECHANISM_PARAM_INVALID)
+    }
 }
