@@ -134,17 +134,27 @@ public final class AEADContext: @unchecked Sendable {
 
     /// The tag (encryption only); no ciphertext is left over in these modes.
     public func finishEncrypt(tagLength: Int) throws -> [UInt8] {
-        guard encrypting, (4...16).contains(tagLength) else {
+        guard (4...16).contains(tagLength) else { throw CryptoError(.invalidInput, algorithm.name, reason: "bad tag length") }
+        return try [UInt8](unsafeUninitializedCapacity: tagLength) { buf, n in
+            try finishEncrypt(tagInto: UnsafeMutableRawBufferPointer(buf))
+            n = tagLength
+        }
+    }
+
+    /// `finishEncrypt` writing the tag (all of `tag`, 4-16 bytes) in place:
+    /// no arrays. The final call's scratch output is on the stack (GCM and
+    /// ChaCha20-Poly1305 give none back); the tag goes where the caller
+    /// says, e.g. after the ciphertext in its own buffer (`sealDirect`).
+    public func finishEncrypt(tagInto tag: UnsafeMutableRawBufferPointer) throws {
+        guard encrypting, (4...16).contains(tag.count), let t = tag.baseAddress else {
             throw CryptoError(.invalidInput, algorithm.name, reason: "bad tag length")
         }
-        var rest = [UInt8](repeating: 0, count: 32)
-        var len: Int32 = 0
-        var tag = [UInt8](repeating: 0, count: tagLength)
-        guard EVP_CipherFinal_ex(ctx, &rest, &len) == 1, len == 0,
-              EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, Int32(tagLength), &tag) == 1 else {
-            throw CryptoError.openssl("\(algorithm.name) final")
+        let ok = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { rest -> Bool in
+            var len: Int32 = 0
+            return EVP_CipherFinal_ex(ctx, rest.baseAddress, &len) == 1 && len == 0
+                && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, Int32(tag.count), t) == 1
         }
-        return tag
+        guard ok else { throw CryptoError.openssl("\(algorithm.name) final") }
     }
 
     /// The whole message in one go, ciphertext then tag, straight into
@@ -155,9 +165,8 @@ public final class AEADContext: @unchecked Sendable {
             throw CryptoError(.invalidInput, algorithm.name, reason: "output too small")
         }
         let n = try update(input, into: output)
-        let tag = try finishEncrypt(tagLength: tagLength)
-        (o + n).copyMemory(from: tag, byteCount: tag.count)
-        return n + tag.count
+        try finishEncrypt(tagInto: UnsafeMutableRawBufferPointer(start: o + n, count: tagLength))
+        return n + tagLength
     }
 
     /// Checks the tag (decryption only): .authenticationFailed when it does not verify.

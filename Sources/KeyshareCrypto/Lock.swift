@@ -8,7 +8,11 @@ import Glibc
 /// Recursive on request, because `KeychainStore.transaction` runs caller code
 /// that calls back into the store on the same thread.
 public final class Lock: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    /// Usable from inlinable code so `withLock` is specialized and inlined at
+    /// every call site in the other modules: called generically it cost a
+    /// metadata lookup and an indirect return per call, a dozen times per
+    /// C_EncryptInit + C_Encrypt (docs/benchmarks.md, issue 13).
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
     public init(recursive: Bool = false) {
         mutex = .allocate(capacity: 1)
@@ -30,7 +34,7 @@ public final class Lock: @unchecked Sendable {
     public func lock() { pthread_mutex_lock(mutex) }
     public func unlock() { pthread_mutex_unlock(mutex) }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     public func withLock<T>(_ body: () throws -> T) rethrows -> T {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }

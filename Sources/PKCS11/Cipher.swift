@@ -127,7 +127,7 @@ final class AESGCMOperation: CipherOperation {
     var cache: KeyedCipherCache?
 
     init(key: [UInt8], parameters: GCMParameters, encrypting: Bool) throws {
-        guard [16, 24, 32].contains(key.count) else { throw PKCS11Error(CKR_KEY_SIZE_RANGE) }
+        guard isAESKeySize(key.count) else { throw PKCS11Error(CKR_KEY_SIZE_RANGE) }
         self.key = key
         self.parameters = parameters
         self.encrypting = encrypting
@@ -182,9 +182,19 @@ extension Runtime {
     /// The operation a cipher mechanism means for a key object, after the
     /// key's usage flags allow it. Key-class mismatches are
     /// CKR_KEY_TYPE_INCONSISTENT, flags CKR_KEY_FUNCTION_NOT_PERMITTED.
-    func cipherOperation(_ m: Mechanism, _ view: ObjectView, encrypting: Bool) throws -> any CipherOperation {
+    /// `checked`: told the key value of a symmetric mechanism once every
+    /// check on the key passed (CheckedCipherKey.swift records it).
+    func cipherOperation(_ m: Mechanism, _ view: ObjectView, encrypting: Bool,
+                         checked: (([UInt8]) -> Void)? = nil) throws -> any CipherOperation {
         let usage = encrypting ? CKA_ENCRYPT : CKA_DECRYPT
         guard view.bool(usage) == true else { throw PKCS11Error.keyFunctionNotPermitted }
+        // AES (every mode), DES / 3DES and ChaCha20-Poly1305: the key's value
+        // with its class, type and size checked, then the operation.
+        if let key = try symmetricKey(m, view) {
+            let op = try symmetricCipherOperation(m, key: key, encrypting: encrypting)
+            checked?(key)
+            return op
+        }
         switch m {
         case .rsaPKCS, .rsaX509, .rsaOAEP:
             let padding: RSAPadding
@@ -205,16 +215,6 @@ extension Runtime {
             if let blob = view.tpmBlob { return try tpmDecryptOperation(view, blob: blob, m) }  // TPMKeys.swift
             let k = try privateKey(view)
             return RSACipherOperation(padding: padding, publicKey: nil, privateKey: k, bits: k.bits)
-        case .aesCBC(let iv, let pad):
-            let key = try aesKey(view, encrypting: encrypting)
-            return try AESCBCOperation(key: key, iv: iv, pad: pad, encrypting: encrypting)
-        case .aesGCM(let p):
-            let key = try aesKey(view, encrypting: encrypting)
-            return try AESGCMOperation(key: key, parameters: p, encrypting: encrypting)
-        case .aesECB, .aesCTR, .aesCTS, .des, .chacha20Poly1305:
-            return try symmetricOperation(m, view, encrypting: encrypting)  // SymmetricCipher.swift
-        case .aesCCM(let p):
-            return try CCMOperation(key: try aesKey(view, encrypting: encrypting), parameters: p, encrypting: encrypting)
         default:
             throw PKCS11Error.mechanismInvalid
         }
@@ -226,9 +226,14 @@ extension Runtime {
     /// that can decrypt (KeyUsagePolicy.checkWrap).
     func aesKey(_ view: ObjectView, encrypting: Bool) throws -> [UInt8] {
         guard view.objectClass == CKO_SECRET_KEY, view.keyType == CKK_AES else { throw PKCS11Error.keyTypeInconsistent }
-        guard let v = view.attributes[CKA_VALUE], [16, 24, 32].contains(v.count) else {
+        guard let v = view.attributes[CKA_VALUE], isAESKeySize(v.count) else {
             throw PKCS11Error(CKR_KEY_SIZE_RANGE)
         }
         return v
     }
 }
+
+/// 16, 24 or 32 bytes. A comparison, not `[16, 24, 32].contains`: that
+/// array literal was allocated on every C_EncryptInit (twice for AES-GCM).
+@inline(__always)
+func isAESKeySize(_ n: Int) -> Bool { n == 16 || n == 24 || n == 32 }

@@ -13,8 +13,7 @@ extension Runtime {
     public func decryptInit(session s: Session, mechanism: Mechanism, key: CK_OBJECT_HANDLE,
                             allowing type: CK_MECHANISM_TYPE? = nil) throws {
         guard !s.isActive(.decrypt) else { throw PKCS11Error.operationActive }
-        let view = try resolveKey(s, key, allowing: type)
-        try s.begin(.decrypt, try cipherOperation(mechanism, view, encrypting: false))
+        try s.begin(.decrypt, try cipherInitOperation(s, mechanism, key: key, allowing: type, encrypting: false))
     }
 
     public func decrypt(session h: CK_SESSION_HANDLE, data: [UInt8]?, capacity: Int?) throws -> OutputResult {

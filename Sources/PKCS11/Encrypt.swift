@@ -125,8 +125,7 @@ extension Runtime {
     public func encryptInit(session s: Session, mechanism: Mechanism, key: CK_OBJECT_HANDLE,
                             allowing type: CK_MECHANISM_TYPE? = nil) throws {
         guard !s.isActive(.encrypt) else { throw PKCS11Error.operationActive }
-        let view = try resolveKey(s, key, allowing: type)
-        let op = try cipherOperation(mechanism, view, encrypting: true)
+        let op = try cipherInitOperation(s, mechanism, key: key, allowing: type, encrypting: true)
         op.attach(s.cipherCache)
         try s.begin(.encrypt, op)
     }

@@ -21,17 +21,21 @@ import KeyshareCrypto
 ///   active) never share a context, and its own lock keeps a misbehaving
 ///   application's concurrent calls on one session from racing on it;
 /// - a context whose call failed is dropped, not put back;
-/// - the session drops it at C_CloseSession, C_Logout and token removal
-///   (`Session.endAll`), so no key schedule outlives the login; after
-///   C_DestroyObject it lives on in its session until then, or until a call
-///   under another key replaces it (the same key value may be in use by
-///   other objects anyway). EVP_CIPHER_CTX_free cleanses it.
+/// - the session drops it at C_CloseSession, C_Logout, token removal and
+///   C_Finalize (`Session.endAll`), so no key schedule outlives the login,
+///   and every session of the token drops it at C_DestroyObject and
+///   C_SetAttributeValue (`Runtime.dropKeyedStateLocked`, with the
+///   resolved-key memo, ResolvedKeyMemo.swift). A change made by another
+///   process is seen at the next Init through the store's counter; the
+///   context then goes when a call under another key replaces it (it can
+///   only ever serve that exact key value). EVP_CIPHER_CTX_free cleanses it.
 public final class KeyedCipherCache: @unchecked Sendable {
     private let lock = Lock()
-    private var entry: (algorithm: AEADAlgorithm, key: [UInt8], context: AEADContext)?
+    // Guarded by `lock` (no runtime exclusivity check: Session.swift).
+    @exclusivity(unchecked) private var entry: (algorithm: AEADAlgorithm, key: [UInt8], context: AEADContext)?
     /// AES-CTR's own slot, so that an application alternating CTR and an
     /// AEAD keeps both.
-    private var ctr: (key: [UInt8], context: CipherContext)?
+    @exclusivity(unchecked) private var ctr: (key: [UInt8], context: CipherContext)?
 
     /// A context for `algorithm` under `key`, started with `iv` and `aad`:
     /// the cached one restarted, or a new one. Give it back with `put`.
@@ -59,6 +63,9 @@ public final class KeyedCipherCache: @unchecked Sendable {
             ctr = nil
         }
     }
+
+    /// Whether no keyed context is held (the tests' view of the drop rules).
+    var isEmpty: Bool { lock.withLock { entry == nil && ctr == nil } }
 
     /// Runs `body` (one single-part AES-CTR encryption) on a context keyed
     /// with `key` and started at `counterBlock`: the cached one restarted,

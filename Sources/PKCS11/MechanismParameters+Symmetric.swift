@@ -104,8 +104,9 @@ extension Mechanism {
 
     /// CK_AES_CTR_PARAMS: 0 < ulCounterBits <= 128 (SoftHSM2's and
     /// Kryoptic's check), and a counter block with room for at least one block.
-    static func aesCTR(_ p: [UInt8]) throws -> Mechanism {
-        let raw = try load(p, as: CK_AES_CTR_PARAMS.self)
+    static func aesCTR(_ p: [UInt8]) throws -> Mechanism { try aesCTR(try load(p, as: CK_AES_CTR_PARAMS.self)) }
+
+    static func aesCTR(_ raw: CK_AES_CTR_PARAMS) throws -> Mechanism {
         guard (1...128).contains(raw.ulCounterBits) else { throw PKCS11Error.mechanismParamInvalid }
         let cb = withUnsafeBytes(of: raw.cb) { Array($0) }
         return .aesCTR(counterBlock: cb, counterBits: Int(raw.ulCounterBits))
@@ -123,7 +124,10 @@ extension Mechanism {
     /// 192-bit one are different algorithms OpenSSL does not offer; they are
     /// refused, as NSS softoken refuses them.
     static func chachaPoly(_ p: [UInt8]) throws -> ChaChaPolyParameters {
-        let raw = try load(p, as: CK_SALSA20_CHACHA20_POLY1305_PARAMS.self)
+        try chachaPoly(try load(p, as: CK_SALSA20_CHACHA20_POLY1305_PARAMS.self))
+    }
+
+    static func chachaPoly(_ raw: CK_SALSA20_CHACHA20_POLY1305_PARAMS) throws -> ChaChaPolyParameters {
         let nonce = try copy(raw.pNonce, raw.ulNonceLen, max: 64)
         guard nonce.count == AEADAlgorithm.chachaNonceSize else { throw PKCS11Error.mechanismParamInvalid }
         return ChaChaPolyParameters(nonce: nonce, aad: try copy(raw.pAAD, raw.ulAADLen))

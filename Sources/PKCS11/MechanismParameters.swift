@@ -35,6 +35,12 @@ extension Mechanism {
         return p.withUnsafeBytes { $0.loadUnaligned(as: T.self) }
     }
 
+    /// `load` from the caller's parameter in place (nil: no parameter).
+    static func load<T>(_ p: UnsafeRawBufferPointer?, as: T.Type) throws -> T {
+        guard let p, p.count == MemoryLayout<T>.size else { throw PKCS11Error.mechanismParamInvalid }
+        return p.loadUnaligned(as: T.self)
+    }
+
     /// Bytes behind a (pointer, length) pair inside a parameter struct.
     static func copy(_ ptr: UnsafeRawPointer?, _ len: CK_ULONG, max: Int = 1 << 20) throws -> [UInt8] {
         guard let n = Int(exactly: len), n <= max else { throw PKCS11Error.mechanismParamInvalid }
@@ -56,8 +62,9 @@ extension Mechanism {
         return OAEPParameters(hash: hash, mgf1: mgf, label: label)
     }
 
-    static func gcm(_ p: [UInt8]) throws -> GCMParameters {
-        let raw = try load(p, as: CK_GCM_PARAMS.self)
+    static func gcm(_ p: [UInt8]) throws -> GCMParameters { try gcm(try load(p, as: CK_GCM_PARAMS.self)) }
+
+    static func gcm(_ raw: CK_GCM_PARAMS) throws -> GCMParameters {
         let iv = try copy(raw.pIv, raw.ulIvLen, max: 256)
         guard !iv.isEmpty else { throw PKCS11Error.mechanismParamInvalid }
         // ulIvLen is authoritative. PKCS #11 3.0 §2.12.3 (CK_GCM_PARAMS) and

@@ -90,17 +90,21 @@ public enum Mechanism: Sendable, Equatable {
 
     /// - Parameter parameter: pMechanism->pParameter as bytes; valid only during the call.
     public init(type: CK_MECHANISM_TYPE, parameter: UnsafeRawBufferPointer?) throws {
-        let p = parameter.map { Array($0) } ?? []
-        func noParameter() throws { guard p.isEmpty else { throw PKCS11Error.mechanismParamInvalid } }
         // The per-message ciphers first: an application that calls
         // C_EncryptInit for every message pays for each lookup below
         // (digestOrKDF's four tables cost more than decoding CK_GCM_PARAMS;
-        // docs/benchmarks.md, "Symmetric encryption rows").
+        // docs/benchmarks.md, "Symmetric encryption rows"), and their
+        // parameter struct is read in place, not copied to an array first.
         switch type {
-        case CKM_AES_GCM: self = .aesGCM(try Self.gcm(p)); return
-        case CKM_AES_CTR, CKM_CHACHA20_POLY1305: self = try Self.symmetric(type, p); return
+        case CKM_AES_GCM: self = .aesGCM(try Self.gcm(try Self.load(parameter, as: CK_GCM_PARAMS.self))); return
+        case CKM_AES_CTR: self = try Self.aesCTR(try Self.load(parameter, as: CK_AES_CTR_PARAMS.self)); return
+        case CKM_CHACHA20_POLY1305:
+            self = .chacha20Poly1305(try Self.chachaPoly(try Self.load(parameter, as: CK_SALSA20_CHACHA20_POLY1305_PARAMS.self)))
+            return
         default: break
         }
+        let p = parameter.map { Array($0) } ?? []
+        func noParameter() throws { guard p.isEmpty else { throw PKCS11Error.mechanismParamInvalid } }
         // ML-DSA, SLH-DSA, ML-KEM (PKCS #11 3.2; PostQuantum.swift).
         if let m = try Self.postQuantum(type, p) {
             self = m

@@ -264,7 +264,11 @@ extension Runtime {
         try s.withMessageOperation(.messageEncrypt) { op in
             guard let parameter, parameter.count > 0 else { throw PKCS11Error.argumentsBad }
             let (p, pointers) = try MessageParameters.decode(op.mechanism, parameter, readTag: false)
-            return (try Self.encryptMessage(op, p, aad: aad, plaintext: plaintext, output: output, capacity: capacity), pointers)
+            // The tag goes straight to the caller's pTag (no array), the
+            // output's length having been checked against ulTagBits.
+            let tagTo = pointers.tagLength == p.tagBytes ? pointers.tag : nil
+            return (try Self.encryptMessage(op, p, aad: aad, plaintext: plaintext, output: output, capacity: capacity,
+                                            tagInto: tagTo), pointers)
         }
     }
 
@@ -279,9 +283,11 @@ extension Runtime {
 
     /// The body of C_EncryptMessage, with the session lock held. Buffers
     /// that overlap other than exactly go through a copy of the input.
+    /// `tagInto`: where the tag goes (the caller's pTag, p.tagBytes long),
+    /// written only when the message is; nil: returned in the output.
     private static func encryptMessage(_ op: MessageCipherOperation, _ p: MessageParameters, aad: UnsafeRawBufferPointer?,
                                        plaintext: UnsafeRawBufferPointer?, output: UnsafeMutableRawPointer?,
-                                       capacity: Int?) throws -> DirectMessageOutput {
+                                       capacity: Int?, tagInto: UnsafeMutableRawPointer? = nil) throws -> DirectMessageOutput {
         guard op.current == nil else {
             op.current = nil
             throw PKCS11Error.operationActive
@@ -303,6 +309,10 @@ extension Runtime {
             n = try Array(plaintext).withUnsafeBytes { try ctx.update($0, into: out) }
         } else {
             n = try ctx.update(plaintext, into: out)
+        }
+        if let tagInto {
+            try ctx.finishEncrypt(tagInto: UnsafeMutableRawBufferPointer(start: tagInto, count: p.tagBytes))
+            return DirectMessageOutput(result: .written(n), iv: generated ? iv : nil, tag: nil)
         }
         let tag = try ctx.finishEncrypt(tagLength: p.tagBytes)
         return DirectMessageOutput(result: .written(n), iv: generated ? iv : nil, tag: tag)

@@ -58,10 +58,15 @@ extension Runtime {
         case .token(_, let ref, _):
             try store.update(ref, attributes: changes, key: userKey(for: s.tokenID))
         case .session(let o):
-            lock.withLock { o.attributes.merge(changes) { _, new in new } }
+            lock.withLock {
+                o.attributes.merge(changes) { _, new in new }
+                objectGeneration &+= 1  // a class instance: `objects` did not change (ResolvedKeyMemo.swift)
+            }
         case .trust:
             throw PKCS11Error.actionProhibited  // CKA_MODIFIABLE false already refused it
         }
+        // A changed key (CKA_ENCRYPT false, say): no session keeps its memo or keyed contexts.
+        lock.withLock { dropKeyedStateLocked(token: s.tokenID) }
     }
 
     public func createObject(session h: CK_SESSION_HANDLE, template: Template) throws -> CK_OBJECT_HANDLE {
@@ -146,7 +151,11 @@ extension Runtime {
         try checkWritable(s, isToken: view.isToken, isPrivate: view.isPrivate)
         guard view.bool(CKA_DESTROYABLE) ?? true else { throw PKCS11Error.actionProhibited }
         if case .token(_, let ref, _) = view.entry { try store.delete(ref) }
-        lock.withLock { objects.remove(object) }
+        lock.withLock {
+            objects.remove(object)
+            // Its key bytes and key schedules go from every session now (ResolvedKeyMemo.swift).
+            dropKeyedStateLocked(token: s.tokenID)
+        }
     }
 
     /// Matching uses the store's indexes (class, token, exact attributes), not

@@ -12,12 +12,23 @@ public final class Runtime: @unchecked Sendable {
     public let store: KeychainStore
     let lock = Lock()
 
-    // Guarded by `lock`.
-    var slotCache = SlotCache()
-    var sessions: [CK_SESSION_HANDLE: Session] = [:]
+    // Guarded by `lock` (the hot ones without the runtime's exclusivity
+    // check, which the lock makes redundant: Session.swift says why).
+    @exclusivity(unchecked) var slotCache = SlotCache()
+    @exclusivity(unchecked) var sessions: [CK_SESSION_HANDLE: Session] = [:] { didSet { lastSession = nil } }
+    /// The session `session(_:)` found last: an application works in one
+    /// session at a time, and this spares the dictionary's hash and probe
+    /// on every call. Any change of `sessions` (open, close, removal,
+    /// finalize) clears it, so it is always one of `sessions`' values.
+    @exclusivity(unchecked) var lastSession: Session?
     var nextSessionHandle: CK_SESSION_HANDLE = 1
-    var logins: [TokenID: LoginState] = [:]
-    var objects = ObjectTable()
+    @exclusivity(unchecked) var logins: [TokenID: LoginState] = [:] { didSet { objectGeneration &+= 1 } }
+    @exclusivity(unchecked) var objects = ObjectTable() { didSet { objectGeneration &+= 1 } }
+    /// Moves with every change of `objects` and `logins` (their didSet,
+    /// which leaves the mutation in place) and of a session object's
+    /// attributes: what a session's resolved-key memo is checked against
+    /// (ResolvedKeyMemo.swift). Guarded by `lock`.
+    @exclusivity(unchecked) var objectGeneration: UInt64 = 0
     var closed = false
     /// External (PKCS #11 driver) tokens' card sessions; see ExternalTokens.swift.
     var external = ExternalState()
@@ -68,6 +79,19 @@ public final class Runtime: @unchecked Sendable {
     // MARK: - lookups shared by the chapters
 
     public func session(_ handle: CK_SESSION_HANDLE) throws -> Session {
+        // The common case in one lock: the store unchanged since the slot
+        // list was last read, so `presentTokens` would answer from its
+        // cache and close nothing (every call pays this, twice for an
+        // Init + Encrypt pair).
+        if let counter = try? store.changeCounter(), let s = try lock.withLock({ () throws -> Session? in
+            guard slotCache.counter == counter else { return nil }
+            if let l = lastSession, l.handle == handle { return l }
+            guard let s = sessions[handle] else { throw PKCS11Error.sessionHandleInvalid }
+            lastSession = s
+            return s
+        }) {
+            return s
+        }
         // Notices a token removed by another process (one PRAGMA when nothing
         // changed): its sessions are closed, so this handle is then invalid.
         _ = try? presentTokens()

@@ -11,15 +11,21 @@ public final class Session: @unchecked Sendable {
     public let readWrite: Bool
 
     let lock = Lock()
-    // Guarded by `lock`.
-    var operations = OperationTable()
+    // Guarded by `lock`. `@exclusivity(unchecked)`: the lock already makes
+    // every access exclusive; the runtime's own check of each access (a
+    // thread-local access set) cost ~700 instructions per C_EncryptInit +
+    // C_Encrypt pair over the hot properties here and in Runtime
+    // (docs/benchmarks.md, issue 13).
+    @exclusivity(unchecked) var operations = OperationTable()
     /// Kinds whose operation has had a C_*Update call.
-    var multipart = OperationKindSet()
+    @exclusivity(unchecked) var multipart = OperationKindSet()
     /// Kinds whose operation a single-part call (a length query or
     /// CKR_BUFFER_TOO_SMALL) left active: only that call may finish it.
-    var singlePart = OperationKindSet()
+    @exclusivity(unchecked) var singlePart = OperationKindSet()
     /// The last keyed AEAD context of a single-part encryption (KeyedCipherCache.swift).
     let cipherCache = KeyedCipherCache()
+    /// The last key `Runtime.resolveKey` resolved for this session (ResolvedKeyMemo.swift).
+    let keyMemo = ResolvedKeyMemo()
 
     init(handle: CK_SESSION_HANDLE, slotID: CK_SLOT_ID, tokenID: TokenID, readWrite: Bool) {
         self.handle = handle
@@ -34,7 +40,7 @@ public final class Session: @unchecked Sendable {
             multipart.removeAll()
             singlePart.removeAll()
         }
-        cipherCache.clear()
+        dropKeyedState()
     }
 }
 
@@ -89,6 +95,8 @@ extension Runtime {
     /// the last session of a token logs the application out of it.
     private func afterSessionsRemoved(_ removed: [Session]) {
         for s in removed { objects.destroySessionObjects(of: s.handle) }
+        // Other sessions of the token may hold those objects' keys (ResolvedKeyMemo.swift).
+        for token in Set(removed.map(\.tokenID)) { dropKeyedStateLocked(token: token) }
         for token in Set(removed.map(\.tokenID)) where !sessions.values.contains(where: { $0.tokenID == token }) {
             logins[token] = nil
             objects.forgetPrivate(token: token)

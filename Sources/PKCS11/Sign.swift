@@ -142,7 +142,7 @@ extension Runtime {
     /// A key handle as an Init call sees it: a bad handle is CKR_KEY_HANDLE_INVALID.
     func resolveKey(_ s: Session, _ h: CK_OBJECT_HANDLE) throws -> ObjectView {
         do {
-            return try resolve(s, h)
+            return try resolveMemoized(s, h)
         } catch let e as PKCS11Error where e == .objectHandleInvalid {
             throw PKCS11Error.keyHandleInvalid
         }

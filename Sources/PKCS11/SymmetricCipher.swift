@@ -284,26 +284,47 @@ extension AESGCMOperation: DirectCipherOperation {
 }
 
 extension Runtime {
-    /// The operation of one of this file's mechanisms for a key whose usage
-    /// flag Cipher.swift has checked.
-    func symmetricOperation(_ m: Mechanism, _ view: ObjectView, encrypting: Bool) throws -> any CipherOperation {
+    /// The key value a symmetric cipher mechanism takes from `view`, with
+    /// the key's class, type and size checked (CKR_KEY_TYPE_INCONSISTENT,
+    /// CKR_KEY_SIZE_RANGE); nil for a mechanism that takes no such value
+    /// (RSA). The usage flag is the caller's (`cipherOperation`).
+    func symmetricKey(_ m: Mechanism, _ view: ObjectView) throws -> [UInt8]? {
+        switch m {
+        case .aesCBC, .aesGCM, .aesECB, .aesCTR, .aesCTS, .aesCCM: return try aesKey(view, encrypting: true)
+        case .des(let d): return try desKey(view, d.variant)
+        case .chacha20Poly1305: return try chachaKey(view)
+        default: return nil
+        }
+    }
+
+    /// The operation of a symmetric cipher mechanism under a key value that
+    /// `symmetricKey` gave (or that the session's memo holds from such a
+    /// check for the same mechanism type and direction, CheckedCipherKey.swift).
+    func symmetricCipherOperation(_ m: Mechanism, key: [UInt8], encrypting: Bool) throws -> any CipherOperation {
+        switch m {
+        case .aesCBC(let iv, let pad):
+            return try AESCBCOperation(key: key, iv: iv, pad: pad, encrypting: encrypting)
+        case .aesGCM(let p):
+            return try AESGCMOperation(key: key, parameters: p, encrypting: encrypting)
+        case .aesCCM(let p):
+            return try CCMOperation(key: key, parameters: p, encrypting: encrypting)
+        default:
+            break
+        }
         do {
             switch m {
             case .aesECB:
-                let key = try aesKey(view, encrypting: encrypting)
                 return BlockCipherOperation(try AESMode.ecb.context(key: key, iv: nil, encrypt: encrypting), block: 16,
                                             pad: false, encrypting: encrypting)
             case .aesCTR(let cb, let bits):
-                return try AESCTROperation(key: try aesKey(view, encrypting: encrypting), counterBlock: cb, counterBits: bits,
-                                           encrypting: encrypting)
+                return try AESCTROperation(key: key, counterBlock: cb, counterBits: bits, encrypting: encrypting)
             case .aesCTS(let iv):
-                return try AESCTSOperation(key: try aesKey(view, encrypting: encrypting), iv: iv, encrypting: encrypting)
+                return try AESCTSOperation(key: key, iv: iv, encrypting: encrypting)
             case .des(let d):
-                let key = try desKey(view, d.variant)
                 let ctx = try DES.context(d.variant, d.mode, key: key, iv: d.iv, encrypt: encrypting, padding: d.pad)
                 return BlockCipherOperation(ctx, block: DES.blockSize, pad: d.pad, encrypting: encrypting)
             case .chacha20Poly1305(let p):
-                return ChaChaPolyOperation(key: try chachaKey(view), parameters: p, encrypting: encrypting)
+                return ChaChaPolyOperation(key: key, parameters: p, encrypting: encrypting)
             default:
                 throw PKCS11Error.mechanismInvalid
             }
