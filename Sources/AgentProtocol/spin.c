@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 #include "agent_protocol.h"
@@ -116,7 +117,12 @@ int ksa_spin_wait(int fd, ksa_spin *s) {
             s->spins_answered++;
             return 1;
         }
-        for (int i = 0; i < 16; i++) cpu_relax();
+        /* The peer may share this CPU (the scheduler often places a wakee
+         * on its waker's CPU): yield, so it runs now rather than after the
+         * budget. With nothing else runnable here (cpu_to_spare), the yield
+         * returns at once and this is a plain poll. */
+        sched_yield();
+        cpu_relax();
         if (mono_ns(0) >= end) break;
     }
     /* Not answered within the budget: block for the next 2, 4, ... 64 waits. */
