@@ -30,6 +30,18 @@ public enum KeyType: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The NIST security category (1-5) of a post-quantum parameter set, as FIPS 203 / 204 / 205
+    /// give it (ML-KEM-512/768/1024: 1/3/5; ML-DSA-44/65/87: 2/3/5; SLH-DSA-*-128/192/256: 1/3/5):
+    /// what a size means for these keys, which have no modulus or field size. nil for the others.
+    public var securityCategory: Int? {
+        switch self {
+        case .mlDSA(let s): [2, 3, 5][Int(s.rawValue) - 1]
+        case .mlKEM(let s): [1, 3, 5][Int(s.rawValue) - 1]
+        case .slhDSA(let s): [1, 3, 5][(Int(s.rawValue) - 1) / 4]
+        default: nil
+        }
+    }
+
     /// ML-DSA, ML-KEM or SLH-DSA.
     public var isPostQuantum: Bool {
         switch self {

@@ -68,10 +68,12 @@ enum AttributeSchema {
         case (CKO_PRIVATE_KEY, CKK_RSA):
             [CKA_MODULUS, CKA_PUBLIC_EXPONENT, CKA_PRIVATE_EXPONENT, CKA_PRIME_1, CKA_PRIME_2, CKA_EXPONENT_1,
              CKA_EXPONENT_2, CKA_COEFFICIENT, CKA_DECAPSULATE]
-        case (CKO_PUBLIC_KEY, CKK_EC), (CKO_PUBLIC_KEY, CKK_EC_EDWARDS), (CKO_PUBLIC_KEY, CKK_EC_MONTGOMERY):
-            [CKA_EC_PARAMS, CKA_EC_POINT]
-        case (CKO_PRIVATE_KEY, CKK_EC), (CKO_PRIVATE_KEY, CKK_EC_EDWARDS), (CKO_PRIVATE_KEY, CKK_EC_MONTGOMERY):
-            [CKA_EC_PARAMS, CKA_VALUE]
+        // CKA_ENCAPSULATE / CKA_DECAPSULATE: ECDH keys encapsulate too (3.2 elliptic_curves.md,
+        // ECDHEncapsulation.swift); Edwards keys only sign.
+        case (CKO_PUBLIC_KEY, CKK_EC), (CKO_PUBLIC_KEY, CKK_EC_MONTGOMERY): [CKA_EC_PARAMS, CKA_EC_POINT, CKA_ENCAPSULATE]
+        case (CKO_PUBLIC_KEY, CKK_EC_EDWARDS): [CKA_EC_PARAMS, CKA_EC_POINT]
+        case (CKO_PRIVATE_KEY, CKK_EC), (CKO_PRIVATE_KEY, CKK_EC_MONTGOMERY): [CKA_EC_PARAMS, CKA_VALUE, CKA_DECAPSULATE]
+        case (CKO_PRIVATE_KEY, CKK_EC_EDWARDS): [CKA_EC_PARAMS, CKA_VALUE]
         // PKCS #11 3.2 §6.67-6.69: the parameter set, the public key (public) or the private key and
         // its seed (private), and the KEM usage flags of ML-KEM keys.
         case (CKO_PUBLIC_KEY, CKK_ML_DSA), (CKO_PUBLIC_KEY, CKK_SLH_DSA): [CKA_PARAMETER_SET, CKA_VALUE]

@@ -1,4 +1,5 @@
 import CPKCS11
+import Keychain
 import KeyshareCrypto
 
 // PKCS #11 §5.14 C_DeriveKey. CKM_ECDH1_DERIVE is here: CKD_NULL (the
@@ -70,6 +71,9 @@ extension Runtime {
 
     func deriveECDH(_ s: Session, _ p: ECDHParameters, baseKey: CK_OBJECT_HANDLE,
                     template: Template) throws -> CK_OBJECT_HANDLE {
+        // An empty pPublicData is how C_EncapsulateKey / C_DecapsulateKey take the mechanism
+        // (ECDHEncapsulation.swift); C_DeriveKey needs the other party's key.
+        guard !p.publicData.isEmpty else { throw PKCS11Error.mechanismParamInvalid }
         let base = try resolveKey(s, baseKey)
         // EC keys, and X25519/X448 keys (RFC 7748 through the same mechanisms, as Kryoptic does).
         guard base.objectClass == CKO_PRIVATE_KEY, base.keyType == CKK_EC || base.keyType == CKK_EC_MONTGOMERY else {
@@ -77,10 +81,7 @@ extension Runtime {
         }
         guard base.bool(CKA_DERIVE) == true else { throw PKCS11Error.keyFunctionNotPermitted }
         let t = try template.map()
-        let cls = try t.checkedULong(CKA_CLASS) ?? CKO_SECRET_KEY
-        guard cls == CKO_SECRET_KEY else { throw PKCS11Error.templateInconsistent }
-        let keyType = try t.checkedULong(CKA_KEY_TYPE) ?? CKK_GENERIC_SECRET
-        guard keyType == CKK_GENERIC_SECRET || keyType == CKK_AES else { throw PKCS11Error.templateInconsistent }
+        let request = try ecdhKeyRequest(t)
 
         var z: [UInt8]
         if base.isExternalKey {
@@ -94,6 +95,27 @@ extension Runtime {
             }
         }
         defer { for i in z.indices { z[i] = 0 } }
+        // Derived from a key that never left the module: as secret as its base.
+        let bornSecret = base.bool(CKA_ALWAYS_SENSITIVE) == true && base.bool(CKA_NEVER_EXTRACTABLE) == true
+        let a = try ecdhKeyAttributes(z: z, p, request: request, template: t, bornSecret: bornSecret)
+        return try store(a, in: s)
+    }
+
+    /// The secret key an ECDH template asks for: CKO_SECRET_KEY, CKK_GENERIC_SECRET (the default)
+    /// or CKK_AES. Checked before Z is computed.
+    func ecdhKeyRequest(_ t: AttributeMap) throws -> CK_KEY_TYPE {
+        let cls = try t.checkedULong(CKA_CLASS) ?? CKO_SECRET_KEY
+        guard cls == CKO_SECRET_KEY else { throw PKCS11Error.templateInconsistent }
+        let keyType = try t.checkedULong(CKA_KEY_TYPE) ?? CKK_GENERIC_SECRET
+        guard keyType == CKK_GENERIC_SECRET || keyType == CKK_AES else { throw PKCS11Error.templateInconsistent }
+        return keyType
+    }
+
+    /// The new key's attributes from Z: the KDF of the parameter (X9.63) or CKD_NULL's truncation,
+    /// to CKA_VALUE_LEN (default: Z's length, 32 bytes for AES when Z is longer). Shared by
+    /// C_DeriveKey and ECDH's C_EncapsulateKey / C_DecapsulateKey.
+    func ecdhKeyAttributes(z: [UInt8], _ p: ECDHParameters, request keyType: CK_KEY_TYPE, template t: AttributeMap,
+                           bornSecret: Bool) throws -> AttributeMap {
         let defaultLength = keyType == CKK_AES && z.count > 32 ? 32 : z.count
         var wanted = defaultLength
         if let n = try t.checkedULong(CKA_VALUE_LEN) {
@@ -102,7 +124,7 @@ extension Runtime {
         }
         if keyType == CKK_AES, ![16, 24, 32].contains(wanted) { throw PKCS11Error.attributeValueInvalid }
         guard wanted > 0 else { throw PKCS11Error.attributeValueInvalid }
-        let value: [UInt8]
+        var value: [UInt8]
         if let kdf = p.kdf {
             guard wanted <= 1024 else { throw PKCS11Error.attributeValueInvalid }
             value = try X963KDF.derive(kdf, z: z, sharedInfo: p.sharedData, length: wanted)
@@ -111,13 +133,10 @@ extension Runtime {
             guard wanted <= z.count else { throw PKCS11Error.attributeValueInvalid }
             value = Array(z.prefix(wanted))
         }
-        // Derived from a key that never left the module: as secret as its base.
-        let bornSecret = base.bool(CKA_ALWAYS_SENSITIVE) == true && base.bool(CKA_NEVER_EXTRACTABLE) == true
+        defer { for i in value.indices { value[i] = 0 } }
         var t2 = t
         t2[CKA_VALUE_LEN] = nil
         let m = p.cofactor ? CKM_ECDH1_COFACTOR_DERIVE : CKM_ECDH1_DERIVE
-        let a = try secretKeyAttributes(value: value, keyType: keyType, template: t2, mechanism: m,
-                                        bornSecret: bornSecret)
-        return try store(a, in: s)
+        return try secretKeyAttributes(value: value, keyType: keyType, template: t2, mechanism: m, bornSecret: bornSecret)
     }
 }

@@ -46,6 +46,9 @@ extension Runtime {
         if mechanism.isRSAKEM {  // RSAEncapsulation.swift
             return try rsaEncapsulateKey(s, mechanism: mechanism, publicKey: publicKey, template: template, capacity: capacity)
         }
+        if let p = mechanism.ecdhKEM {  // ECDHEncapsulation.swift
+            return try ecdhEncapsulateKey(s, p, publicKey: publicKey, template: template, capacity: capacity)
+        }
         let view = try kemKey(s, publicKey, mechanism: mechanism, cls: CKO_PUBLIC_KEY, usage: CKA_ENCAPSULATE)
         guard let kem = try self.publicKey(view).mlKEM else { throw PKCS11Error.keyTypeInconsistent }
         // CKA_ENCAPSULATE_TEMPLATE merged in first (TemplateAttributes.mergeKEM).
@@ -66,6 +69,9 @@ extension Runtime {
         let s = try session(h)
         if mechanism.isRSAKEM {  // RSAEncapsulation.swift
             return try rsaDecapsulateKey(s, mechanism: mechanism, privateKey: privateKey, template: template, ciphertext: ciphertext)
+        }
+        if let p = mechanism.ecdhKEM {  // ECDHEncapsulation.swift
+            return try ecdhDecapsulateKey(s, p, privateKey: privateKey, template: template, ciphertext: ciphertext)
         }
         let view = try kemKey(s, privateKey, mechanism: mechanism, cls: CKO_PRIVATE_KEY, usage: CKA_DECAPSULATE)
         guard let kem = try self.privateKey(view).mlKEM else { throw PKCS11Error.keyTypeInconsistent }

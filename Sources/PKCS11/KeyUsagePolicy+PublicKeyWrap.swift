@@ -27,7 +27,10 @@ import KeyshareCrypto
 /// - Rule 4 (re-import): C_UnwrapKey with a private key can open any blob
 ///   made for its public half, possibly one this token exported, so a key
 ///   unwrapped with a private key is never readable (not both
-///   CKA_SENSITIVE false and CKA_EXTRACTABLE true).
+///   CKA_SENSITIVE false and CKA_EXTRACTABLE true), unless the private key
+///   can open the blob with C_Decrypt anyway (`decryptOpens`): then the
+///   refusal hides nothing (python-pkcs11's test_rsa test_key_wrap, an
+///   ordinary pair with DECRYPT and UNWRAP, failed on it).
 extension KeyUsagePolicy {
     /// Rules 1, 2, 5 and CKA_WRAP_WITH_TRUSTED for `target` under the public
     /// key `wrapper`, whose private half is or is not (`privateHalfHere`) in
@@ -38,7 +41,26 @@ extension KeyUsagePolicy {
         if try privateHalfHere() { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
     }
 
-    /// Rule 4 for an unwrapping private key.
+    /// Whether C_Decrypt with `unwrapper` opens what C_UnwrapKey with it and
+    /// `mechanism` opens: the key has CKA_DECRYPT and its
+    /// CKA_ALLOWED_MECHANISMS is empty or names the mechanism's RSA padding
+    /// (CKM_RSA_PKCS_OAEP for CKM_RSA_AES_KEY_WRAP, whose AES key is OAEP
+    /// encrypted) or CKM_RSA_X_509, which opens every padding. A key without
+    /// them (CKA_DECRYPT false, or a list without those) keeps rule 4, so an
+    /// unwrap-only escrow key made unmodifiable still hands out only
+    /// unreadable keys.
+    static func decryptOpens(_ unwrapper: ObjectView, _ mechanism: Mechanism) -> Bool {
+        let padding: CK_MECHANISM_TYPE
+        switch mechanism {
+        case .rsaPKCS: padding = CKM_RSA_PKCS
+        case .rsaOAEP, .rsaAESKeyWrap: padding = CKM_RSA_PKCS_OAEP
+        default: return false
+        }
+        return unwrapper.bool(CKA_DECRYPT) == true
+            && AllowedMechanisms.permits(unwrapper, { $0 == padding || $0 == CKM_RSA_X_509 })
+    }
+
+    /// Rule 4 for an unwrapping private key (C_DecapsulateKey keeps it whole).
     static func checkPrivateKeyUnwrapTemplate(_ t: AttributeMap) throws {
         if try t.checkedBool(CKA_SENSITIVE) == false, try t.checkedBool(CKA_EXTRACTABLE) == true {
             throw PKCS11Error.templateInconsistent

@@ -37,14 +37,23 @@ import Keychain
 ///   CKA_ENCRYPT, CKA_DECRYPT, CKA_WRAP and CKA_UNWRAP are fixed at creation.
 /// - re-import: C_WrapKey(K, S), then C_UnwrapKey(K, blob) with
 ///   CKA_SENSITIVE=false and CKA_EXTRACTABLE=true reads S's value. Rule 4
-///   (`checkUnwrapTemplate`): a key unwrapped under a key that can also wrap
-///   (so the blob may be one of this token's own exports) is never readable
-///   (not both non-sensitive and extractable). A re-imported copy with other
+///   (`checkUnwrapTemplate`): a key unwrapped under a key that can wrap and
+///   can neither decrypt nor derive (so the blob may be one of this token's
+///   own exports of a sensitive key) is never readable (not both
+///   non-sensitive and extractable). A re-imported copy with other
 ///   flags cannot wrap sensitive keys (rule 2: it is not local).
 /// - re-imported wrapping key: an extractable wrapping key W is wrapped,
 ///   then unwrapped as W' with CKA_DECRYPT; S is wrapped under W (allowed:
 ///   W cannot decrypt) and decrypted with W'. Rule 5 (`checkWrap`): a
 ///   sensitive key that can wrap is wrapped only under a CKA_TRUSTED key.
+/// - derive from the wrapping key: a generated wrap-only key D with
+///   CKA_DERIVE wraps S; CKM_XOR_BASE_AND_DATA with zero data (or
+///   CKM_EXTRACT_KEY_FROM_KEY from bit 0) makes a key of D's value with
+///   CKA_DECRYPT, which opens the blob (found by the third-party re-run of
+///   2026-11-24; the derivation rules force sensitivity, not usage). Rule 1
+///   counts CKA_DERIVE as CKA_DECRYPT: a sensitive key is never wrapped
+///   under a key that can derive; rule 3 fixes CKA_DERIVE too, so it cannot
+///   be switched on after the wrap, on the key or on a copy.
 ///
 /// What the rules leave alone: encrypt/decrypt with a key that also wraps
 /// (the old rule refused C_DecryptInit for any CKA_WRAP key, which broke the
@@ -73,8 +82,10 @@ enum KeyUsagePolicy {
     /// Rule 3: the secret-key flags the wrap rules read cannot change after
     /// creation (setting the value a key already has is accepted). PKCS #11
     /// 3.0 §4.10 marks them modifiable, but lets a token refuse a change
-    /// with CKR_ATTRIBUTE_READ_ONLY, which is what this does.
-    static let fixedSecretKeyUsage: Set<CK_ATTRIBUTE_TYPE> = [CKA_ENCRYPT, CKA_DECRYPT, CKA_WRAP, CKA_UNWRAP]
+    /// with CKR_ATTRIBUTE_READ_ONLY, which is what this does. CKA_DERIVE is
+    /// one of them: a derivation can give a key of the base key's value with
+    /// other flags (the "derive from the wrapping key" attack above).
+    static let fixedSecretKeyUsage: Set<CK_ATTRIBUTE_TYPE> = [CKA_ENCRYPT, CKA_DECRYPT, CKA_WRAP, CKA_UNWRAP, CKA_DERIVE]
 
     static func checkChange(_ view: ObjectView, _ a: Attribute) throws {
         guard view.objectClass == CKO_SECRET_KEY, fixedSecretKeyUsage.contains(a.type) else { return }
@@ -101,7 +112,11 @@ enum KeyUsagePolicy {
         }
         // A non-sensitive key's value is readable as it is: wrapping it reveals nothing.
         guard target.bool(CKA_SENSITIVE) ?? true else { return }
-        if wrapper.bool(CKA_DECRYPT) == true { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
+        // Rule 1: a key that can decrypt opens the blob; one that can derive
+        // makes a key of its own value that can (XOR with zeros, extraction).
+        if wrapper.bool(CKA_DECRYPT) == true || wrapper.bool(CKA_DERIVE) == true {
+            throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE)
+        }
         let trusted = wrapper.bool(CKA_TRUSTED) == true
         if !valueNeverLeft(wrapper), !trusted { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
         if target.bool(CKA_WRAP) == true, !trusted { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
@@ -145,16 +160,33 @@ enum KeyUsagePolicy {
         }
     }
 
-    /// Rule 4, for C_UnwrapKey's template: under a key that can also wrap,
-    /// the new key's value is not readable, i.e. not both CKA_SENSITIVE false
-    /// and CKA_EXTRACTABLE true (CKR_TEMPLATE_INCONSISTENT; the defaults,
-    /// sensitive and unextractable, pass). A non-sensitive but unextractable
-    /// key is still allowed (pkcs11-tool --unwrap asks for one), and
-    /// CKA_EXTRACTABLE can never be turned on later.
+    /// Rule 4, for C_UnwrapKey's template: under a key that may have wrapped
+    /// a sensitive key (`mayHoldSensitiveBlobs`), the new key's value is not
+    /// readable, i.e. not both CKA_SENSITIVE false and CKA_EXTRACTABLE true
+    /// (CKR_TEMPLATE_INCONSISTENT; the defaults, sensitive and unextractable,
+    /// pass). A non-sensitive but unextractable key is still allowed
+    /// (pkcs11-tool --unwrap asks for one), and CKA_EXTRACTABLE can never be
+    /// turned on later.
     static func checkUnwrapTemplate(unwrapper: ObjectView, _ t: AttributeMap) throws {
-        guard unwrapper.bool(CKA_WRAP) == true else { return }
+        guard mayHoldSensitiveBlobs(unwrapper) else { return }
         if try t.checkedBool(CKA_SENSITIVE) == false, try t.checkedBool(CKA_EXTRACTABLE) == true {
             throw PKCS11Error.templateInconsistent
         }
+    }
+
+    /// Whether a blob of a sensitive key can exist under this secret key's
+    /// value: the key can wrap, and neither decrypt nor derive. Rule 1 keeps
+    /// a key that can do either from wrapping a sensitive key, rule 3 keeps
+    /// its flags (on copies too), and another key of the same value with
+    /// other flags comes only through an SO-trusted key (derivation needs
+    /// CKA_DERIVE, which bars wrapping; re-importing a sensitive wrapping
+    /// key needs a CKA_TRUSTED wrapper, rule 5; an imported, unwrapped or
+    /// derived key is not local, rule 2). So unwrapping a readable key under
+    /// such a key (python-pkcs11's and SoftHSM2's ordinary AES key with
+    /// ENCRYPT, DECRYPT, WRAP and UNWRAP) gives out no key that was ever
+    /// sensitive here; until 2026-11-24 rule 4 refused it for every key with
+    /// CKA_WRAP.
+    static func mayHoldSensitiveBlobs(_ k: ObjectView) -> Bool {
+        k.bool(CKA_WRAP) == true && k.bool(CKA_DECRYPT) != true && k.bool(CKA_DERIVE) != true
     }
 }

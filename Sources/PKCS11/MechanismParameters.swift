@@ -93,8 +93,9 @@ extension Mechanism {
         let shared = try copy(raw.pSharedData, raw.ulSharedDataLen, max: 1 << 16)
         // CKD_NULL takes no shared data (PKCS #11 3.0 §2.3.15).
         if kdf == nil, !shared.isEmpty { throw PKCS11Error.mechanismParamInvalid }
+        // Empty only for C_EncapsulateKey / C_DecapsulateKey (3.2 elliptic_curves.md: "must be set to
+        // NULL and 0"); C_DeriveKey refuses it (Derive.swift).
         let pub = try copy(raw.pPublicData, raw.ulPublicDataLen, max: 1024)
-        guard !pub.isEmpty else { throw PKCS11Error.mechanismParamInvalid }
         return ECDHParameters(kdf: kdf, sharedData: shared, publicData: pub)
     }
 }

@@ -245,10 +245,10 @@ public enum MechanismCatalog {
         // Recovery (SignRecover.swift) and RSA wrapping of secret keys (RSAWrap.swift).
         let recover = CKF_SIGN_RECOVER | CKF_VERIFY_RECOVER
         let wu = CKF_WRAP | CKF_UNWRAP
-        // PKCS #11 3.2 rsa.md: CKM_RSA_PKCS and CKM_RSA_PKCS_OAEP encapsulate too (RSAEncapsulation.swift).
+        // PKCS #11 3.2 rsa.md: CKM_RSA_PKCS, CKM_RSA_PKCS_OAEP and CKM_RSA_X_509 encapsulate too (RSAEncapsulation.swift).
         let kem = CK_FLAGS(CKF_ENCAPSULATE) | CK_FLAGS(CKF_DECAPSULATE)
         e.append((CKM_RSA_PKCS, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv | ed | recover | wu | kem)))
-        e.append((CKM_RSA_X_509, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv | ed | recover)))
+        e.append((CKM_RSA_X_509, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv | ed | recover | kem)))
         e.append((CKM_RSA_PKCS_OAEP, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: ed | wu | kem)))
         e.append((CKM_RSA_PKCS_PSS, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: sv)))
         for t in [CKM_SHA1_RSA_PKCS, CKM_SHA224_RSA_PKCS, CKM_SHA256_RSA_PKCS, CKM_SHA384_RSA_PKCS, CKM_SHA512_RSA_PKCS,
@@ -266,13 +266,14 @@ public enum MechanismCatalog {
         }
         e.append((CKM_EC_KEY_PAIR_GEN, MechanismInfo(minKeySize: ecSizes.0, maxKeySize: ecSizes.1,
                                                      flags: CKF_GENERATE_KEY_PAIR | ecFlags)))
-        e.append((CKM_ECDH1_DERIVE, MechanismInfo(minKeySize: ecSizes.0, maxKeySize: ecSizes.1, flags: CKF_DERIVE | ecFlags)))
+        // 3.2 elliptic_curves.md: both ECDH mechanisms encapsulate too (ECDHEncapsulation.swift).
+        e.append((CKM_ECDH1_DERIVE, MechanismInfo(minKeySize: ecSizes.0, maxKeySize: ecSizes.1, flags: CKF_DERIVE | ecFlags | kem)))
         e.append((CKM_EC_EDWARDS_KEY_PAIR_GEN, MechanismInfo(minKeySize: edwardsSizes.0, maxKeySize: edwardsSizes.1,
                                                              flags: CKF_GENERATE_KEY_PAIR)))
         e.append((CKM_EDDSA, MechanismInfo(minKeySize: edwardsSizes.0, maxKeySize: edwardsSizes.1, flags: sv)))
         // Asymmetric additions (issue 13).
         e.append((CKM_ECDH1_COFACTOR_DERIVE, MechanismInfo(minKeySize: ecSizes.0, maxKeySize: ecSizes.1,
-                                                           flags: CKF_DERIVE | ecFlags)))
+                                                           flags: CKF_DERIVE | ecFlags | kem)))
         e.append((CKM_EC_MONTGOMERY_KEY_PAIR_GEN, MechanismInfo(minKeySize: montgomerySizes.0, maxKeySize: montgomerySizes.1,
                                                                 flags: CKF_GENERATE_KEY_PAIR)))
         e.append((CKM_RSA_AES_KEY_WRAP, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: wu)))

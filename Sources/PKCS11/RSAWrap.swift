@@ -115,7 +115,7 @@ extension Runtime {
         let unwrapper = try privateKey(unwrapperView)
         // CKA_UNWRAP_TEMPLATE merged in first: the checks below see the merged template.
         let t = try TemplateAttributes.merge(template, with: TemplateAttributes.stored(unwrapperView, KS_CKA_UNWRAP_TEMPLATE)).map()
-        try KeyUsagePolicy.checkPrivateKeyUnwrapTemplate(t)
+        if !KeyUsagePolicy.decryptOpens(unwrapperView, mechanism) { try KeyUsagePolicy.checkPrivateKeyUnwrapTemplate(t) }
         guard let cls = try t.checkedULong(CKA_CLASS), let keyType = try t.checkedULong(CKA_KEY_TYPE) else {
             throw PKCS11Error.templateIncomplete
         }

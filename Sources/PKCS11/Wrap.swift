@@ -188,6 +188,11 @@ extension Runtime {
             let k: PrivateKey
             do { k = try PrivateKey(der: material) } catch { throw PKCS11Error(CKR_WRAPPED_KEY_INVALID) }
             guard CK_KEY_TYPE(ObjectTemplates.keyType(k.keyType)) == keyType else { throw PKCS11Error.templateInconsistent }
+            // A post-quantum key's parameter set comes from the PKCS #8; a template naming another
+            // one cannot be honoured ("the precise template", §5.18): refused, not ignored.
+            if let want = try t.checkedULong(CKA_PARAMETER_SET), ObjectTemplates.parameterSet(k.keyType).map({ CK_ULONG($0) }) != want {
+                throw PKCS11Error.templateInconsistent
+            }
             let fallbackID = try k.publicKey.keyIdentifier()
             var a = try ObjectTemplates.privateKey(
                 k, label: t.string(CKA_LABEL) ?? "", id: t[CKA_ID] ?? fallbackID,

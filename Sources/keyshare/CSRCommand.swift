@@ -110,7 +110,15 @@ extension KeyRow {
         id = Hex.upper(m[prefix + "id"] ?? [])
         uri = PKCS11URI.object(token: token, label: text("label"), id: m[prefix + "id"],
                                type: itemClass == "private-key" ? "private" : "public")
-        bits = Int(text("bits") ?? "") ?? 0
+        securityCategory = Self.postQuantumCategory(named: keyType)
+        bits = securityCategory == nil ? Int(text("bits") ?? "") ?? 0 : nil
         usage = (text("usage") ?? "").split(separator: ",").map(String.init)
+    }
+
+    /// The security category of a post-quantum type by its name ("ML-KEM-768"), as the agent sends it.
+    static func postQuantumCategory(named name: String) -> Int? {
+        let all: [KeyType] = MLDSAParameterSet.allCases.map { .mlDSA($0) } + MLKEMParameterSet.allCases.map { .mlKEM($0) }
+            + SLHDSAParameterSet.allCases.map { .slhDSA($0) }
+        return all.first { $0.description == name }?.securityCategory
     }
 }

@@ -164,7 +164,7 @@ struct KeyCommand: ParsableCommand {
             if json {
                 try Console.json(["created": [priv, pub]])
             } else {
-                let size = priv.bits > 0 && !type.isPostQuantum ? " \(priv.bits)-bit" : ""
+                let size = (priv.bits ?? 0) > 0 && !type.isPostQuantum ? " \(priv.bits ?? 0)-bit" : ""
                 Console.out("generated \(priv.keyType)\(size) key pair \(label) (tag \(common.tag)): "
                     + "private \(priv.reference), public \(pub.reference)")
             }
@@ -306,15 +306,23 @@ struct KeyCommand: ParsableCommand {
             }
             if json { try Console.json(rows); return }
             Console.table(["CLASS", "LABEL", "TAG", "TYPE", "BITS", "TOKEN", "GROUP", "REFERENCE"],
-                          rows.map { [$0.itemClass, $0.label, $0.tag, $0.keyType, String($0.bits), $0.tokenLabel, $0.accessGroup, $0.reference] })
+                          rows.map { [$0.itemClass, $0.label, $0.tag, $0.keyType, $0.sizeCell, $0.tokenLabel, $0.accessGroup, $0.reference] })
         }
     }
 }
 
 struct KeyRow: Encodable {
     var itemClass, label, tag, keyType, accessGroup, reference, tokenID, tokenLabel, id, uri: String
-    var bits: Int
+    /// The modulus or curve size; absent for post-quantum keys, whose parameter set (TYPE,
+    /// "ML-KEM-768") and NIST security category say their strength: their public key's length in
+    /// bits (9472 for ML-KEM-768) is no key size a user compares, and OpenSSL 3.5's
+    /// `openssl pkey -text` names only the set for them.
+    var bits: Int?
+    var securityCategory: Int?
     var usage: [String]
+
+    /// The BITS column: the size, or "category N" for a post-quantum key.
+    var sizeCell: String { securityCategory.map { "category \($0)" } ?? String(bits ?? 0) }
 
     init(_ a: ItemAttributes, token: TokenRecord?) {
         tokenLabel = token?.label ?? a.tokenID.description
@@ -329,7 +337,8 @@ struct KeyRow: Encodable {
         accessGroup = a.accessGroup
         reference = a.persistentReference.base64url
         tokenID = a.tokenID.description
-        bits = a.keySizeInBits ?? 0
+        securityCategory = a.keyType?.securityCategory
+        bits = securityCategory == nil ? a.keySizeInBits ?? 0 : nil
         let names: [(UsageFlags, String)] = [(.sign, "sign"), (.verify, "verify"), (.encrypt, "encrypt"), (.decrypt, "decrypt"),
                                               (.derive, "derive"), (.wrap, "wrap"), (.unwrap, "unwrap")]
         usage = names.filter { a.usage.contains($0.0) }.map(\.1)

@@ -8,6 +8,8 @@ import KeyshareCrypto
 /// SK.seed, SK.prf and PK.seed the key must come out as the vector's sk and pk. Signing: 8 of ACVP's
 /// sigGen tests (external interface, vsId 53) in Tests/Fixtures/vectors/ACVP_SLHDSA_subset.json
 /// (source and commit in that folder's README.md), and against raw OpenSSL EVP in 72-pq.sh.
+/// Verification: 10 of ACVP's sigVer tests (internal interface, vsId 53) in
+/// Tests/Fixtures/vectors/ACVP_SLHDSA_sigver_subset.json, valid and invalid.
 @Suite struct SLHDSAKATTests {
     struct Vector: Sendable {
         let set: SLHDSAParameterSet, tcId: Int, skSeed: String, skPrf: String, pkSeed: String, sk: String, pk: String
@@ -95,6 +97,39 @@ import KeyshareCrypto
             #expect(sig.count == set.signatureLength, "\(id) length")
             let what = "\(set.name) \((r["preHash"] as? String) ?? "?") \(det ? "deterministic" : "hedged")"
             #expect(sig == want, "\(id) \(what) signature")
+        }
+    }
+
+    struct SigVer: @unchecked Sendable { let rows: [[String: Any]] }
+    static let sigVer: SigVer = {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/vectors/ACVP_SLHDSA_sigver_subset.json")
+        let data = (try? Data(contentsOf: url)) ?? Data()
+        let json = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
+        return SigVer(rows: json?["slhdsa_sigver"] as? [[String: Any]] ?? [])
+    }()
+
+    /// ACVP sigVer (internal interface, slh_verify_internal on the message as given): 10 tests of
+    /// Tests/Fixtures/vectors/ACVP_SLHDSA_sigver_subset.json over the five parameter sets the
+    /// vector set has (SHA2-192s, SHA2-256f, SHAKE-192s, SHAKE-256f, SHAKE-128f), 5 valid and 5 with
+    /// R, SIGHT modified: the verdict must be ACVP's testPassed.
+    @Test(.enabled(if: CryptoEngine.hasPostQuantum)) func sigVerInternal() throws {
+        let rows = Self.sigVer.rows
+        #expect(rows.count == 10)
+        #expect(rows.filter { $0["testPassed"] as? Bool == true }.count == 5)
+        #expect(Set(rows.compactMap { $0["set"] as? String }).count == 5)
+        for r in rows {
+            let id = "tcId \((r["tcId"] as? Int) ?? -1)"
+            let set = try #require(SLHDSAParameterSet(name: r["set"] as? String ?? ""), "\(id)")
+            let hex = { (k: String) in Self.hex(r[k] as? String ?? "") }
+            let pub = try SLHDSAKey(publicKey: hex("pk"), set)
+            let want = try #require(r["testPassed"] as? Bool, "\(id)")
+            let got = try pub.verify(hex("signature"), message: hex("message"), encoding: .internal)
+            #expect(got == want, "\(id) \(set.name): \((r["reason"] as? String) ?? "")")
+            if want {
+                // The same signature is no pure (external-interface) signature of the message.
+                #expect(try !pub.verify(hex("signature"), message: hex("message")), "\(id) not under the external interface")
+            }
         }
     }
 

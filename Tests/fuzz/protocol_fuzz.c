@@ -256,6 +256,15 @@ int main(int argc, char **argv) {
     CK_HASH_SIGN_ADDITIONAL_CONTEXT pqh = {CKH_DETERMINISTIC_REQUIRED, aad, sizeof aad, CKM_SHA256};
     CK_MECHANISM pqhMech = {CKM_HASH_ML_DSA, &pqh, sizeof pqh};
     CK_MECHANISM kemMech = {CKM_ML_KEM, NULL, 0};
+    /* The classical KEMs (ECDH with pPublicData NULL, RSASVE), a context over 255 bytes (crosses as
+     * NULL with its length), a CKA_ENCAPSULATE_TEMPLATE in a template. */
+    CK_ECDH1_DERIVE_PARAMS ecdhKem = {CKD_SHA256_KDF, sizeof aad, aad, 0, NULL};
+    CK_MECHANISM ecdhKemMech = {CKM_ECDH1_DERIVE, &ecdhKem, sizeof ecdhKem};
+    CK_MECHANISM x509Mech = {CKM_RSA_X_509, NULL, 0};
+    static uint8_t longctx[300];
+    CK_SIGN_ADDITIONAL_CONTEXT pql = {CKH_HEDGE_REQUIRED, longctx, sizeof longctx};
+    CK_MECHANISM pqlMech = {CKM_SLH_DSA, &pql, sizeof pql};
+    CK_ATTRIBUTE etmpl[2] = {{CKA_TOKEN, &yes, 1}, {CKA_ENCAPSULATE_TEMPLATE, inner, sizeof inner}};
     struct { uint32_t fn; ksa_arg a[KSA_MAX_ARGS]; } calls[] = {
         {KSA_FN_VerifySignatureInit, {{.ul = 7}, {.ptr = &ecdsaMech}, {.ul = 9}, {.ptr = sig, .len = 64}}},
         {KSA_FN_VerifySignatureUpdate, {{.ul = 7}, {.ptr = data, .len = 32}}},
@@ -291,6 +300,12 @@ int main(int argc, char **argv) {
                                  {.plen = &handle}}},
         {KSA_FN_DecapsulateKey, {{.ul = 7}, {.ptr = &kemMech}, {.ul = 9}, {.ptr = tmpl, .len = 2}, {.ptr = data, .len = 32},
                                  {.plen = &handle}}},
+        {KSA_FN_EncapsulateKey, {{.ul = 7}, {.ptr = &ecdhKemMech}, {.ul = 9}, {.ptr = tmpl, .len = 2}, {.ptr = out, .plen = &outlen},
+                                 {.plen = &handle}}},
+        {KSA_FN_DecapsulateKey, {{.ul = 7}, {.ptr = &x509Mech}, {.ul = 9}, {.ptr = tmpl, .len = 2}, {.ptr = data, .len = 32},
+                                 {.plen = &handle}}},
+        {KSA_FN_SignInit, {{.ul = 7}, {.ptr = &pqlMech}, {.ul = 9}}},
+        {KSA_FN_CreateObject, {{.ul = 7}, {.ptr = etmpl, .len = 2}, {.plen = &handle}}},
     };
     for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
         ksa_buf b;

@@ -40,6 +40,20 @@ else
   bad "C host compiles"
 fi
 
+# The classical KEMs of 3.2 (Tests/integration/c/kem_classic.c): ECDH (CKM_ECDH1_DERIVE /
+# _COFACTOR_DERIVE, the ephemeral public value as ciphertext) and RSASVE (CKM_RSA_X_509), each
+# crossed with raw EVP (ECDH + X9.63 KDF, EVP's RSASVE); any engine (OpenSSL 3.0 has both).
+if cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -o "$WORK/kem_classic" "$ROOT/Tests/integration/c/kem_classic.c" "${CRYPTO[@]}" -ldl; then
+  out=$("$WORK/kem_classic" "$MODULE" 2>&1) || true
+  echo "$out" | grep -E '^(ok|FAIL|  )' || true
+  k_pass=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1/p')
+  k_fail=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\2/p')
+  if [ -z "$k_pass" ]; then bad "classical KEM host ran to its end" "$(echo "$out" | tail -5)"; else
+    PASS=$((PASS + k_pass)); FAIL=$((FAIL + k_fail)); fi
+else
+  bad "classical KEM host compiles"
+fi
+
 # C_CreateObject of post-quantum keys made by raw EVP here (Tests/integration/c/pq_import.c):
 # only with a post-quantum engine (the host needs EVP's ML-KEM / ML-DSA / SLH-DSA).
 if [ "${CRYPTO[0]}" = -DKS_PQ_ENGINE=1 ]; then
@@ -52,6 +66,21 @@ if [ "${CRYPTO[0]}" = -DKS_PQ_ENGINE=1 ]; then
       PASS=$((PASS + i_pass)); FAIL=$((FAIL + i_fail)); fi
   else
     bad "import host compiles"
+  fi
+fi
+
+# C_WrapKey / C_UnwrapKey of post-quantum private keys (Tests/integration/c/pq_wrap.c): PKCS #8
+# opened and parsed by raw EVP, unwrapped keys sign / decapsulate; only with a post-quantum engine.
+if [ "${CRYPTO[0]}" = -DKS_PQ_ENGINE=1 ]; then
+  if cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -o "$WORK/pq_wrap" "$ROOT/Tests/integration/c/pq_wrap.c" "${CRYPTO[@]:1}" -ldl; then
+    out=$("$WORK/pq_wrap" "$MODULE" 2>&1) || true
+    echo "$out" | grep -E '^(ok|FAIL|  )' || true
+    w_pass=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1/p')
+    w_fail=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\2/p')
+    if [ -z "$w_pass" ]; then bad "wrap host ran to its end" "$(echo "$out" | tail -5)"; else
+      PASS=$((PASS + w_pass)); FAIL=$((FAIL + w_fail)); fi
+  else
+    bad "wrap host compiles"
   fi
 fi
 

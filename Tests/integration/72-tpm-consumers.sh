@@ -23,6 +23,7 @@ KEYSHARE=$(realpath "${1:?keyshare binary}")
 MODULE=$(realpath "${2:?module path}")
 . "$(dirname "$0")/lib.sh"
 . "$HERE/support/consumers.sh"
+. "$HERE/support/sshd.sh"
 . "$HERE/support/swtpm.sh"
 enter_sandbox "$@"
 T0=$SECONDS
@@ -113,59 +114,14 @@ if [ -s "$W/ec.ssh" ] && [ -s "$W/rsa.ssh" ] && grep -qF "$(cut -d' ' -f2 "$W/ec
    && grep -qF "$(cut -d' ' -f2 "$W/rsa.ssh")" "$W/token.ssh"; then
   ok "ssh-keygen -D MODULE prints the TPM's ECDSA and RSA keys"
 else bad "ssh-keygen -D MODULE prints the TPM's ECDSA and RSA keys" "$(cat "$W/token.ssh" "$W/keygen.err")"; fi
-mkdir -m 700 "$W/home"
-ssh-keygen -q -t ed25519 -N '' -C sshd-test -f "$W/hostkey"
-ssh-keygen -q -t ed25519 -N '' -C not-in-token -f "$W/other"
-# A private sshd as in 58-ssh.sh: only public-key logins, keys from $W/authorized_keys.
-cat >"$W/sshd_config" <<EOF
-HostKey $W/hostkey
-AuthorizedKeysFile $W/authorized_keys
-PubkeyAuthentication yes
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin prohibit-password
-UsePAM no
-StrictModes no
-PidFile none
-UseDNS no
-LogLevel VERBOSE
-EOF
-[ -d /run/sshd ] || mkdir -m 755 /run/sshd
-if serve "$W/sshd.log" /usr/sbin/sshd -D -e -f "$W/sshd_config" -o "ListenAddress=127.0.0.1:@PORT@"; then
-  SSHD_PID=$SERVER_PID
-  echo "[127.0.0.1]:$PORT $(cut -d' ' -f1,2 "$W/hostkey.pub")" >"$W/known_hosts"
-  cat >"$W/ssh_config" <<EOF
-UserKnownHostsFile $W/known_hosts
-StrictHostKeyChecking yes
-PreferredAuthentications publickey
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-ConnectTimeout 10
-EOF
-  printf '#!/bin/sh\nprintf "%%s\\n" "$KS_TEST_PIN"\n' >"$W/askpass"; chmod 700 "$W/askpass"
-  export KS_TEST_PIN=$PIN
-  SSHI=(env HOME="$W/home" SSH_ASKPASS="$W/askpass" SSH_ASKPASS_REQUIRE=force DISPLAY=none timeout 30 ssh -F "$W/ssh_config" -p "$PORT" -I "$MODULE")
-  # login_check NAME PUBFILE KIND: only PUBFILE's key is authorized; the remote
-  # command must run and sshd must log that very key.
-  login_check() {
-    local name=$1 pub=$2 kind=$3 fp out
-    cp "$pub" "$W/authorized_keys"
-    fp=$(ssh-keygen -lf "$pub" | awk '{print $2}' | sed 's/[+/.]/\\&/g')
-    out=$("${SSHI[@]}" root@127.0.0.1 'echo remote-ok "$(id -un)"' </dev/null 2>&1)
-    if grep -q '^remote-ok root$' <<<"$out" && wait_log "$W/sshd.log" "Accepted publickey for root from 127.0.0.1 port [0-9]+ ssh2: $kind $fp"; then
-      ok "$name"
-    else bad "$name" "$out
-$(grep -E 'Accepted|Failed|rror' "$W/sshd.log" | tail -4)"; fi
-  }
-  login_check "ssh -I MODULE logs in with the TPM's ECDSA key" "$W/ec.ssh" ECDSA
-  login_check "ssh -I MODULE logs in with the TPM's RSA key" "$W/rsa.ssh" RSA
-  cp "$W/other.pub" "$W/authorized_keys"
-  out=$("${SSHI[@]}" root@127.0.0.1 true </dev/null 2>&1) && rc=0 || rc=$?
-  [ "$rc" -ne 0 ] && grep -q 'Permission denied (publickey)' <<<"$out" \
-    && ok "sshd refuses the TPM keys when they are not authorized" || bad "sshd refuses the TPM keys when they are not authorized" "$out"
+# A private sshd as in 58-ssh.sh (support/sshd.sh).
+if sshd_start "$W"; then
+  ssh_login_check "ssh -I MODULE logs in with the TPM's ECDSA key" "$W/ec.ssh" ECDSA "${SSH_ASK[@]}" "${SSH[@]}" -I "$MODULE"
+  ssh_login_check "ssh -I MODULE logs in with the TPM's RSA key" "$W/rsa.ssh" RSA "${SSH_ASK[@]}" "${SSH[@]}" -I "$MODULE"
+  ssh_refused_check "sshd refuses the TPM keys when they are not authorized" "${SSH_ASK[@]}" "${SSH[@]}" -I "$MODULE"
   stop "$SSHD_PID"
 else
-  bad "sshd starts on 127.0.0.1" "$(cat "$W/sshd.log")"
+  bad "sshd starts on 127.0.0.1" "$(cat "$SSHD_LOG")"
 fi
 
 # --- GnuTLS with the module as provider ---------------------------------------------------------------

@@ -176,6 +176,25 @@ check_fail "key sign with a 256-byte context: one line" "255" \
 check_fail "key sign with an ML-KEM key: one line" "ML-KEM-768.*(cannot|not) sign" \
   ks key sign --token pq --tag ml-kem-768 "$WORK/doc" "$WORK/kem.sig" --pin-source env:PIN
 check "an EC key beside them" ks key generate --token pq --type ec --label ec1 --tag ec1 --pin-source env:PIN
+# `key list`: a post-quantum key's BITS is its NIST security category (its public key's length in
+# bits, 9472 for ML-KEM-768, was shown before); an EC key keeps its curve size.
+ks key list --token pq >"$WORK/keylist" 2>&1
+for pair in "ML-KEM-512 1" "ML-KEM-768 3" "ML-KEM-1024 5" "ML-DSA-44 2" "ML-DSA-65 3" "ML-DSA-87 5" "SLH-DSA-SHA2-128f 1"; do
+  set -- $pair
+  grep -Eq "^public-key .* $1 +category $2 " "$WORK/keylist" \
+    && ok "key list: $1 shows category $2 in BITS" || bad "key list BITS of $1" "$(grep -E "$1|BITS" "$WORK/keylist")"
+done
+! grep -Eq " (ML|SLH)-[A-Za-z0-9-]+ +[0-9]+ " "$WORK/keylist" && grep -Eq "^public-key .* ec +256 " "$WORK/keylist" \
+  && ok "key list: no public-key length as BITS; the EC key still shows 256" || bad "key list BITS" "$(cat "$WORK/keylist")"
+ks key list --token pq --json >"$WORK/keylist.json" 2>&1
+python3 - "$WORK/keylist.json" <<'PY' && ok "key list --json: securityCategory 3 and no bits for ML-KEM-768, bits 256 for EC" || bad "key list --json" "$(head -c 600 "$WORK/keylist.json")"
+import json, sys
+rows = json.load(open(sys.argv[1]))
+kem = [r for r in rows if r["keyType"] == "ML-KEM-768" and r["itemClass"] == "public-key"]
+ec = [r for r in rows if r["keyType"] == "ec" and r["itemClass"] == "public-key"]
+sys.exit(0 if kem and all(r.get("securityCategory") == 3 and "bits" not in r for r in kem)
+         and ec and all(r.get("bits") == 256 and "securityCategory" not in r for r in ec) else 1)
+PY
 check_fail "key sign --context with an EC key: one line" "context" \
   ks key sign --token pq --tag ec1 --context x "$WORK/doc" "$WORK/x.sig" --pin-source env:PIN
 check "csr with an ML-DSA-65 key" ks csr --token pq --tag ml-dsa-65 --subject "/CN=PQ Request/O=keyshare" --san email:pq@mail.example \

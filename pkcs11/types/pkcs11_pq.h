@@ -60,7 +60,30 @@
 #define CKM_HASH_SLH_DSA_SHA3_512 (0x0000003dUL)
 #define CKM_HASH_SLH_DSA_SHAKE128 (0x0000003eUL)
 #define CKM_HASH_SLH_DSA_SHAKE256 (0x0000003fUL)
+
 #endif
+
+/* Case labels, for switches that must name every one of a group (one list, not a copy per switch).
+ * KS_CASES_PQ_CONTEXT_SIGN: the signature mechanisms whose parameter is CK_SIGN_ADDITIONAL_CONTEXT
+ * (pure ML-DSA / SLH-DSA and the pre-hash ones with the hash in the mechanism); the agent codec
+ * marshals it (Sources/AgentProtocol/pq_params.c). KS_CASES_MECHANISMS_3_2: every mechanism type
+ * 3.2 defined that this module offers; the 3.0 and 2.40 tables do not list them
+ * (pkcs11/abi/function_table.c). */
+#define KS_CASES_PQ_CONTEXT_SIGN \
+    case CKM_ML_DSA: case CKM_SLH_DSA: \
+    case CKM_HASH_ML_DSA_SHA224: case CKM_HASH_ML_DSA_SHA256: case CKM_HASH_ML_DSA_SHA384: \
+    case CKM_HASH_ML_DSA_SHA512: case CKM_HASH_ML_DSA_SHA3_224: case CKM_HASH_ML_DSA_SHA3_256: \
+    case CKM_HASH_ML_DSA_SHA3_384: case CKM_HASH_ML_DSA_SHA3_512: case CKM_HASH_ML_DSA_SHAKE128: \
+    case CKM_HASH_ML_DSA_SHAKE256: \
+    case CKM_HASH_SLH_DSA_SHA224: case CKM_HASH_SLH_DSA_SHA256: case CKM_HASH_SLH_DSA_SHA384: \
+    case CKM_HASH_SLH_DSA_SHA512: case CKM_HASH_SLH_DSA_SHA3_224: case CKM_HASH_SLH_DSA_SHA3_256: \
+    case CKM_HASH_SLH_DSA_SHA3_384: case CKM_HASH_SLH_DSA_SHA3_512: case CKM_HASH_SLH_DSA_SHAKE128: \
+    case CKM_HASH_SLH_DSA_SHAKE256:
+#define KS_CASES_MECHANISMS_3_2 \
+    KS_CASES_PQ_CONTEXT_SIGN \
+    case CKM_HASH_ML_DSA: case CKM_HASH_SLH_DSA: \
+    case CKM_ML_DSA_KEY_PAIR_GEN: case CKM_SLH_DSA_KEY_PAIR_GEN: \
+    case CKM_ML_KEM_KEY_PAIR_GEN: case CKM_ML_KEM:
 #ifndef CKF_ENCAPSULATE
 #define CKF_ENCAPSULATE (0x10000000UL)
 #define CKF_DECAPSULATE (0x20000000UL)

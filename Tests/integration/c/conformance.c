@@ -438,6 +438,17 @@ static void wrap_policy(CK_SESSION_HANDLE s) {
     }
     CHECK("a non-sensitive key wraps under a key that can also decrypt (its value is readable anyway)",
           open && wrap(s, all, open, blob, &n) == CKR_OK);
+    /* python-pkcs11's test_aes test_wrap: the same key unwraps it readable
+     * (a key that can decrypt never wrapped a sensitive key: rule 1). */
+    {
+        CK_ATTRIBUTE rd[] = {{CKA_SENSITIVE, &no, 1}, {CKA_EXTRACTABLE, &yes, 1}};
+        CK_OBJECT_HANDLE back = 0;
+        unsigned char v[16] = {0};
+        CK_ATTRIBUTE va = {CKA_VALUE, v, 16};
+        CK_RV urv = unwrap(s, all, blob, n, rd, 2, &back);
+        CHECK("a key with ENCRYPT+DECRYPT+WRAP+UNWRAP unwraps a key as readable (not sensitive, extractable) with its value",
+              urv == CKR_OK && f->C_GetAttributeValue(s, back, &va, 1) == CKR_OK && memcmp(v, secret, 16) == 0);
+    }
 
     /* The victim: a sensitive, extractable key whose value the test knows
      * (so it can tell whether an attack recovered it). */
@@ -528,6 +539,76 @@ static void wrap_policy(CK_SESSION_HANDLE s) {
     LEAK_NOTE(leaked, "the re-imported wrapping key");
     CHECK("re-imported-wrapping-key attack fails: a sensitive key that can wrap is not wrapped (CKR_KEY_NOT_WRAPPABLE)",
           rv == CKR_KEY_NOT_WRAPPABLE && !leaked);
+
+    /* Attack 7 (derive from the wrapping key, found by the third-party
+     * re-run of 2026-11-24): a generated wrap-only key D with CKA_DERIVE
+     * wraps S; CKM_XOR_BASE_AND_DATA with zero data (or
+     * CKM_EXTRACT_KEY_FROM_KEY at bit 0) gives a key of D's value with
+     * CKA_DECRYPT, which opens the blob. */
+    {
+        CK_ULONG len = 32;
+        CK_ATTRIBUTE dt[] = {{CKA_VALUE_LEN, &len, sizeof len}, {CKA_ENCRYPT, &no, 1}, {CKA_DECRYPT, &no, 1},
+                             {CKA_WRAP, &yes, 1}, {CKA_UNWRAP, &no, 1}, {CKA_DERIVE, &yes, 1}};
+        CK_MECHANISM gm = {CKM_AES_KEY_GEN, NULL, 0};
+        CK_OBJECT_HANDLE D = 0, Dd = 0;
+        unsigned char zeros[32] = {0};
+        CK_KEY_DERIVATION_STRING_DATA sd = {zeros, 32};
+        CK_MECHANISM xm = {CKM_XOR_BASE_AND_DATA, &sd, sizeof sd};
+        CK_ATTRIBUTE ut[] = {{CKA_CLASS, &secret_class, sizeof secret_class}, {CKA_KEY_TYPE, &aes_type, sizeof aes_type},
+                             {CKA_VALUE_LEN, &len, sizeof len}, {CKA_DECRYPT, &yes, 1}};
+        CK_RV grv = f->C_GenerateKey(s, &gm, dt, 6, &D);
+        rv = grv == CKR_OK ? wrap(s, D, S, blob, &n) : grv;
+        leaked = rv == CKR_OK && f->C_DeriveKey(s, &xm, D, ut, 4, &Dd) == CKR_OK &&
+                 kw_open_with_decrypt(s, Dd, blob, got) && memcmp(got, secret, 16) == 0;
+        LEAK_NOTE(leaked, "derive from the wrapping key");
+        CHECK("derive-from-wrapping-key attack fails: a key that can derive does not wrap sensitive keys (CKR_KEY_NOT_WRAPPABLE)",
+              grv == CKR_OK && rv == CKR_KEY_NOT_WRAPPABLE && !leaked);
+        /* The same after the wrap: K2 (wrap-only, no DERIVE) wrapped S above;
+         * CKA_DERIVE cannot be switched on, on it or on a copy. */
+        CHECK("K2 wraps S again", wrap(s, K2, S, blob, &n) == CKR_OK && n == 24);
+        CK_ATTRIBUTE der_on[] = {{CKA_DERIVE, &yes, 1}};
+        CK_OBJECT_HANDLE K2d = 0;
+        CK_RV srv = f->C_SetAttributeValue(s, K2, der_on, 1);
+        CK_RV crv = f->C_CopyObject(s, K2, der_on, 1, &K2d);
+        leaked = (srv == CKR_OK && f->C_DeriveKey(s, &xm, K2, ut, 4, &Dd) == CKR_OK &&
+                  kw_open_with_decrypt(s, Dd, blob, got) && memcmp(got, secret, 16) == 0) ||
+                 (crv == CKR_OK && f->C_DeriveKey(s, &xm, K2d, ut, 4, &Dd) == CKR_OK &&
+                  kw_open_with_decrypt(s, Dd, blob, got) && memcmp(got, secret, 16) == 0);
+        LEAK_NOTE(leaked, "CKA_DERIVE switched on after the wrap");
+        CHECK("CKA_DERIVE on a secret key is fixed: C_SetAttributeValue and C_CopyObject are CKR_ATTRIBUTE_READ_ONLY",
+              srv == CKR_ATTRIBUTE_READ_ONLY && crv == CKR_ATTRIBUTE_READ_ONLY && !leaked);
+    }
+
+    /* python-pkcs11's test_rsa test_key_wrap: an ordinary RSA pair (the
+     * private key can DECRYPT and UNWRAP) unwraps a readable key wrapped to
+     * its public half: C_Decrypt would open the blob anyway. Without
+     * CKA_DECRYPT the private key keeps rule 4. */
+    {
+        CK_MECHANISM rg = {CKM_RSA_PKCS_KEY_PAIR_GEN, NULL, 0};
+        CK_ULONG bits = 1024;
+        CK_ATTRIBUTE pt[] = {{CKA_MODULUS_BITS, &bits, sizeof bits}, {CKA_WRAP, &yes, 1}, {CKA_ENCRYPT, &yes, 1}};
+        CK_ATTRIBUTE dec[] = {{CKA_UNWRAP, &yes, 1}, {CKA_DECRYPT, &yes, 1}};
+        CK_ATTRIBUTE nodec[] = {{CKA_UNWRAP, &yes, 1}, {CKA_DECRYPT, &no, 1}};
+        CK_OBJECT_HANDLE pub1 = 0, priv1 = 0, pub2 = 0, priv2 = 0, back = 0;
+        CK_RSA_PKCS_OAEP_PARAMS op = {CKM_SHA256, CKG_MGF1_SHA256, 0, NULL, 0};
+        CK_MECHANISM om = {CKM_RSA_PKCS_OAEP, &op, sizeof op};
+        CK_ATTRIBUTE rt[] = {{CKA_CLASS, &secret_class, sizeof secret_class}, {CKA_KEY_TYPE, &aes_type, sizeof aes_type},
+                             {CKA_SENSITIVE, &no, 1}, {CKA_EXTRACTABLE, &yes, 1}};
+        unsigned char rb[256], v[16] = {0};
+        CK_ULONG rn = sizeof rb;
+        CK_ATTRIBUTE va = {CKA_VALUE, v, 16};
+        int made = f->C_GenerateKeyPair(s, &rg, pt, 3, dec, 2, &pub1, &priv1) == CKR_OK &&
+                   f->C_GenerateKeyPair(s, &rg, pt, 3, nodec, 2, &pub2, &priv2) == CKR_OK;
+        CK_RV urv = made && f->C_WrapKey(s, &om, pub1, open, rb, &rn) == CKR_OK
+                        ? f->C_UnwrapKey(s, &om, priv1, rb, rn, rt, 4, &back) : CKR_GENERAL_ERROR;
+        CHECK("an RSA private key with DECRYPT+UNWRAP unwraps a readable key (OAEP) with its value",
+              urv == CKR_OK && f->C_GetAttributeValue(s, back, &va, 1) == CKR_OK && memcmp(v, secret, 16) == 0);
+        rn = sizeof rb;
+        urv = made && f->C_WrapKey(s, &om, pub2, open, rb, &rn) == CKR_OK
+                  ? f->C_UnwrapKey(s, &om, priv2, rb, rn, rt, 4, &back) : CKR_GENERAL_ERROR;
+        CHECK("one without CKA_DECRYPT keeps rule 4: a readable key is CKR_TEMPLATE_INCONSISTENT",
+              urv == CKR_TEMPLATE_INCONSISTENT);
+    }
 }
 
 /* ---- CKA_ALLOWED_MECHANISMS (base §4.7, Common key attributes) ---- */

@@ -33,6 +33,7 @@
 static int pass, fail;
 #define CHECK(name, cond) do { if (cond) { pass++; printf("ok   - %s\n", name); } \
     else { fail++; printf("FAIL - %s (line %d)\n", name, __LINE__); } } while (0)
+#define CHECKF(cond, ...) do { char _n[256]; snprintf(_n, sizeof _n, __VA_ARGS__); CHECK(_n, cond); } while (0)
 #define RV(name, call, want) do { CK_RV rv_ = (call); if (rv_ == (want)) { pass++; printf("ok   - %s\n", name); } \
     else { fail++; printf("FAIL - %s: rv 0x%lx, want 0x%lx (line %d)\n", name, rv_, (CK_RV)(want), __LINE__); } } while (0)
 
@@ -610,6 +611,83 @@ static void interface_group(void *lib) {
           (void *)f30->C_MessageVerifyFinal == (void *)f->C_MessageVerifyFinal);
 }
 
+/* C_GetMechanismInfo through the 3.0 and 2.40 tables (and C_GetFunctionList's) hides the flags
+ * 3.2 added (CKF_ENCAPSULATE, CKF_DECAPSULATE): a host that asked for those interfaces sees what
+ * it saw before 3.2. C_GetMechanismList is the same through every table (as Kryoptic). */
+static void mechinfo_group(void *lib, CK_SLOT_ID slot) {
+    const CK_FLAGS only32 = CKF_ENCAPSULATE | CKF_DECAPSULATE;
+    CK_C_GetInterface gi = (CK_C_GetInterface)dlsym(lib, "C_GetInterface");
+    CK_C_GetFunctionList gfl = (CK_C_GetFunctionList)dlsym(lib, "C_GetFunctionList");
+    CK_VERSION v30 = {3, 0}, v240 = {2, 40};
+    CK_INTERFACE_PTR i30 = NULL, i240 = NULL;
+    CK_FUNCTION_LIST_PTR fl = NULL;
+    if (gi((CK_UTF8CHAR_PTR)"PKCS 11", &v30, &i30, 0) != CKR_OK || gi((CK_UTF8CHAR_PTR)"PKCS 11", &v240, &i240, 0) != CKR_OK ||
+        !gfl || gfl(&fl) != CKR_OK) {
+        CHECK("the 3.0, 2.40 and C_GetFunctionList tables", 0);
+        return;
+    }
+    CK_FUNCTION_LIST_3_0 *f30 = i30->pFunctionList;
+    CK_FUNCTION_LIST *f240 = i240->pFunctionList;
+    static CK_MECHANISM_TYPE l32[512], l30[512], l240[512], lfl[512], lexp[512];
+    CK_ULONG n32 = 512, n30 = 512, n240 = 512, nfl = 512, nexp = 0, pq = 0;
+    int ok = f->C_GetMechanismList(slot, l32, &n32) == CKR_OK && f30->C_GetMechanismList(slot, l30, &n30) == CKR_OK &&
+             f240->C_GetMechanismList(slot, l240, &n240) == CKR_OK && fl->C_GetMechanismList(slot, lfl, &nfl) == CKR_OK;
+    /* The 3.2-defined types (ML-KEM, ML-DSA and HashML-DSA, SLH-DSA and HashSLH-DSA, pkcs11_pq.h)
+     * are listed only through the 3.2 table. */
+    for (CK_ULONG i = 0; ok && i < n32; i++) {
+        CK_MECHANISM_TYPE t = l32[i];
+        int only32 = t == CKM_ML_KEM_KEY_PAIR_GEN || t == CKM_ML_KEM || t == CKM_ML_DSA_KEY_PAIR_GEN || t == CKM_ML_DSA ||
+                     t == CKM_HASH_ML_DSA || (t >= CKM_HASH_ML_DSA_SHA224 && t <= CKM_HASH_ML_DSA_SHAKE256) ||
+                     t == CKM_SLH_DSA_KEY_PAIR_GEN || t == CKM_SLH_DSA || t == CKM_HASH_SLH_DSA ||
+                     (t >= CKM_HASH_SLH_DSA_SHA224 && t <= CKM_HASH_SLH_DSA_SHAKE256);  /* not 0x20/0x21 (2.40's DH) */
+        if (only32) pq++; else lexp[nexp++] = t;
+    }
+    CHECKF(ok && pq >= 20,
+           "C_GetMechanismList through the 3.2 table lists the post-quantum mechanisms (%lu)", pq);
+    CHECKF(ok && n30 == nexp && n240 == nexp && nfl == nexp && !memcmp(l30, lexp, nexp * sizeof lexp[0]) &&
+               !memcmp(l240, lexp, nexp * sizeof lexp[0]) && !memcmp(lfl, lexp, nexp * sizeof lexp[0]),
+           "C_GetMechanismList through the 3.0, 2.40 and C_GetFunctionList tables: the same %lu mechanisms less the %lu 3.2-defined ones (PyKCS11 1.5.12 raised KeyError on them)",
+           n32, pq);
+    CK_ULONG qn = 0, small = nexp ? nexp - 1 : 0;
+    CK_RV qrv = f30->C_GetMechanismList(slot, NULL, &qn);
+    CK_RV srv = f30->C_GetMechanismList(slot, l30, &small);
+    CHECKF(qrv == CKR_OK && qn == nexp && srv == CKR_BUFFER_TOO_SMALL && small == nexp,
+           "through the 3.0 table the count query gives %lu and one slot short is CKR_BUFFER_TOO_SMALL with the count", qn);
+    CHECK("through the 3.0 table a NULL pulCount is CKR_ARGUMENTS_BAD", f30->C_GetMechanismList(slot, l30, NULL) == CKR_ARGUMENTS_BAD);
+    CHECK("through the 3.0 table an unknown slot is CKR_SLOT_ID_INVALID",
+          f30->C_GetMechanismList(0x7fff1234UL, NULL, &qn) == CKR_SLOT_ID_INVALID);
+    if (pq) {
+        CK_MECHANISM_INFO mi;
+        CHECK("a 3.2-defined mechanism is still answered by number through the 2.40 table (CKM_ML_DSA)",
+              f240->C_GetMechanismInfo(slot, CKM_ML_DSA, &mi) == CKR_OK && (mi.flags & CKF_SIGN));
+    }
+    int with32 = 0, same = 0, leak = 0;
+    for (CK_ULONG i = 0; ok && i < n32; i++) {
+        CK_MECHANISM_INFO a, b, c, d;
+        if (f->C_GetMechanismInfo(slot, l32[i], &a) != CKR_OK || f30->C_GetMechanismInfo(slot, l32[i], &b) != CKR_OK ||
+            f240->C_GetMechanismInfo(slot, l32[i], &c) != CKR_OK || fl->C_GetMechanismInfo(slot, l32[i], &d) != CKR_OK) {
+            leak++;
+            continue;
+        }
+        with32 += (a.flags & only32) != 0;
+        leak += ((b.flags | c.flags | d.flags) & only32) != 0;
+        same += b.flags == (a.flags & ~only32) && c.flags == b.flags && d.flags == b.flags &&
+                b.ulMinKeySize == a.ulMinKeySize && b.ulMaxKeySize == a.ulMaxKeySize;
+    }
+    CHECKF(ok && with32 >= 4, "the 3.2 table's C_GetMechanismInfo shows CKF_ENCAPSULATE / CKF_DECAPSULATE (%d mechanisms)", with32);
+    CHECKF(ok && leak == 0, "no mechanism shows a 3.2-only flag through the 3.0, 2.40 or C_GetFunctionList table (%d did)", leak);
+    CHECKF(ok && same == (int)n32, "through them every mechanism has the 3.2 flags minus those, same key sizes (%d of %lu)", same, n32);
+    CK_MECHANISM_INFO r32, r30;
+    CHECK("CKM_RSA_PKCS: CKF_ENCAPSULATE through 3.2, not through 3.0 (CKF_ENCRYPT | CKF_WRAP kept)",
+          f->C_GetMechanismInfo(slot, CKM_RSA_PKCS, &r32) == CKR_OK && f30->C_GetMechanismInfo(slot, CKM_RSA_PKCS, &r30) == CKR_OK &&
+          (r32.flags & CKF_ENCAPSULATE) && !(r30.flags & CKF_ENCAPSULATE) && (r30.flags & (CKF_ENCRYPT | CKF_WRAP)) == (CKF_ENCRYPT | CKF_WRAP));
+    CK_MECHANISM_INFO bad;
+    CHECK("through the 3.0 table an unknown mechanism is still CKR_MECHANISM_INVALID",
+          f30->C_GetMechanismInfo(slot, 0x7ffff001UL, &bad) == CKR_MECHANISM_INVALID);
+    CHECK("through the 3.0 table a NULL pInfo is still CKR_ARGUMENTS_BAD",
+          f30->C_GetMechanismInfo(slot, CKM_RSA_PKCS, NULL) == CKR_ARGUMENTS_BAD);
+}
+
 static void async_group(CK_SESSION_HANDLE s) {
     CK_ASYNC_DATA d;
     CK_ULONG id;
@@ -649,6 +727,7 @@ int main(int argc, char **argv) {
         printf("token setup failed\n%d passed, %d failed\n", pass, fail + 1);
         return 1;
     }
+    mechinfo_group(lib, slot);
     verify_group(s);
     validation_group(s);
     wrap_group(s);

@@ -10,7 +10,10 @@
 /* The 2.40 entries, shared by both tables (the 3.0 list starts with them). */
 #define KS_FUNCTIONS_2_40(P) KS_FUNCTIONS_2_40_GETINFO(P, P##_C_GetInfo)
 /* The same with another C_GetInfo: the 3.2 tables' reports cryptokiVersion 3.2 (issue 18). */
-#define KS_FUNCTIONS_2_40_GETINFO(P, GETINFO) \
+#define KS_FUNCTIONS_2_40_GETINFO(P, GETINFO) KS_FUNCTIONS_2_40_WITH(P, GETINFO, P##_C_GetMechanismList, P##_C_GetMechanismInfo)
+/* And another C_GetMechanismList and C_GetMechanismInfo too: the 3.0 and 2.40 tables hosts get
+ * hide the 3.2-only mechanism types and flags (function_table.c). */
+#define KS_FUNCTIONS_2_40_WITH(P, GETINFO, MECHLIST, MECHINFO) \
     .C_Initialize = P##_C_Initialize, \
     .C_Finalize = P##_C_Finalize, \
     .C_GetInfo = GETINFO, \
@@ -18,8 +21,8 @@
     .C_GetSlotList = P##_C_GetSlotList, \
     .C_GetSlotInfo = P##_C_GetSlotInfo, \
     .C_GetTokenInfo = P##_C_GetTokenInfo, \
-    .C_GetMechanismList = P##_C_GetMechanismList, \
-    .C_GetMechanismInfo = P##_C_GetMechanismInfo, \
+    .C_GetMechanismList = MECHLIST, \
+    .C_GetMechanismInfo = MECHINFO, \
     .C_InitToken = P##_C_InitToken, \
     .C_InitPIN = P##_C_InitPIN, \
     .C_SetPIN = P##_C_SetPIN, \
