@@ -47,6 +47,11 @@ public final class Agent: @unchecked Sendable {
         let expires: Double
     }
 
+    /// How long a connection thread polls for its client's next call before
+    /// blocking (KEYSHARE_AGENT_SPIN_US of the agent's environment, read once;
+    /// docs/agent.md "Round trips: bounded polling").
+    let spinMicroseconds: UInt32 = ksa_spin_budget_us()
+
     public init(options: Options) { self.options = options }
 
     static func string(_ c: [CChar]) -> String {
@@ -128,7 +133,7 @@ public final class Agent: @unchecked Sendable {
             }
         }
         writePID(dir + "/agent.pid")
-        AgentLog.line("listening on \(socketPath) (pid \(getpid()), idle timeout \(options.idleTimeout)s\(activated ? ", socket-activated" : ""))")
+        AgentLog.line("listening on \(socketPath) (pid \(getpid()), idle timeout \(options.idleTimeout)s, poll \(spinMicroseconds) us\(activated ? ", socket-activated" : ""))")
         ready("1")
         serve()
         if !activated { unlink(socketPath) }

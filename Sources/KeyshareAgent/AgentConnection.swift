@@ -162,8 +162,13 @@ struct AgentConnection {
         ksa_buf_init(&out)
         defer { ksa_buf_free(&out) }
         let table = ks_function_list_3_0()
+        // After a reply, poll a little for the client's next call before
+        // blocking (Sources/AgentProtocol/spin.c: bounded, adaptive, off with
+        // KEYSHARE_AGENT_SPIN_US=0 in the agent's environment).
+        var spin = ksa_spin()
+        ksa_spin_init(&spin, agent.spinMicroseconds)
         // Calls and replies alternate from here: one recv per call (frame.c).
-        while ksa_read_frame_next(fd, &buf) == 0 {
+        while ksa_spin_wait(fd, &spin) >= 0, ksa_read_frame_next(fd, &buf) == 0 {
             ksa_buf_reset(&out)
             // `keyshare unlock` (docs/agent.md): the client's shared logins follow the agent's table.
             client.module.applySharedUnlocks(agent.sharedUnlocks(for: client))

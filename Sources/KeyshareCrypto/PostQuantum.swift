@@ -186,39 +186,59 @@ public final class MLKEMKey: @unchecked Sendable {
     /// (ciphertext, 32-byte shared secret). `testEntropy` (FIPS 203's m, 32 bytes) replaces the
     /// randomness: for known-answer tests only.
     public func encapsulate(testEntropy: [UInt8]? = nil) throws -> (ciphertext: [UInt8], sharedSecret: [UInt8]) {
-        let op = "\(parameterSet.name) encapsulate"
-        if let m = testEntropy, m.count != 32 { throw CryptoError(.invalidInput, op, reason: "m must be 32 bytes") }
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl(op) }
+        // Per call (C_EncapsulateKey's hot path): no error text built unless it fails, no parameter
+        // builder unless a test passes m, and one encapsulation into buffers of the sizes FIPS 203
+        // fixes (OpenSSL refuses smaller ones), instead of a length query first and a copy after.
+        if let m = testEntropy, m.count != 32 { throw CryptoError(.invalidInput, op("encapsulate"), reason: "m must be 32 bytes") }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl(op("encapsulate")) }
         defer { EVP_PKEY_CTX_free(ctx) }
-        let b = try ParamBuilder()
-        if let m = testEntropy { b.octets("ikme", m) }
-        let params = try b.params(op)
-        defer { OSSL_PARAM_free(params) }
-        guard EVP_PKEY_encapsulate_init(ctx, params) == 1 else { throw CryptoError.openssl(op) }
-        var clen = 0, slen = 0
-        guard EVP_PKEY_encapsulate(ctx, nil, &clen, nil, &slen) == 1 else { throw CryptoError.openssl(op) }
+        if let m = testEntropy {
+            let b = try ParamBuilder()
+            b.octets("ikme", m)
+            let params = try b.params(op("encapsulate"))
+            defer { OSSL_PARAM_free(params) }
+            guard EVP_PKEY_encapsulate_init(ctx, params) == 1 else { throw CryptoError.openssl(op("encapsulate")) }
+        } else {
+            guard EVP_PKEY_encapsulate_init(ctx, nil) == 1 else { throw CryptoError.openssl(op("encapsulate")) }
+        }
+        var clen = parameterSet.ciphertextLength, slen = MLKEMParameterSet.sharedSecretLength
         var c = [UInt8](repeating: 0, count: clen)
         var s = [UInt8](repeating: 0, count: slen)
-        guard EVP_PKEY_encapsulate(ctx, &c, &clen, &s, &slen) == 1 else { throw CryptoError.openssl(op) }
-        return (Array(c[0..<clen]), Array(s[0..<slen]))
+        guard EVP_PKEY_encapsulate(ctx, &c, &clen, &s, &slen) == 1 else { throw CryptoError.openssl(op("encapsulate")) }
+        if clen != c.count { c = Array(c[0..<clen]) }
+        if slen != s.count {
+            let short = Array(s[0..<slen])
+            for i in s.indices { s[i] = 0 }
+            s = short
+        }
+        return (c, s)
     }
+
+    /// "ML-KEM-768 encapsulate": built only for an error.
+    private func op(_ what: String) -> String { "\(parameterSet.name) \(what)" }
 
     /// The shared secret for `ciphertext`. A well-formed but wrong ciphertext gives FIPS 203's
     /// implicit-rejection secret (not an error); a ciphertext of the wrong length is `.invalidInput`.
     public func decapsulate(_ ciphertext: [UInt8]) throws -> [UInt8] {
-        let op = "\(parameterSet.name) decapsulate"
-        guard hasPrivateKey else { throw CryptoError(.noPrivateKey, op, reason: "encapsulation key only") }
+        guard hasPrivateKey else { throw CryptoError(.noPrivateKey, op("decapsulate"), reason: "encapsulation key only") }
         guard ciphertext.count == parameterSet.ciphertextLength else {
-            throw CryptoError(.invalidInput, op, reason: "ciphertext must be \(parameterSet.ciphertextLength) bytes")
+            throw CryptoError(.invalidInput, op("decapsulate"), reason: "ciphertext must be \(parameterSet.ciphertextLength) bytes")
         }
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl(op) }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl(op("decapsulate")) }
         defer { EVP_PKEY_CTX_free(ctx) }
-        guard EVP_PKEY_decapsulate_init(ctx, nil) == 1 else { throw CryptoError.openssl(op) }
-        var slen = 0
-        guard EVP_PKEY_decapsulate(ctx, nil, &slen, ciphertext, ciphertext.count) == 1 else { throw CryptoError.openssl(op) }
+        guard EVP_PKEY_decapsulate_init(ctx, nil) == 1 else { throw CryptoError.openssl(op("decapsulate")) }
+        // One call into a buffer of the secret's fixed size (as encapsulate).
+        var slen = MLKEMParameterSet.sharedSecretLength
         var s = [UInt8](repeating: 0, count: slen)
-        guard EVP_PKEY_decapsulate(ctx, &s, &slen, ciphertext, ciphertext.count) == 1 else { throw CryptoError.openssl(op) }
-        return Array(s[0..<slen])
+        guard EVP_PKEY_decapsulate(ctx, &s, &slen, ciphertext, ciphertext.count) == 1 else {
+            throw CryptoError.openssl(op("decapsulate"))
+        }
+        if slen != s.count {
+            let short = Array(s[0..<slen])
+            for i in s.indices { s[i] = 0 }
+            s = short
+        }
+        return s
     }
 }
 

@@ -244,6 +244,9 @@ extension Runtime {
                              mechanism: CK_MECHANISM_TYPE?, bornSecret: Bool = true) throws -> AttributeMap {
         var a = try KeyGenerationRules.callerPart(t, objectClass: CKO_SECRET_KEY, keyType: keyType)
         try ObjectRules.checkPrivacy(CKO_SECRET_KEY, t)
+        // Room for the defaults and the 12 set below at once, not grown (rehashed) three times on
+        // the way: this runs per C_EncapsulateKey / C_DecapsulateKey / C_DeriveKey.
+        a.reserveCapacity(a.count + KeyUsagePolicy.secretKeyDefaults.count + 12)
         KeyUsagePolicy.applySecretKeyDefaults(&a)
         let sensitive = try t.checkedBool(CKA_SENSITIVE) ?? true
         let extractable = try t.checkedBool(CKA_EXTRACTABLE) ?? false

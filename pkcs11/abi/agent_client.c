@@ -37,6 +37,7 @@ struct kc_conn {
     int fd;
     unsigned generation;
     ksa_buf buf;                         /* the call buffer, kept across calls (wiped after each) */
+    ksa_spin spin;                       /* polling for the reply before blocking (spin.c) */
     struct kc_conn *next;                /* the idle pool */
     struct kc_conn *all_prev, *all_next; /* every open connection, idle or in use */
 };
@@ -50,6 +51,17 @@ static struct kc_conn *kc_idle;
 static struct kc_conn *kc_all;
 static uint32_t kc_next_id;
 
+/* KEYSHARE_AGENT_SPIN_US of this process, read once (docs/agent.md, "Round trips"). */
+static uint32_t kc_spin_us(void) {
+    static int read_once;
+    static uint32_t us;
+    if (!__atomic_load_n(&read_once, __ATOMIC_ACQUIRE)) {
+        us = ksa_spin_budget_us();
+        __atomic_store_n(&read_once, 1, __ATOMIC_RELEASE);
+    }
+    return us;
+}
+
 /* Every connection is on kc_all (under kc_lock) from its creation to its
  * close, so the fork child can close those a parent thread was using at the
  * fork, not only the idle ones: a child holding a copy of the parent's socket
@@ -60,6 +72,7 @@ static struct kc_conn *conn_new_locked(int fd, unsigned generation) {
     if (!c) return NULL;
     c->fd = fd;
     c->generation = generation;
+    ksa_spin_init(&c->spin, kc_spin_us());
     c->all_next = kc_all;
     if (kc_all) kc_all->all_prev = c;
     kc_all = c;
@@ -332,7 +345,7 @@ static int hello(int fd, int attach) {
 /* One call on one connection, in the connection's buffer `b` (kept, so a
  * call makes no allocation once it has grown; wiped after each call: a
  * request may hold a PIN). -1: the connection is broken. */
-static int exchange_in(int fd, ksa_buf *bp, uint32_t fn, ksa_arg *args, CK_RV *rv) {
+static int exchange_in(int fd, ksa_buf *bp, ksa_spin *spin, uint32_t fn, ksa_arg *args, CK_RV *rv) {
     ksa_buf_reset(bp);
     uint32_t id = __atomic_add_fetch(&kc_next_id, 1, __ATOMIC_RELAXED);
     ksa_put_u32(bp, id);
@@ -344,7 +357,10 @@ static int exchange_in(int fd, ksa_buf *bp, uint32_t fn, ksa_arg *args, CK_RV *r
         return 0;
     }
     int rc = -1;
-    if (ksa_write_frame(fd, bp->data, bp->len) == 0 && ksa_read_frame_next(fd, bp) == 0) {
+    int sent = ksa_write_frame(fd, bp->data, bp->len) == 0;
+    /* Poll a little for the reply before blocking in recv (spin.c: bounded, adaptive). */
+    if (sent && spin) (void)ksa_spin_wait(fd, spin);
+    if (sent && ksa_read_frame_next(fd, bp) == 0) {
         ksa_rd r = {bp->data, bp->len, 0};
         if (ksa_get_u32(&r) == id && !r.failed) {
             *rv = ksa_apply_reply(fn, args, &r);
@@ -361,7 +377,7 @@ static int exchange_in(int fd, ksa_buf *bp, uint32_t fn, ksa_arg *args, CK_RV *r
 static int exchange(int fd, uint32_t fn, ksa_arg *args, CK_RV *rv) {
     ksa_buf b;
     ksa_buf_init(&b);
-    int rc = exchange_in(fd, &b, fn, args, rv);
+    int rc = exchange_in(fd, &b, NULL, fn, args, rv);
     ksa_buf_free(&b);
     return rc;
 }
@@ -466,7 +482,7 @@ static CK_RV kc_call(uint32_t fn, ksa_arg *args) {
     struct kc_conn *c;
     CK_RV rv = acquire(&c);
     if (rv != CKR_OK) return rv;
-    int broken = exchange_in(c->fd, &c->buf, fn, args, &rv) != 0;
+    int broken = exchange_in(c->fd, &c->buf, &c->spin, fn, args, &rv) != 0;
     release(c, broken);
     return broken ? CKR_DEVICE_REMOVED : rv;
 }
@@ -562,7 +578,7 @@ static CK_RV kc_C_Finalize(CK_VOID_PTR pReserved) {
         if (!lost) {
             ksa_arg a[1] = {{0}};
             CK_RV rv;
-            (void)exchange_in(c->fd, &c->buf, KSA_FN_Finalize, a, &rv);
+            (void)exchange_in(c->fd, &c->buf, NULL, KSA_FN_Finalize, a, &rv);
         }
         pthread_mutex_lock(&kc_lock);
         conn_free_locked(c);

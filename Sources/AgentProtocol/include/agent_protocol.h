@@ -199,6 +199,28 @@ int ksa_read_frame(int fd, ksa_buf *b);
  * hello (the peer never sends ahead there). */
 int ksa_read_frame_next(int fd, ksa_buf *b);
 
+/* ---- bounded adaptive polling before a blocking read (spin.c) ---- */
+
+/* KEYSHARE_AGENT_SPIN_US when unset: the most a reader polls for its peer's
+ * next frame before it blocks (docs/agent.md, "Round trips"). */
+#define KSA_SPIN_US_DEFAULT 50u
+#define KSA_SPIN_ALWAYS 1u
+typedef struct ksa_spin {
+    uint32_t budget_ns;      /* 0: never poll */
+    uint32_t skip;           /* waits left that block at once (back-off after a miss) */
+    uint32_t misses;         /* consecutive polls the peer did not answer */
+    uint32_t flags;          /* KSA_SPIN_ALWAYS: poll whatever the load (unit tests) */
+    uint64_t spins_answered; /* counters, for tests and profiling */
+    uint64_t spins_missed;
+} ksa_spin;
+/* KEYSHARE_AGENT_SPIN_US of this process (0 = off; at most 1000), else the default. */
+uint32_t ksa_spin_budget_us(void);
+void ksa_spin_init(ksa_spin *s, uint32_t budget_us);
+/* Before a blocking read of fd: polls (MSG_PEEK, never consumes) for at most
+ * the budget while the machine has a CPU to spare. 1: something is there to
+ * read (a frame, EOF or an error), 0: nothing yet (block as usual). */
+int ksa_spin_wait(int fd, ksa_spin *s);
+
 /* The hello's flags (u16): a new client's debug-log descriptor follows the
  * hello frame as one SCM_RIGHTS byte (ksa_send_fd). */
 #define KSA_HELLO_LOG 1u

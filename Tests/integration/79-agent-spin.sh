@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Bounded adaptive polling on the agent's socket (docs/agent.md, "Round trips:
+# bounded polling"): after a request the client polls briefly for the reply,
+# after a reply the agent's connection thread polls briefly for the next
+# request, both before blocking. Checks: the agent names its budget
+# (KEYSHARE_AGENT_SPIN_US, default 50 us; 0 = off); calls work with polling on
+# and off; an idle connected client and its agent use no CPU (utime+stime of
+# both flat over 1 s right after a burst of calls); a long call in the agent
+# (RSA-3072 key generation) costs the waiting client almost no CPU. The
+# per-call times are printed (speed is for `make bench`).
+set -u
+KS=${1:?keyshare binary}
+MODULE=${2:?module path}
+source "$(dirname "$0")/lib.sh"
+new_home
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=$(mktemp -d /tmp/keyshare-spin.XXXXXX)
+export XDG_RUNTIME_DIR=$WORK/run
+mkdir -m 0700 "$XDG_RUNTIME_DIR"
+export KEYSHARE_AGENT_IDLE_TIMEOUT=60 KEYSHARE_AGENT_PROGRAM=$KS
+# This script tests the agent's transport: always through the agent.
+unset KEYSHARE_IN_PROCESS KEYSHARE_AGENT KEYSHARE_AGENT_SPIN_US
+export PIN=1234-user SOPIN=9876-so KEYSHARE_TEST_PIN=1234-user
+HOSTPID=
+agent_pid() { cat "$XDG_RUNTIME_DIR/keyshare/agent.pid" 2>/dev/null; }
+stop_agent() {
+  local p; p=$(agent_pid)
+  if [ -n "$p" ] && tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q " agent"; then
+    kill "$p" 2>/dev/null
+    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+  fi
+}
+cleanup() {
+  [ -n "$HOSTPID" ] && kill "$HOSTPID" 2>/dev/null
+  stop_agent
+  wait 2>/dev/null
+  rm -rf "$WORK" "$KEYSHARE_HOME"
+}
+trap cleanup EXIT
+# utime + stime of a process (all its threads), in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null; }
+
+check "token create" "$KS" token create --label spin --pin-source env:PIN --so-pin-source env:SOPIN
+check "compile the host" cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -o "$WORK/spinhost" \
+  "$ROOT/Tests/integration/c/spinhost.c" -ldl
+
+# One round: a host connected (auto-starting the agent with the given
+# environment), a burst of empty calls, then 1 s idle, then a long call.
+round() {  # $1: label, $2: KEYSHARE_AGENT_SPIN_US ("" = unset), $3: the budget the agent must name
+  local label=$1 knob=$2 want=$3 line a0 h0 a1 h1 run kg
+  stop_agent
+  if [ -d "$XDG_RUNTIME_DIR/keyshare" ]; then : >"$XDG_RUNTIME_DIR/keyshare/agent.log"; fi
+  if [ -n "$knob" ]; then
+    coproc HOST { exec env KEYSHARE_AGENT_SPIN_US="$knob" "$WORK/spinhost" "$MODULE" 2000; }
+  else
+    coproc HOST { exec "$WORK/spinhost" "$MODULE" 2000; }
+  fi
+  HOSTPID=$HOST_PID
+  read -r -t 60 line <&"${HOST[0]}"
+  [ "${line%% *}" = ready ] && ok "$label: 2,000 empty calls through the agent (${line#ready } us per call)" \
+    || bad "$label: empty calls through the agent" "$line"
+  grep -q "poll $want us" "$XDG_RUNTIME_DIR/keyshare/agent.log" \
+    && ok "$label: the agent polls at most $want us (its log says so)" \
+    || bad "$label: the agent names its poll budget $want us" "$(grep listening "$XDG_RUNTIME_DIR/keyshare/agent.log")"
+  # Idle right after a burst: both processes must sleep, not poll.
+  echo run >&"${HOST[1]}"; read -r -t 60 run <&"${HOST[0]}"
+  AP=$(agent_pid)
+  sleep 0.1
+  a0=$(cpu_ticks "$AP"); h0=$(cpu_ticks "$HOSTPID")
+  sleep 1
+  a1=$(cpu_ticks "$AP"); h1=$(cpu_ticks "$HOSTPID")
+  [ -n "$a0" ] && [ -n "$h0" ] && [ $((a1 - a0)) -le 1 ] && [ $((h1 - h0)) -le 1 ] \
+    && ok "$label: an idle connected client and its agent use no CPU over 1 s (ticks: agent $((a1 - a0)), client $((h1 - h0)); burst $run us per call)" \
+    || bad "$label: idle client and agent use no CPU" "agent $a0 -> $a1, client $h0 -> $h1 ticks"
+  # A long call: the waiting client polls one budget at most, then sleeps.
+  echo keygen >&"${HOST[1]}"; read -r -t 120 kg <&"${HOST[0]}"
+  [ "${kg%% *}" = 0x0 ] && [ "${kg#* }" -lt 20000 ] \
+    && ok "$label: an RSA-3072 key generation in the agent costs the waiting client ${kg#* } us of CPU (< 20 ms)" \
+    || bad "$label: a long call costs the client little CPU" "$kg"
+  exec {HOST[1]}>&-; wait "$HOSTPID" 2>/dev/null; HOSTPID=
+}
+
+round "default" "" 50
+round "KEYSHARE_AGENT_SPIN_US=0" 0 0
+round "KEYSHARE_AGENT_SPIN_US=200" 200 200
+finish
