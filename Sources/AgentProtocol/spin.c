@@ -20,7 +20,12 @@
  *   generation, a client busy between calls, an idle one), the next waits
  *   block without spinning, 2, 4, ... up to 64 of them, until a spin is
  *   answered again: an idle connection spins once and then sleeps, and a
- *   long operation burns at most one budget in 64 calls.
+ *   long operation burns at most one budget in 64 calls;
+ * - the client learns how long its calls take (ksa_spin_done): a call
+ *   answered within KSA_SPIN_LEARN_MAX_US (400 us: ML-KEM, ML-DSA verify,
+ *   RSA decryption) is polled for 5/4 of the longest recent one (decaying by 1/8 a call), so a call a little
+ *   over the base budget does not pay both wakeups; a longer one keeps the
+ *   base budget and the back-off.
  * Never reads: it only peeks, so the frame is read by the usual code with
  * every bound it has (16 MiB, protocol checks). */
 #define _GNU_SOURCE
@@ -102,12 +107,14 @@ static int cpu_to_spare(void) {
 
 int ksa_spin_wait(int fd, ksa_spin *s) {
     if (s->budget_ns == 0) return 0;
+    uint64_t start = mono_ns(0);
+    s->wait_start_ns = start;
     if (s->skip) {
         s->skip--;
         return 0;
     }
     if (!(s->flags & KSA_SPIN_ALWAYS) && !cpu_to_spare()) return 0;
-    uint64_t end = mono_ns(0) + s->budget_ns;
+    uint64_t end = start + (s->learned_ns > s->budget_ns ? s->learned_ns : s->budget_ns);
     for (;;) {
         uint8_t c;
         ssize_t r = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -131,4 +138,24 @@ int ksa_spin_wait(int fd, ksa_spin *s) {
     if (s->skip > SPIN_SKIP_MAX) s->skip = SPIN_SKIP_MAX;
     s->spins_missed++;
     return 0;
+}
+
+void ksa_spin_done(ksa_spin *s) {
+    if (s->budget_ns == 0 || s->wait_start_ns == 0) return;
+    uint64_t took = mono_ns(0) - s->wait_start_ns;
+    s->wait_start_ns = 0;
+    if (took > (uint64_t)KSA_SPIN_LEARN_MAX_US * 1000u) {
+        /* A long call or an idle peer: forget quickly, keep the back-off. */
+        s->learned_ns /= 2;
+        return;
+    }
+    /* Answered within the learning cap: poll about that long next time (the
+     * most of the recent answers, decaying by 1/8 a call, so a quick Init
+     * between two slower calls does not reset it), and drop the back-off a
+     * near miss set. */
+    uint64_t want = took + took / 4, kept = s->learned_ns - s->learned_ns / 8;
+    if (want < kept) want = kept;
+    s->learned_ns = want > s->budget_ns ? (uint32_t)want : 0;
+    s->skip = 0;
+    s->misses = 0;
 }

@@ -108,4 +108,54 @@ import Glibc
         #expect(ksa_spin_budget_us() == KSA_SPIN_US_DEFAULT)
         unsetenv("KEYSHARE_AGENT_SPIN_US")
     }
+
+    private func monotonicNanos() -> UInt64 {
+        var t = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &t)
+        return UInt64(t.tv_sec) * 1_000_000_000 + UInt64(t.tv_nsec)
+    }
+
+    /// ksa_spin_done learns the peer's answer time: an answer within
+    /// KSA_SPIN_LEARN_MAX_US sets the next budget to about 5/4 of it and clears
+    /// the back-off a near miss set; a quicker answer lowers it by an eighth a
+    /// call, not at once; an answer over the cap halves it; an answer within
+    /// the base budget learns nothing. (The wait's start is set back by hand,
+    /// so the figures do not depend on the scheduler.)
+    @Test func theClientLearnsHowLongItsCallsTake() {
+        let (a, b) = pair()
+        defer { close(a); close(b) }
+        var s = ksa_spin()
+        ksa_spin_init(&s, 20)
+        s.flags = KSA_SPIN_ALWAYS
+        // A wait the 20 us budget misses (back-off set); the answer came 100 us after it began.
+        #expect(ksa_spin_wait(b, &s) == 0)
+        #expect(s.skip == 2)
+        s.wait_start_ns = monotonicNanos() - 100_000
+        ksa_spin_done(&s)
+        #expect(s.learned_ns >= 125_000 && s.learned_ns < 180_000)
+        #expect(s.skip == 0 && s.misses == 0)
+        // The next wait polls for the learned time, not the 20 us base: unanswered,
+        // it gives up after at least 125 us.
+        let t0 = monotonicNanos()
+        #expect(ksa_spin_wait(b, &s) == 0)
+        #expect(monotonicNanos() - t0 >= 125_000)
+        s.wait_start_ns = monotonicNanos() - 100_000  // and then the answer came (100 us)
+        ksa_spin_done(&s)
+        // A quick answer (10 us) lowers it by an eighth, not to the base.
+        let learned = s.learned_ns
+        s.wait_start_ns = monotonicNanos() - 10_000
+        ksa_spin_done(&s)
+        #expect(s.learned_ns == learned - learned / 8)
+        // An answer over the cap (an RSA key generation, an idle peer) halves it.
+        let before = s.learned_ns
+        s.wait_start_ns = monotonicNanos() - UInt64(KSA_SPIN_LEARN_MAX_US) * 2000
+        ksa_spin_done(&s)
+        #expect(s.learned_ns == before / 2)
+        // With nothing learned, an answer within the base budget learns nothing.
+        var q = ksa_spin()
+        ksa_spin_init(&q, 50)
+        q.wait_start_ns = monotonicNanos() - 10_000
+        ksa_spin_done(&q)
+        #expect(q.learned_ns == 0)
+    }
 }

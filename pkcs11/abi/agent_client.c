@@ -361,6 +361,7 @@ static int exchange_in(int fd, ksa_buf *bp, ksa_spin *spin, uint32_t fn, ksa_arg
     /* Poll a little for the reply before blocking in recv (spin.c: bounded, adaptive). */
     if (sent && spin) (void)ksa_spin_wait(fd, spin);
     if (sent && ksa_read_frame_next(fd, bp) == 0) {
+        if (spin) ksa_spin_done(spin);
         ksa_rd r = {bp->data, bp->len, 0};
         if (ksa_get_u32(&r) == id && !r.failed) {
             *rv = ksa_apply_reply(fn, args, &r);

@@ -212,6 +212,8 @@ typedef struct ksa_spin {
     uint32_t flags;          /* KSA_SPIN_ALWAYS: poll whatever the load (unit tests) */
     uint64_t spins_answered; /* counters, for tests and profiling */
     uint64_t spins_missed;
+    uint64_t wait_start_ns;  /* when the current wait began (ksa_spin_wait), for ksa_spin_done */
+    uint32_t learned_ns;     /* 5/4 of the peer's longest recent answer time, decaying (0: none under the cap) */
 } ksa_spin;
 /* KEYSHARE_AGENT_SPIN_US of this process (0 = off; at most 1000), else the default. */
 uint32_t ksa_spin_budget_us(void);
@@ -220,6 +222,14 @@ void ksa_spin_init(ksa_spin *s, uint32_t budget_us);
  * the budget while the machine has a CPU to spare. 1: something is there to
  * read (a frame, EOF or an error), 0: nothing yet (block as usual). */
 int ksa_spin_wait(int fd, ksa_spin *s);
+/* After the read that followed ksa_spin_wait: learns how long the peer took
+ * to answer. A reply that comes within KSA_SPIN_LEARN_MAX_US (an ML-KEM or
+ * ML-DSA verify call, 40-200 us) sets the next waits' budget to 5/4 of the
+ * longest recent answer time (decaying by 1/8 a call), so a call a little longer than the base budget is polled for instead
+ * of paying two wakeups; a longer one (RSA key generation, an idle peer)
+ * leaves the budget at the base and the back-off as it is. */
+#define KSA_SPIN_LEARN_MAX_US 400u
+void ksa_spin_done(ksa_spin *s);
 
 /* The hello's flags (u16): a new client's debug-log descriptor follows the
  * hello frame as one SCM_RIGHTS byte (ksa_send_fd). */
