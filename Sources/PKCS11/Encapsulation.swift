@@ -58,8 +58,11 @@ extension Runtime {
         try checkWritable(s, isToken: try t.checkedBool(CKA_TOKEN) ?? false, isPrivate: try t.checkedBool(CKA_PRIVATE) ?? true)
         var (ct, ss) = try kem.encapsulate()
         defer { for i in ss.indices { ss[i] = 0 } }
-        // Made inside the module from its own randomness, like C_GenerateKey's keys.
-        let a = try secretKeyAttributes(value: Array(ss.prefix(length)), keyType: keyType, template: t, mechanism: CKM_ML_KEM)
+        // CKA_ALWAYS_SENSITIVE, CKA_NEVER_EXTRACTABLE and CKA_LOCAL false, as 3.2 §5.18 says for
+        // both functions and as the RSA and ECDH paths do: the holder of the private key, maybe
+        // outside this token, learns the same secret.
+        let a = try secretKeyAttributes(value: Array(ss.prefix(length)), keyType: keyType, template: t, mechanism: CKM_ML_KEM,
+                                        bornSecret: false)
         return (.bytes(ct), try store(a, in: s))
     }
 
@@ -82,10 +85,10 @@ extension Runtime {
         try checkWritable(s, isToken: try t.checkedBool(CKA_TOKEN) ?? false, isPrivate: try t.checkedBool(CKA_PRIVATE) ?? true)
         var ss = try kem.decapsulate(ciphertext)
         defer { for i in ss.indices { ss[i] = 0 } }
-        // As secret as the private key it came from (the ECDH rule, Derive.swift).
-        let bornSecret = view.bool(CKA_ALWAYS_SENSITIVE) == true && view.bool(CKA_NEVER_EXTRACTABLE) == true
+        // CKA_ALWAYS_SENSITIVE and CKA_NEVER_EXTRACTABLE false (3.2 §5.18, as for RSA and ECDH):
+        // whoever made the ciphertext knows the secret, whatever the private key's history.
         let a = try secretKeyAttributes(value: Array(ss.prefix(length)), keyType: keyType, template: t, mechanism: CKM_ML_KEM,
-                                        bornSecret: bornSecret)
+                                        bornSecret: false)
         return try store(a, in: s)
     }
 }

@@ -388,6 +388,24 @@ static void mlkem(CK_SESSION_HANDLE s) {
         unsigned char s1[64], s2[64];
         CK_ULONG n1 = p11host_value(s, k1, s1, 64), n2 = p11host_value(s, k2, s2, 64);
         CHECKF(n1 == 32 && n1 == n2 && memcmp(s1, s2, 32) == 0, "%s: both sides hold the same 32-byte secret", kem[i].name);
+        /* With a sensitive, unextractable template the flags can only come from the function. */
+        CK_ATTRIBUTE secret[] = {{CKA_CLASS, &sc, sizeof sc}, {CKA_KEY_TYPE, &gt, sizeof gt}, {CKA_TOKEN, &no, 1},
+                                 {CKA_SENSITIVE, &yes, 1}, {CKA_EXTRACTABLE, &no, 1}};
+        CK_OBJECT_HANDLE ks1 = 0, ks2 = 0;
+        unsigned char ct2[2048];
+        CK_ULONG cn2 = sizeof ct2;
+        CK_RV r1 = f->C_EncapsulateKey(s, &m, pk, secret, 5, ct2, &cn2, &ks1), r2 = CKR_GENERAL_ERROR;
+        if (r1 == CKR_OK) r2 = f->C_DecapsulateKey(s, &m, sk, secret, 5, ct2, cn2, &ks2);
+        CK_BBOOL as1 = 1, ne1 = 1, lo1 = 1, as2 = 1, ne2 = 1, lo2 = 1;
+        if (r1 == CKR_OK) p11host_attr(s, ks1, CKA_ALWAYS_SENSITIVE, &as1, 1, &r1);
+        if (r1 == CKR_OK) p11host_attr(s, ks1, CKA_NEVER_EXTRACTABLE, &ne1, 1, &r1);
+        if (r1 == CKR_OK) p11host_attr(s, ks1, CKA_LOCAL, &lo1, 1, &r1);
+        if (r2 == CKR_OK) p11host_attr(s, ks2, CKA_ALWAYS_SENSITIVE, &as2, 1, &r2);
+        if (r2 == CKR_OK) p11host_attr(s, ks2, CKA_NEVER_EXTRACTABLE, &ne2, 1, &r2);
+        if (r2 == CKR_OK) p11host_attr(s, ks2, CKA_LOCAL, &lo2, 1, &r2);
+        CHECKF(r1 == CKR_OK && r2 == CKR_OK && !as1 && !ne1 && !lo1 && !as2 && !ne2 && !lo2,
+               "%s: sensitive encapsulated and decapsulated keys still have CKA_ALWAYS_SENSITIVE, CKA_NEVER_EXTRACTABLE and CKA_LOCAL false (3.2 §5.18, as RSA and ECDH; got %d%d%d %d%d%d)",
+               kem[i].name, as1, ne1, lo1, as2, ne2, lo2);
         CK_OBJECT_HANDLE k3 = 0;
         rv = f->C_DecapsulateKey(s, &m, sk, aes16, 6, ct, cn, &k3);
         unsigned char s3[64];
