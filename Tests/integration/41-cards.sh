@@ -341,7 +341,11 @@ if need "tpm2-pkcs11 over swtpm" swtpm tpm2_ptool tpm2_flushcontext "$TPMMOD"; t
     sh -c "\"$KEYSHARE\" list --json | python3 -c \"import json,sys; print(sorted(i['itemClass']+' '+i['label'] for i in json.load(sys.stdin) if i['tokenID']=='$TPMID'))\""
   for spec in "01 SHA256-RSA-PKCS" "02 ECDSA-SHA256"; do
     set -- $spec
-    tpm --token-label tpmtok --read-object --type pubkey --id "$1" -o "$WORK/tpm$1.der"
+    if [ "$1" = 02 ]; then  # the EC key: lib.sh's ec_pubkey_der, not pkcs11-tool 0.23's --read-object
+      ec_pubkey_der "$WORK/tpm$1.der" pkcs11-tool --module "$TPMMOD" --token-label tpmtok --id "$1"
+    else
+      tpm --token-label tpmtok --read-object --type pubkey --id "$1" -o "$WORK/tpm$1.der"
+    fi
     check "the TPM signs through keyshare ($2)" pkcs11-tool --module "$MODULE" --token-label tpmtok --login --pin env:TPMPIN \
       --sign -m "$2" --signature-format openssl --id "$1" -i "$WORK/data" -o "$WORK/tpm$1.sig"
     check "... and the signature verifies with the TPM's public key ($2)" openssl dgst -sha256 \

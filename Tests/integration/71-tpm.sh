@@ -51,7 +51,7 @@ check "key generate rsa in the TPM" "$KS" key generate --type rsa --label tk2 --
 echo "a message signed in the TPM" >"$WORK/msg"
 id_of() { "${P[@]}" --token-label T -O --type pubkey 2>/dev/null | awk -v l="$1" '$1=="label:"{cur=$2} $1=="ID:" && cur==l {print $2; exit}'; }
 ID1=$(id_of tk1); ID2=$(id_of tk2)
-"${P[@]}" --token-label T --read-object --type pubkey --id "$ID1" -o "$WORK/k1.der" >/dev/null 2>&1
+ec_pubkey_der "$WORK/k1.der" "${P[@]}" --token-label T --id "$ID1"  # the EC key (lib.sh: not --read-object)
 "${P[@]}" --token-label T --read-object --type pubkey --id "$ID2" -o "$WORK/k2.der" >/dev/null 2>&1
 openssl pkey -pubin -inform DER -in "$WORK/k1.der" -out "$WORK/k1.pem" 2>/dev/null
 openssl pkey -pubin -inform DER -in "$WORK/k2.der" -out "$WORK/k2.pem" 2>/dev/null

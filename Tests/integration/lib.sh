@@ -110,3 +110,27 @@ ks_it_isolation_exit" EXIT
   fi
 }
 builtin trap ks_it_isolation_exit EXIT
+
+# ec_pubkey_der OUT PKCS11-TOOL-ARGS...: the EC public key that `pkcs11-tool ARGS -O --type
+# pubkey` lists first, as a DER SubjectPublicKeyInfo in OUT, built from its CKA_EC_PARAMS and
+# CKA_EC_POINT. Not `pkcs11-tool --read-object --type pubkey`: OpenSC 0.23's read_object frees
+# the OSSL_PARAMs of EVP_PKEY_export and then hands them to EVP_PKEY_fromdata (valgrind: an
+# invalid read inside a freed 256-byte block, all in pkcs11-tool and libcrypto), so it fails
+# with "cannot create EVP_PKEY" whenever that block was reused, with any module (OpenSC issue
+# 3200, fixed after 0.23). Non-zero when no EC key was listed.
+ec_pubkey_der() {
+  local out=$1 listing params point
+  shift
+  listing=$("$@" -O --type pubkey 2>/dev/null) || return 1
+  params=$(awk '/EC_PARAMS:/ {print $2; exit}' <<<"$listing")
+  point=$(awk '/EC_POINT:/ {print $2; exit}' <<<"$listing")
+  [ -n "$params" ] && [ -n "$point" ] || return 1
+  # CKA_EC_POINT is a DER OCTET STRING: drop its tag and length (short or long form).
+  case ${point:2:2} in 81) point=${point:6} ;; 82) point=${point:8} ;; *) point=${point:4} ;; esac
+  der_len() { local n=$(($1 / 2)); if [ "$n" -lt 128 ]; then printf '%02x' "$n"; elif [ "$n" -lt 256 ]; then printf '81%02x' "$n"; else printf '82%04x' "$n"; fi; }
+  local alg="06072a8648ce3d0201$params" bits="00$point"
+  alg="30$(der_len ${#alg})$alg"
+  bits="03$(der_len ${#bits})$bits"
+  local body="$alg$bits"
+  printf "$(sed 's/../\\x&/g' <<<"30$(der_len ${#body})$body")" >"$out"
+}
