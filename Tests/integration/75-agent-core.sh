@@ -13,12 +13,8 @@ set -u
 KS=${1:?keyshare binary}
 MODULE=${2:?module path}
 source "$(dirname "$0")/lib.sh"
-new_home
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+agent_work agentcore
 MODULE=$(realpath "$MODULE")
-WORK=$(mktemp -d /tmp/keyshare-agentcore.XXXXXX)
-export XDG_RUNTIME_DIR=$WORK/run
-mkdir -m 0700 "$XDG_RUNTIME_DIR"
 export KEYSHARE_AGENT_IDLE_TIMEOUT=60 KEYSHARE_AGENT_PROGRAM=$KS
 # The agent is what this script tests, whatever mode the suite runs in; the
 # control sets the in-process mode per command.

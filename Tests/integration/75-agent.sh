@@ -13,12 +13,8 @@ set -u
 KS=${1:?keyshare binary}
 MODULE=${2:?module path}
 source "$(dirname "$0")/lib.sh"
-new_home
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d /tmp/keyshare-agent.XXXXXX)
+agent_work agent
 chmod 0711 "$WORK"
-export XDG_RUNTIME_DIR=$WORK/run
-mkdir -m 0700 "$XDG_RUNTIME_DIR"
 export KEYSHARE_AGENT_IDLE_TIMEOUT=60 KEYSHARE_AGENT_PROGRAM=$KS
 # This script tests the agent itself, also in `make integration-test-in-process`
 # (KEYSHARE_IN_PROCESS=1 is the only way to the in-process mode); its control sets it per command.

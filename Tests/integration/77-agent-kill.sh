@@ -15,11 +15,7 @@ KS=${1:?keyshare binary}
 MODULE=${2:?module path}
 NPROC=${3:-4} SECS=${4:-6} KILLS=${5:-2}
 source "$(dirname "$0")/lib.sh"
-new_home
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d /tmp/keyshare-agentkill.XXXXXX)
-export XDG_RUNTIME_DIR=$WORK/run
-mkdir -m 0700 "$XDG_RUNTIME_DIR"
+agent_work agentkill
 # The agent is what this script tests, whatever mode the suite runs in.
 export KEYSHARE_AGENT=1 KEYSHARE_AGENT_IDLE_TIMEOUT=60 KEYSHARE_AGENT_PROGRAM=$KS
 unset KEYSHARE_IN_PROCESS

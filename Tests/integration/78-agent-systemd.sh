@@ -10,11 +10,7 @@ set -u
 KS=${1:?keyshare binary}
 MODULE=${2:?module path}
 source "$(dirname "$0")/lib.sh"
-new_home
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d /tmp/keyshare-agentsd.XXXXXX)
-export XDG_RUNTIME_DIR=$WORK/run
-mkdir -m 0700 "$XDG_RUNTIME_DIR"
+agent_work agentsd
 export KEYSHARE_AGENT=1 KEYSHARE_AGENT_PROGRAM=$KS
 unset KEYSHARE_IN_PROCESS
 export PIN=1234-user SOPIN=9876-so P12PASS=keyshare-test

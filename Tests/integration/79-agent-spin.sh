@@ -12,11 +12,7 @@ set -u
 KS=${1:?keyshare binary}
 MODULE=${2:?module path}
 source "$(dirname "$0")/lib.sh"
-new_home
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d /tmp/keyshare-spin.XXXXXX)
-export XDG_RUNTIME_DIR=$WORK/run
-mkdir -m 0700 "$XDG_RUNTIME_DIR"
+agent_work spin
 export KEYSHARE_AGENT_IDLE_TIMEOUT=60 KEYSHARE_AGENT_PROGRAM=$KS
 # This script tests the agent's transport: always through the agent.
 unset KEYSHARE_IN_PROCESS KEYSHARE_AGENT KEYSHARE_AGENT_SPIN_US

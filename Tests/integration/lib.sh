@@ -134,3 +134,15 @@ ec_pubkey_der() {
   local body="$alg$bits"
   printf "$(sed 's/../\\x&/g' <<<"30$(der_len ${#body})$body")" >"$out"
 }
+
+# agent_work NAME: what every agent script starts with: its own store (new_home), ROOT, a work
+# directory /tmp/keyshare-NAME.XXXXXX and a runtime directory $WORK/run (0700) as
+# XDG_RUNTIME_DIR, so the agent it starts has a socket of its own and no other run's agent
+# answers it.
+agent_work() {
+  new_home
+  ROOT=$(cd "$HERE/../.." && pwd)
+  WORK=$(mktemp -d "/tmp/keyshare-$1.XXXXXX")
+  export XDG_RUNTIME_DIR=$WORK/run
+  mkdir -m 0700 "$XDG_RUNTIME_DIR"
+}
