@@ -27,14 +27,8 @@ extension Runtime {
     private func ecdhKEMKey(_ s: Session, _ h: CK_OBJECT_HANDLE, _ p: ECDHParameters, cls: CK_OBJECT_CLASS,
                             usage: CK_ATTRIBUTE_TYPE) throws -> ObjectView {
         guard p.publicData.isEmpty else { throw PKCS11Error.mechanismParamInvalid }
-        let view = try resolveKey(s, h)
-        let types = p.cofactor ? [CKK_EC] : [CKK_EC, CKK_EC_MONTGOMERY]
-        guard view.objectClass == cls, types.contains(view.keyType ?? CK_KEY_TYPE.max), !view.isExternalKey else {
-            throw PKCS11Error.keyTypeInconsistent
-        }
-        guard view.bool(usage) == true else { throw PKCS11Error.keyFunctionNotPermitted }
-        try AllowedMechanisms.check(view, p.cofactor ? CKM_ECDH1_COFACTOR_DERIVE : CKM_ECDH1_DERIVE)
-        return view
+        return try encapsulationKey(s, h, cls: cls, keyTypes: p.cofactor ? [CKK_EC] : [CKK_EC, CKK_EC_MONTGOMERY],
+                                    usage: usage, mechanism: p.cofactor ? CKM_ECDH1_COFACTOR_DERIVE : CKM_ECDH1_DERIVE)
     }
 
     private func ecdhKEMTemplate(_ t: AttributeMap) throws -> CK_KEY_TYPE {

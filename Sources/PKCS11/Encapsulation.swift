@@ -11,32 +11,61 @@ import KeyshareCrypto
 // key, not an error), which is what ML-KEM specifies.
 
 extension Runtime {
-    /// The secret key a KEM template asks for, and its length.
-    private func kemKeyRequest(_ t: AttributeMap) throws -> (CK_KEY_TYPE, Int, AttributeMap) {
+    /// The secret key a KEM template asks for (ML-KEM, RSA, RSASVE; ECDH takes C_DeriveKey's
+    /// rules): CKO_SECRET_KEY, CKK_GENERIC_SECRET when it names no type, or CKK_AES; no CKA_VALUE
+    /// (CKR_ATTRIBUTE_READ_ONLY); CKA_VALUE_LEN at least 1 (AES: 16, 24 or 32), else
+    /// CKR_ATTRIBUTE_VALUE_INVALID; without it `defaultLength`, or for an AES key with
+    /// `aesNeedsLength` CKR_TEMPLATE_INCOMPLETE; a length over `maxLength` is `tooLong`.
+    func kemSecretRequest(_ t: AttributeMap, defaultLength: Int, maxLength: Int, tooLong: PKCS11Error,
+                          aesNeedsLength: Bool = false) throws -> (CK_KEY_TYPE, Int) {
         let cls = try t.checkedULong(CKA_CLASS) ?? CKO_SECRET_KEY
         guard cls == CKO_SECRET_KEY else { throw PKCS11Error.templateInconsistent }
         let keyType = try t.checkedULong(CKA_KEY_TYPE) ?? CKK_GENERIC_SECRET
         guard keyType == CKK_GENERIC_SECRET || keyType == CKK_AES else { throw PKCS11Error.templateInconsistent }
         if t[CKA_VALUE] != nil { throw PKCS11Error.attributeReadOnly }
-        var length = MLKEMParameterSet.sharedSecretLength
+        let length: Int
         if let n = try t.checkedULong(CKA_VALUE_LEN) {
-            guard let i = Int(exactly: n), (1...MLKEMParameterSet.sharedSecretLength).contains(i),
-                  keyType != CKK_AES || [16, 24, 32].contains(i) else { throw PKCS11Error.attributeValueInvalid }
+            guard let i = Int(exactly: n), i >= 1, keyType != CKK_AES || [16, 24, 32].contains(i) else {
+                throw PKCS11Error.attributeValueInvalid
+            }
             length = i
+        } else {
+            if aesNeedsLength, keyType == CKK_AES { throw PKCS11Error(CKR_TEMPLATE_INCOMPLETE) }
+            length = defaultLength
         }
-        var rest = t
-        rest[CKA_VALUE_LEN] = nil
-        return (keyType, length, rest)
+        guard length <= maxLength else { throw tooLong }
+        return (keyType, length)
     }
 
+    /// The key of a C_EncapsulateKey / C_DecapsulateKey, whatever the mechanism: of class `cls` and
+    /// one of `keyTypes`, held by this module (another module's key: CKR_KEY_TYPE_INCONSISTENT),
+    /// with `usage` (CKA_ENCAPSULATE / CKA_DECAPSULATE) true and `mechanism` allowed by its
+    /// CKA_ALLOWED_MECHANISMS.
+    func encapsulationKey(_ s: Session, _ h: CK_OBJECT_HANDLE, cls: CK_OBJECT_CLASS, keyTypes: [CK_KEY_TYPE],
+                          usage: CK_ATTRIBUTE_TYPE, mechanism: CK_MECHANISM_TYPE) throws -> ObjectView {
+        let view = try resolveKey(s, h)
+        guard view.objectClass == cls, let type = view.keyType, keyTypes.contains(type), !view.isExternalKey else {
+            throw PKCS11Error.keyTypeInconsistent
+        }
+        guard view.bool(usage) == true else { throw PKCS11Error.keyFunctionNotPermitted }
+        try AllowedMechanisms.check(view, mechanism)
+        return view
+    }
+
+    /// ML-KEM's key: the mechanism is checked before the key is looked at.
     private func kemKey(_ s: Session, _ h: CK_OBJECT_HANDLE, mechanism: Mechanism, cls: CK_OBJECT_CLASS,
                         usage: CK_ATTRIBUTE_TYPE) throws -> ObjectView {
         guard case .undecoded(CKM_ML_KEM, _) = mechanism else { throw PKCS11Error.mechanismInvalid }
-        let view = try resolveKey(s, h)
-        guard view.objectClass == cls, view.keyType == CKK_ML_KEM else { throw PKCS11Error.keyTypeInconsistent }
-        guard view.bool(usage) == true else { throw PKCS11Error.keyFunctionNotPermitted }
-        try AllowedMechanisms.check(view, CKM_ML_KEM)
-        return view
+        return try encapsulationKey(s, h, cls: cls, keyTypes: [CKK_ML_KEM], usage: usage, mechanism: CKM_ML_KEM)
+    }
+
+    /// ML-KEM's secret: all 32 bytes, or the first CKA_VALUE_LEN of them.
+    private func kemKeyRequest(_ t: AttributeMap) throws -> (CK_KEY_TYPE, Int, AttributeMap) {
+        let n = MLKEMParameterSet.sharedSecretLength
+        let (keyType, length) = try kemSecretRequest(t, defaultLength: n, maxLength: n, tooLong: .attributeValueInvalid)
+        var rest = t
+        rest[CKA_VALUE_LEN] = nil
+        return (keyType, length, rest)
     }
 
     /// C_EncapsulateKey: nil handle for a length query or a short buffer (no key is made then).

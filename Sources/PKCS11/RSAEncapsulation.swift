@@ -37,13 +37,7 @@ extension Mechanism {
 extension Runtime {
     private func rsaKEMKey(_ s: Session, _ h: CK_OBJECT_HANDLE, cls: CK_OBJECT_CLASS,
                            usage: CK_ATTRIBUTE_TYPE, mechanism: CK_MECHANISM_TYPE) throws -> ObjectView {
-        let view = try resolveKey(s, h)
-        guard view.objectClass == cls, view.keyType == CKK_RSA, !view.isExternalKey else {
-            throw PKCS11Error.keyTypeInconsistent
-        }
-        guard view.bool(usage) == true else { throw PKCS11Error.keyFunctionNotPermitted }
-        try AllowedMechanisms.check(view, mechanism)
-        return view
+        try encapsulationKey(s, h, cls: cls, keyTypes: [CKK_RSA], usage: usage, mechanism: mechanism)
     }
 
     private func rsaKEMPadding(_ mechanism: Mechanism) throws -> (RSAPadding, Int, CK_MECHANISM_TYPE) {
@@ -54,24 +48,10 @@ extension Runtime {
         }
     }
 
-    /// The secret key type and length a template asks for: CKK_GENERIC_SECRET when it names no
-    /// type, or CKK_AES; CKA_VALUE_LEN, else 32 bytes (the ML-KEM secret's size), at most what
-    /// the padding leaves room for.
+    /// The secret key a template asks for: 32 bytes (the ML-KEM secret's size) unless
+    /// CKA_VALUE_LEN says otherwise, at most what the padding leaves room for.
     private func rsaKEMRequest(_ t: AttributeMap, room: Int) throws -> (CK_KEY_TYPE, Int) {
-        let cls = try t.checkedULong(CKA_CLASS) ?? CKO_SECRET_KEY
-        guard cls == CKO_SECRET_KEY else { throw PKCS11Error.templateInconsistent }
-        let keyType = try t.checkedULong(CKA_KEY_TYPE) ?? CKK_GENERIC_SECRET
-        guard keyType == CKK_GENERIC_SECRET || keyType == CKK_AES else { throw PKCS11Error.templateInconsistent }
-        if t[CKA_VALUE] != nil { throw PKCS11Error.attributeReadOnly }
-        var length = 32
-        if let n = try t.checkedULong(CKA_VALUE_LEN) {
-            guard let i = Int(exactly: n), i >= 1, keyType != CKK_AES || [16, 24, 32].contains(i) else {
-                throw PKCS11Error.attributeValueInvalid
-            }
-            length = i
-        }
-        guard length <= room else { throw PKCS11Error(CKR_KEY_SIZE_RANGE) }
-        return (keyType, length)
+        try kemSecretRequest(t, defaultLength: 32, maxLength: room, tooLong: PKCS11Error(CKR_KEY_SIZE_RANGE))
     }
 
     func rsaEncapsulateKey(_ s: Session, mechanism: Mechanism, publicKey h: CK_OBJECT_HANDLE, template: Template,
@@ -116,22 +96,10 @@ extension Runtime {
 
     // MARK: CKM_RSA_X_509 (RSASVE)
 
-    /// The key type and length (1...k bytes) an RSASVE template asks for.
+    /// The key type and length (1...k bytes) an RSASVE template asks for: all k bytes of Z
+    /// unless CKA_VALUE_LEN says otherwise; an AES key must say it.
     private func rsasveRequest(_ t: AttributeMap, k: Int) throws -> (CK_KEY_TYPE, Int) {
-        let cls = try t.checkedULong(CKA_CLASS) ?? CKO_SECRET_KEY
-        guard cls == CKO_SECRET_KEY else { throw PKCS11Error.templateInconsistent }
-        let keyType = try t.checkedULong(CKA_KEY_TYPE) ?? CKK_GENERIC_SECRET
-        guard keyType == CKK_GENERIC_SECRET || keyType == CKK_AES else { throw PKCS11Error.templateInconsistent }
-        if t[CKA_VALUE] != nil { throw PKCS11Error.attributeReadOnly }
-        guard let n = try t.checkedULong(CKA_VALUE_LEN) else {
-            if keyType == CKK_AES { throw PKCS11Error(CKR_TEMPLATE_INCOMPLETE) }
-            return (keyType, k)
-        }
-        guard let i = Int(exactly: n), i >= 1, keyType != CKK_AES || [16, 24, 32].contains(i) else {
-            throw PKCS11Error.attributeValueInvalid
-        }
-        guard i <= k else { throw PKCS11Error(CKR_KEY_SIZE_RANGE) }
-        return (keyType, i)
+        try kemSecretRequest(t, defaultLength: k, maxLength: k, tooLong: PKCS11Error(CKR_KEY_SIZE_RANGE), aesNeedsLength: true)
     }
 
     private func rsasveEncapsulateKey(_ s: Session, publicKey h: CK_OBJECT_HANDLE, template: Template,
