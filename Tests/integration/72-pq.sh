@@ -29,24 +29,7 @@ case "$engine" in
 esac
 echo "# engine: $engine (host built with ${CRYPTO[0]})"
 
-# c_host NAME WHAT CC-ARGS...: compile Tests/integration/c/NAME.c with CC-ARGS, run it on the module,
-# pass its check lines through and add its closing "N passed, M failed" to the tally. A host that
-# does not compile, or does not reach that line, is one failure ("WHAT compiles", "WHAT ran to its end").
-c_host() {
-  local name=$1 what=$2 out n_pass n_fail
-  shift 2
-  if ! cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -o "$WORK/$name" "$ROOT/Tests/integration/c/$name.c" "$@" -ldl; then
-    bad "$what compiles"
-    return 0
-  fi
-  out=$("$WORK/$name" "$MODULE" 2>&1) || true
-  echo "$out" | grep -E '^(ok|FAIL|  )' || true
-  n_pass=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1/p')
-  n_fail=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\2/p')
-  if [ -z "$n_pass" ]; then bad "$what ran to its end" "$(echo "$out" | tail -5)"; else
-    PASS=$((PASS + n_pass)); FAIL=$((FAIL + n_fail)); fi
-}
-
+# C hosts through lib.sh's c_host.
 c_host pq "C host" "${CRYPTO[@]}"
 
 # The classical KEMs of 3.2 (Tests/integration/c/kem_classic.c): ECDH (CKM_ECDH1_DERIVE /

@@ -20,22 +20,13 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 export KS_TEST_PIN=0000 KS_TEST_SO_PIN=1234
 if [ "${KEYSHARE_IN_PROCESS:-}" = 1 ]; then echo "mode: in-process"; else echo "mode: agent"; fi
 
-if cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -o "$WORK/v32" "$ROOT/Tests/integration/c/v32.c" -ldl -lcrypto; then
-  # A public test certificate (no secret: its key is thrown away) for the trust objects.
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout /dev/null -subj "/CN=v32 anchor" \
-    -days 2 -outform DER -out "$WORK/anchor.der" 2>/dev/null
-  # A keychain token with an anchor set by the CLI (`keyshare trust anchor add`, the SO PIN from the env).
-  ANCHOR="$FIXTURES/ca/root-ca.pem"
-  "$KEYSHARE" token create --label anchors --pin-source env:KS_TEST_PIN --so-pin-source env:KS_TEST_SO_PIN >/dev/null
-  "$KEYSHARE" trust anchor add "$ANCHOR" --token anchors --so-pin-source env:KS_TEST_SO_PIN >/dev/null
-  ANCHOR_SHA=$(openssl x509 -in "$ANCHOR" -outform DER | sha256sum | cut -c1-64)
-  out=$("$WORK/v32" "$MODULE" "$WORK/anchor.der" anchors "$ANCHOR_SHA" 2>&1) || true
-  echo "$out" | grep -E '^(ok|FAIL|  )' || true
-  c_pass=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1/p')
-  c_fail=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\2/p')
-  if [ -z "$c_pass" ]; then bad "C host ran to its end" "$(echo "$out" | tail -5)"; else
-    PASS=$((PASS + c_pass)); FAIL=$((FAIL + c_fail)); fi
-else
-  bad "C host compiles"
-fi
+# A public test certificate (no secret: its key is thrown away) for the trust objects.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout /dev/null -subj "/CN=v32 anchor" \
+  -days 2 -outform DER -out "$WORK/anchor.der" 2>/dev/null
+# A keychain token with an anchor set by the CLI (`keyshare trust anchor add`, the SO PIN from the env).
+ANCHOR="$FIXTURES/ca/root-ca.pem"
+"$KEYSHARE" token create --label anchors --pin-source env:KS_TEST_PIN --so-pin-source env:KS_TEST_SO_PIN >/dev/null
+"$KEYSHARE" trust anchor add "$ANCHOR" --token anchors --so-pin-source env:KS_TEST_SO_PIN >/dev/null
+ANCHOR_SHA=$(openssl x509 -in "$ANCHOR" -outform DER | sha256sum | cut -c1-64)
+c_host v32 "C host" -lcrypto -- "$WORK/anchor.der" anchors "$ANCHOR_SHA"
 finish

@@ -146,3 +146,24 @@ agent_work() {
   export XDG_RUNTIME_DIR=$WORK/run
   mkdir -m 0700 "$XDG_RUNTIME_DIR"
 }
+
+# c_host NAME WHAT [CC-ARGS...] [-- HOST-ARGS...]: compiles Tests/integration/c/NAME.c (with CC-ARGS
+# and -ldl), runs it as `NAME MODULE HOST-ARGS...`, passes its check lines through and adds its
+# closing "N passed, M failed" to the tally. A host that does not compile, or does not reach that
+# line, is one failure ("WHAT compiles", "WHAT ran to its end"). Needs ROOT, WORK and MODULE.
+c_host() {
+  local name=$1 what=$2 cc_args=() out n_pass n_fail
+  shift 2
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do cc_args+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  if ! cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -o "$WORK/$name" "$ROOT/Tests/integration/c/$name.c" "${cc_args[@]}" -ldl; then
+    bad "$what compiles"
+    return 0
+  fi
+  out=$("$WORK/$name" "$MODULE" "$@" 2>&1) || true
+  echo "$out" | grep -E '^(ok|FAIL|  )' || true
+  n_pass=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1/p')
+  n_fail=$(echo "$out" | tail -1 | sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\2/p')
+  if [ -z "$n_pass" ]; then bad "$what ran to its end" "$(echo "$out" | tail -5)"; else
+    PASS=$((PASS + n_pass)); FAIL=$((FAIL + n_fail)); fi
+}
