@@ -67,13 +67,22 @@ public struct Item: Sendable {
 /// PKCS #11 value encodings shared by the store (which reads CKA_PRIVATE) and
 /// every writer, so the module and the CLI produce byte-identical objects.
 public enum AttributeCoding {
-    /// CK_ULONG: native unsigned long, 8 bytes little-endian on this platform.
+    /// CK_ULONG: native unsigned long, 8 bytes little-endian on this platform. Values under 64
+    /// (classes, the common key types, key lengths, CKM_ML_KEM) are shared immutable arrays, as
+    /// `bool`'s are.
     public static func ulong(_ v: UInt) -> [UInt8] {
-        withUnsafeBytes(of: v.littleEndian) { Array($0) }
+        v < UInt(smallULongs.count) ? smallULongs[Int(v)] : withUnsafeBytes(of: v.littleEndian) { Array($0) }
     }
 
-    /// CK_BBOOL: one byte.
-    public static func bool(_ v: Bool) -> [UInt8] { [v ? 1 : 0] }
+    /// CK_BBOOL: one byte. The two values are shared arrays (copy-on-write, so a caller that
+    /// changes one changes its own copy): every new key object holds a dozen flags, and a fresh
+    /// one-byte array each was a heap allocation each (docs/benchmarks.md, "Module work per KEM
+    /// call").
+    public static func bool(_ v: Bool) -> [UInt8] { v ? trueBytes : falseBytes }
+
+    private static let trueBytes: [UInt8] = [1]
+    private static let falseBytes: [UInt8] = [0]
+    private static let smallULongs: [[UInt8]] = (0..<64).map { withUnsafeBytes(of: UInt($0).littleEndian) { Array($0) } }
 
     public static func string(_ s: String) -> [UInt8] { Array(s.utf8) }
 

@@ -49,7 +49,16 @@ public enum MLKEMParameterSet: UInt, Sendable, CaseIterable {
     /// FIPS 203 table 3: |ek|, |dk|, |c|; the shared secret is always 32 bytes.
     public var encapsulationKeyLength: Int { [800, 1184, 1568][Int(rawValue) - 1] }
     public var decapsulationKeyLength: Int { [1632, 2400, 3168][Int(rawValue) - 1] }
-    public var ciphertextLength: Int { [768, 1088, 1568][Int(rawValue) - 1] }
+    /// A switch, not an array literal: read on every C_EncapsulateKey / C_DecapsulateKey.
+    public var ciphertextLength: Int {
+        switch self {
+        case .mlKEM512: 768
+        case .mlKEM768: 1088
+        case .mlKEM1024: 1568
+        }
+    }
+    /// The longest ciphertext of any set (a stack buffer's size).
+    public static let maxCiphertextLength = 1568
     public static let sharedSecretLength = 32
 }
 
@@ -186,10 +195,31 @@ public final class MLKEMKey: @unchecked Sendable {
     /// (ciphertext, 32-byte shared secret). `testEntropy` (FIPS 203's m, 32 bytes) replaces the
     /// randomness: for known-answer tests only.
     public func encapsulate(testEntropy: [UInt8]? = nil) throws -> (ciphertext: [UInt8], sharedSecret: [UInt8]) {
-        // Per call (C_EncapsulateKey's hot path): no error text built unless it fails, no parameter
-        // builder unless a test passes m, and one encapsulation into buffers of the sizes FIPS 203
-        // fixes (OpenSSL refuses smaller ones), instead of a length query first and a copy after.
+        var secret: [UInt8] = []
+        let c = try [UInt8](unsafeUninitializedCapacity: parameterSet.ciphertextLength) { buf, n in
+            secret = try encapsulate(into: UnsafeMutableRawBufferPointer(buf), secretLength: MLKEMParameterSet.sharedSecretLength,
+                                     testEntropy: testEntropy)
+            n = buf.count
+        }
+        return (c, secret)
+    }
+
+    /// One encapsulation written into `ciphertext` (exactly `parameterSet.ciphertextLength`
+    /// bytes), returning the first `secretLength` (1...32) bytes of the shared secret: what
+    /// C_EncapsulateKey keeps. Per call, no heap allocation but the returned secret: the full
+    /// secret lives on the stack and is cleansed, and the ciphertext goes where the caller wants
+    /// it. (A fresh 1,088-byte array per call is a "large" glibc request: each one ran
+    /// malloc_consolidate over the small blocks the module had freed, about a fifth of the
+    /// module's own time per C_EncapsulateKey; docs/benchmarks.md, "Module work per KEM call".)
+    public func encapsulate(into ciphertext: UnsafeMutableRawBufferPointer, secretLength: Int,
+                            testEntropy: [UInt8]? = nil) throws -> [UInt8] {
+        // No error text built unless it fails, no parameter builder unless a test passes m, one
+        // encapsulation into buffers of the sizes FIPS 203 fixes (OpenSSL refuses smaller ones).
         if let m = testEntropy, m.count != 32 { throw CryptoError(.invalidInput, op("encapsulate"), reason: "m must be 32 bytes") }
+        guard ciphertext.count == parameterSet.ciphertextLength, let out = ciphertext.baseAddress,
+              (1...MLKEMParameterSet.sharedSecretLength).contains(secretLength) else {
+            throw CryptoError(.invalidInput, op("encapsulate"), reason: "wrong buffer sizes")
+        }
         guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl(op("encapsulate")) }
         defer { EVP_PKEY_CTX_free(ctx) }
         if let m = testEntropy {
@@ -201,44 +231,56 @@ public final class MLKEMKey: @unchecked Sendable {
         } else {
             guard EVP_PKEY_encapsulate_init(ctx, nil) == 1 else { throw CryptoError.openssl(op("encapsulate")) }
         }
-        var clen = parameterSet.ciphertextLength, slen = MLKEMParameterSet.sharedSecretLength
-        var c = [UInt8](repeating: 0, count: clen)
-        var s = [UInt8](repeating: 0, count: slen)
-        guard EVP_PKEY_encapsulate(ctx, &c, &clen, &s, &slen) == 1 else { throw CryptoError.openssl(op("encapsulate")) }
-        if clen != c.count { c = Array(c[0..<clen]) }
-        if slen != s.count {
-            let short = Array(s[0..<slen])
-            for i in s.indices { s[i] = 0 }
-            s = short
+        var s = InlineArray<32, UInt8>(repeating: 0)
+        var span = s.mutableSpan
+        return try span.withUnsafeMutableBytes { sbuf in
+            defer { OPENSSL_cleanse(sbuf.baseAddress, sbuf.count) }
+            var clen = ciphertext.count, slen = sbuf.count
+            guard EVP_PKEY_encapsulate(ctx, out.assumingMemoryBound(to: UInt8.self), &clen,
+                                       sbuf.baseAddress?.assumingMemoryBound(to: UInt8.self), &slen) == 1,
+                  clen == ciphertext.count, slen == sbuf.count else {
+                throw CryptoError.openssl(op("encapsulate"))
+            }
+            return Array(sbuf.prefix(secretLength))
         }
-        return (c, s)
     }
 
     /// "ML-KEM-768 encapsulate": built only for an error.
     private func op(_ what: String) -> String { "\(parameterSet.name) \(what)" }
 
-    /// The shared secret for `ciphertext`. A well-formed but wrong ciphertext gives FIPS 203's
-    /// implicit-rejection secret (not an error); a ciphertext of the wrong length is `.invalidInput`.
+    /// The 32-byte shared secret; a ciphertext of the wrong length is an error, a wrong ciphertext of
+    /// the right length gives FIPS 203's implicit-rejection secret.
     public func decapsulate(_ ciphertext: [UInt8]) throws -> [UInt8] {
+        try ciphertext.withUnsafeBytes { try decapsulate($0, secretLength: MLKEMParameterSet.sharedSecretLength) }
+    }
+
+    /// The first `secretLength` (1...32) bytes of the shared secret of `ciphertext`, read in place
+    /// (C_DecapsulateKey's hot path: the caller's buffer, not a copy; the full secret lives on the
+    /// stack and is cleansed, as in `encapsulate(into:secretLength:)`).
+    public func decapsulate(_ ciphertext: UnsafeRawBufferPointer, secretLength: Int) throws -> [UInt8] {
         guard hasPrivateKey else { throw CryptoError(.noPrivateKey, op("decapsulate"), reason: "encapsulation key only") }
-        guard ciphertext.count == parameterSet.ciphertextLength else {
+        guard ciphertext.count == parameterSet.ciphertextLength, let input = ciphertext.baseAddress else {
             throw CryptoError(.invalidInput, op("decapsulate"), reason: "ciphertext must be \(parameterSet.ciphertextLength) bytes")
+        }
+        guard (1...MLKEMParameterSet.sharedSecretLength).contains(secretLength) else {
+            throw CryptoError(.invalidInput, op("decapsulate"), reason: "secret length must be 1-32")
         }
         guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl(op("decapsulate")) }
         defer { EVP_PKEY_CTX_free(ctx) }
         guard EVP_PKEY_decapsulate_init(ctx, nil) == 1 else { throw CryptoError.openssl(op("decapsulate")) }
-        // One call into a buffer of the secret's fixed size (as encapsulate).
-        var slen = MLKEMParameterSet.sharedSecretLength
-        var s = [UInt8](repeating: 0, count: slen)
-        guard EVP_PKEY_decapsulate(ctx, &s, &slen, ciphertext, ciphertext.count) == 1 else {
-            throw CryptoError.openssl(op("decapsulate"))
+        var s = InlineArray<32, UInt8>(repeating: 0)
+        var span = s.mutableSpan
+        return try span.withUnsafeMutableBytes { sbuf in
+            defer { OPENSSL_cleanse(sbuf.baseAddress, sbuf.count) }
+            // One call into a buffer of the secret's fixed size (as encapsulate).
+            var slen = sbuf.count
+            guard EVP_PKEY_decapsulate(ctx, sbuf.baseAddress?.assumingMemoryBound(to: UInt8.self), &slen,
+                                       input.assumingMemoryBound(to: UInt8.self), ciphertext.count) == 1,
+                  slen == sbuf.count else {
+                throw CryptoError.openssl(op("decapsulate"))
+            }
+            return Array(sbuf.prefix(secretLength))
         }
-        if slen != s.count {
-            let short = Array(s[0..<slen])
-            for i in s.indices { s[i] = 0 }
-            s = short
-        }
-        return s
     }
 }
 

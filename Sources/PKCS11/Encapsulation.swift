@@ -78,33 +78,114 @@ extension Runtime {
         if let p = mechanism.ecdhKEM {  // ECDHEncapsulation.swift
             return try ecdhEncapsulateKey(s, p, publicKey: publicKey, template: template, capacity: capacity)
         }
+        let room = MLKEMParameterSet.maxCiphertextLength
+        var out = [UInt8](repeating: 0, count: room)
+        let (r, key) = try out.withUnsafeMutableBytes {
+            try mlKEMEncapsulateKey(s, mechanism: mechanism, publicKey: publicKey, template: template,
+                                    output: $0.baseAddress, capacity: capacity.map { min($0, room) })
+        }
+        switch r {
+        case .length(let n): return (.length(n), key)
+        case .tooSmall(let n): return (.tooSmall(n), key)
+        case .written(let n): return (.bytes(Array(out.prefix(n))), key)
+        }
+    }
+
+    /// C_EncapsulateKey with the ciphertext written to `output` (the caller's buffer of `capacity`
+    /// bytes; nil for a length query): the C entry point's path. RSA and ECDH take the array path
+    /// above; ML-KEM writes its ciphertext there without a heap copy.
+    public func encapsulateKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, publicKey: CK_OBJECT_HANDLE,
+                               template: Template, output: UnsafeMutableRawPointer?,
+                               capacity: Int?) throws -> (DirectOutput, CK_OBJECT_HANDLE?) {
+        if mechanism.isRSAKEM || mechanism.ecdhKEM != nil {
+            let (r, key) = try encapsulateKey(session: h, mechanism: mechanism, publicKey: publicKey, template: template,
+                                              capacity: capacity)
+            switch r {
+            case .length(let n): return (.length(n), key)
+            case .tooSmall(let n): return (.tooSmall(n), key)
+            case .bytes(let b):
+                if !b.isEmpty {
+                    guard let output else { throw PKCS11Error.argumentsBad }
+                    b.withUnsafeBytes { output.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+                }
+                return (.written(b.count), key)
+            }
+        }
+        return try mlKEMEncapsulateKey(try session(h), mechanism: mechanism, publicKey: publicKey, template: template,
+                                       output: output, capacity: capacity)
+    }
+
+    /// ML-KEM's C_EncapsulateKey. The ciphertext is made in a stack buffer and copied to `output`
+    /// only once the key is stored, so a failed call leaves the caller's buffer as it was.
+    private func mlKEMEncapsulateKey(_ s: Session, mechanism: Mechanism, publicKey: CK_OBJECT_HANDLE, template: Template,
+                                     output: UnsafeMutableRawPointer?, capacity: Int?) throws -> (DirectOutput, CK_OBJECT_HANDLE?) {
         let view = try kemKey(s, publicKey, mechanism: mechanism, cls: CKO_PUBLIC_KEY, usage: CKA_ENCAPSULATE)
         guard let kem = try self.publicKey(view).mlKEM else { throw PKCS11Error.keyTypeInconsistent }
         // CKA_ENCAPSULATE_TEMPLATE merged in first (TemplateAttributes.mergeKEM).
         let merged = try TemplateAttributes.mergeKEM(template, key: view, encapsulate: true)
         let (keyType, length, t) = try kemKeyRequest(try merged.map())
-        if let r = OutputResult.decide(needed: kem.parameterSet.ciphertextLength, capacity: capacity) { return (r, nil) }
+        let n = kem.parameterSet.ciphertextLength
+        switch OutputResult.decide(needed: n, capacity: capacity) {
+        case .length?: return (.length(n), nil)
+        case .tooSmall?: return (.tooSmall(n), nil)
+        default: break
+        }
+        guard let output else { throw PKCS11Error.argumentsBad }
         try checkWritable(s, isToken: try t.checkedBool(CKA_TOKEN) ?? false, isPrivate: try t.checkedBool(CKA_PRIVATE) ?? true)
-        var (ct, ss) = try kem.encapsulate()
-        defer { for i in ss.indices { ss[i] = 0 } }
-        // CKA_ALWAYS_SENSITIVE, CKA_NEVER_EXTRACTABLE and CKA_LOCAL false, as 3.2 §5.18 says for
-        // both functions and as the RSA and ECDH paths do: the holder of the private key, maybe
-        // outside this token, learns the same secret.
-        let a = try secretKeyAttributes(value: Array(ss.prefix(length)), keyType: keyType, template: t, mechanism: CKM_ML_KEM,
-                                        bornSecret: false)
-        return (.bytes(ct), try store(a, in: s))
+        // MLKEMParameterSet.maxCiphertextLength bytes (a generic argument must be a literal).
+        var ct = InlineArray<1568, UInt8>(repeating: 0)
+        var span = ct.mutableSpan
+        let handle = try span.withUnsafeMutableBytes { buf -> CK_OBJECT_HANDLE in
+            let c = UnsafeMutableRawBufferPointer(rebasing: buf[0..<n])
+            // The secret's first CKA_VALUE_LEN bytes; the whole secret never leaves KeyshareCrypto.
+            let value = try kem.encapsulate(into: c, secretLength: length)
+            // CKA_ALWAYS_SENSITIVE, CKA_NEVER_EXTRACTABLE and CKA_LOCAL false, as 3.2 §5.18 says for
+            // both functions and as the RSA and ECDH paths do: the holder of the private key, maybe
+            // outside this token, learns the same secret.
+            let a = try secretKeyAttributes(value: value, keyType: keyType, template: t, mechanism: CKM_ML_KEM,
+                                            bornSecret: false)
+            let key = try store(a, in: s)
+            output.copyMemory(from: c.baseAddress!, byteCount: n)
+            return key
+        }
+        return (.written(n), handle)
     }
 
     /// C_DecapsulateKey.
     public func decapsulateKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, privateKey: CK_OBJECT_HANDLE,
                                template: Template, ciphertext: [UInt8]) throws -> CK_OBJECT_HANDLE {
-        let s = try session(h)
-        if mechanism.isRSAKEM {  // RSAEncapsulation.swift
-            return try rsaDecapsulateKey(s, mechanism: mechanism, privateKey: privateKey, template: template, ciphertext: ciphertext)
+        if mechanism.isRSAKEM || mechanism.ecdhKEM != nil {
+            return try classicDecapsulateKey(try session(h), mechanism: mechanism, privateKey: privateKey, template: template,
+                                             ciphertext: ciphertext)
         }
+        return try ciphertext.withUnsafeBytes {
+            try mlKEMDecapsulateKey(try session(h), mechanism: mechanism, privateKey: privateKey, template: template, ciphertext: $0)
+        }
+    }
+
+    /// C_DecapsulateKey with the ciphertext read in place (the C entry point's path; the caller's
+    /// memory is valid for the call): ML-KEM decapsulates from it without a heap copy.
+    public func decapsulateKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, privateKey: CK_OBJECT_HANDLE,
+                               template: Template, ciphertext: UnsafeRawBufferPointer) throws -> CK_OBJECT_HANDLE {
+        if mechanism.isRSAKEM || mechanism.ecdhKEM != nil {
+            return try classicDecapsulateKey(try session(h), mechanism: mechanism, privateKey: privateKey, template: template,
+                                             ciphertext: Array(ciphertext))
+        }
+        return try mlKEMDecapsulateKey(try session(h), mechanism: mechanism, privateKey: privateKey, template: template,
+                                       ciphertext: ciphertext)
+    }
+
+    private func classicDecapsulateKey(_ s: Session, mechanism: Mechanism, privateKey: CK_OBJECT_HANDLE, template: Template,
+                                       ciphertext: [UInt8]) throws -> CK_OBJECT_HANDLE {
         if let p = mechanism.ecdhKEM {  // ECDHEncapsulation.swift
             return try ecdhDecapsulateKey(s, p, privateKey: privateKey, template: template, ciphertext: ciphertext)
         }
+        // RSAEncapsulation.swift
+        return try rsaDecapsulateKey(s, mechanism: mechanism, privateKey: privateKey, template: template, ciphertext: ciphertext)
+    }
+
+    private func mlKEMDecapsulateKey(_ s: Session, mechanism: Mechanism, privateKey: CK_OBJECT_HANDLE, template: Template,
+                                     ciphertext: UnsafeRawBufferPointer) throws -> CK_OBJECT_HANDLE {
         let view = try kemKey(s, privateKey, mechanism: mechanism, cls: CKO_PRIVATE_KEY, usage: CKA_DECAPSULATE)
         guard let kem = try self.privateKey(view).mlKEM else { throw PKCS11Error.keyTypeInconsistent }
         // CKA_DECAPSULATE_TEMPLATE merged in first (TemplateAttributes.mergeKEM).
@@ -112,11 +193,11 @@ extension Runtime {
         let (keyType, length, t) = try kemKeyRequest(try merged.map())
         guard ciphertext.count == kem.parameterSet.ciphertextLength else { throw PKCS11Error(CKR_WRAPPED_KEY_LEN_RANGE) }
         try checkWritable(s, isToken: try t.checkedBool(CKA_TOKEN) ?? false, isPrivate: try t.checkedBool(CKA_PRIVATE) ?? true)
-        var ss = try kem.decapsulate(ciphertext)
-        defer { for i in ss.indices { ss[i] = 0 } }
+        // The secret's first CKA_VALUE_LEN bytes; the whole secret never leaves KeyshareCrypto.
+        let value = try kem.decapsulate(ciphertext, secretLength: length)
         // CKA_ALWAYS_SENSITIVE and CKA_NEVER_EXTRACTABLE false (3.2 §5.18, as for RSA and ECDH):
         // whoever made the ciphertext knows the secret, whatever the private key's history.
-        let a = try secretKeyAttributes(value: Array(ss.prefix(length)), keyType: keyType, template: t, mechanism: CKM_ML_KEM,
+        let a = try secretKeyAttributes(value: value, keyType: keyType, template: t, mechanism: CKM_ML_KEM,
                                         bornSecret: false)
         return try store(a, in: s)
     }

@@ -34,6 +34,16 @@ enum KeyGenerationRules {
     /// The caller's attributes that a generated key keeps (label, ID, usage
     /// flags, storage); class and key type must agree when given.
     static func callerPart(_ t: AttributeMap, objectClass: CK_OBJECT_CLASS, keyType: CK_KEY_TYPE) throws -> AttributeMap {
+        try checkCallerPart(t, objectClass: objectClass, keyType: keyType)
+        return t.filter { keeps($0.key) }
+    }
+
+    /// Whether a checked caller attribute is kept on the new key (not computed, not an input).
+    static func keeps(_ type: CK_ATTRIBUTE_TYPE) -> Bool { !computed.contains(type) && !inputs.contains(type) }
+
+    /// `callerPart`'s checks, for a caller that copies the kept attributes itself
+    /// (`Runtime.secretKeyAttributes`, straight into the new key's map).
+    static func checkCallerPart(_ t: AttributeMap, objectClass: CK_OBJECT_CLASS, keyType: CK_KEY_TYPE) throws {
         if let c = try t.checkedULong(CKA_CLASS), c != objectClass { throw PKCS11Error.templateInconsistent }
         if let k = try t.checkedULong(CKA_KEY_TYPE), k != keyType { throw PKCS11Error.templateInconsistent }
         for type in t.keys where ObjectRules.hidden.contains(type) { throw PKCS11Error.attributeTypeInvalid }
@@ -47,7 +57,6 @@ enum KeyGenerationRules {
         // the pair's private half is private), never the SO: so no template
         // here may mark the new key CKA_TRUSTED (ObjectRules.checkTrusted).
         try ObjectRules.checkTrusted(t, soLoggedIn: false)
-        return t.filter { !computed.contains($0.key) && !inputs.contains($0.key) }
     }
 
     /// The parameter set of a post-quantum pair: CKA_PARAMETER_SET on the public template (where
@@ -240,14 +249,20 @@ extension Runtime {
     /// the caller's usage flags and storage, the computed ALWAYS_SENSITIVE /
     /// NEVER_EXTRACTABLE (true only for keys born inside the module, i.e.
     /// `mechanism` is a generation or derivation from a sensitive base).
+    ///
+    /// Built on a copy of `KeyUsagePolicy.secretKeyBase` (the usage defaults, in storage sized for
+    /// a whole key) with the caller's kept attributes laid over it: the same set as "the caller's
+    /// part, then each default it does not name, then the 12 below", in one allocation and one
+    /// hash per attribute. This runs per C_EncapsulateKey / C_DecapsulateKey / C_DeriveKey / C_GenerateKey
+    /// (docs/benchmarks.md, "Module work per KEM call").
     func secretKeyAttributes(value: [UInt8], keyType: CK_KEY_TYPE, template t: AttributeMap,
                              mechanism: CK_MECHANISM_TYPE?, bornSecret: Bool = true) throws -> AttributeMap {
-        var a = try KeyGenerationRules.callerPart(t, objectClass: CKO_SECRET_KEY, keyType: keyType)
+        try KeyGenerationRules.checkCallerPart(t, objectClass: CKO_SECRET_KEY, keyType: keyType)
         try ObjectRules.checkPrivacy(CKO_SECRET_KEY, t)
-        // Room for the defaults and the 12 set below at once, not grown (rehashed) three times on
-        // the way: this runs per C_EncapsulateKey / C_DecapsulateKey / C_DeriveKey.
-        a.reserveCapacity(a.count + KeyUsagePolicy.secretKeyDefaults.count + 12)
-        KeyUsagePolicy.applySecretKeyDefaults(&a)
+        var a = KeyUsagePolicy.secretKeyBase
+        let room = t.count + KeyUsagePolicy.secretKeyDefaults.count + 12
+        if room > a.capacity { a.reserveCapacity(room) }
+        for (type, v) in t where KeyGenerationRules.keeps(type) { a[type] = v }
         let sensitive = try t.checkedBool(CKA_SENSITIVE) ?? true
         let extractable = try t.checkedBool(CKA_EXTRACTABLE) ?? false
         a[CKA_CLASS] = AttributeCoding.ulong(CKO_SECRET_KEY)

@@ -75,6 +75,16 @@ enum KeyUsagePolicy {
         (CKA_WRAP, true), (CKA_UNWRAP, true), (CKA_DERIVE, false),
     ]
 
+    /// `secretKeyDefaults` as a map with room for a whole secret key (the defaults, the 12 that
+    /// `Runtime.secretKeyAttributes` sets, a few of the caller's, CKA_CHECK_VALUE): a new key's map
+    /// starts as a copy of it, which copies the storage once instead of growing it and hashing
+    /// each default again.
+    static let secretKeyBase: AttributeMap = {
+        var a = AttributeMap(minimumCapacity: 24)
+        applySecretKeyDefaults(&a)
+        return a
+    }()
+
     static func applySecretKeyDefaults(_ a: inout AttributeMap) {
         for (type, value) in secretKeyDefaults where a[type] == nil { a[type] = AttributeCoding.bool(value) }
     }

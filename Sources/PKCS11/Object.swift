@@ -82,7 +82,9 @@ extension Runtime {
     /// Stores a complete attribute set as a token or session object.
     /// `copiedTrust`: a C_CopyObject of a key the SO already trusted (the
     /// copy's template went through ObjectRules.checkSet).
-    func store(_ attrs: AttributeMap, in s: Session, copiedTrust: Bool = false) throws -> CK_OBJECT_HANDLE {
+    /// `attrs` is consumed: the callers' maps are theirs to give, so the changes below are made in
+    /// place, not on a copy of the whole map.
+    func store(_ attrs: consuming AttributeMap, in s: Session, copiedTrust: Bool = false) throws -> CK_OBJECT_HANDLE {
         guard let cls = try attrs.checkedULong(CKA_CLASS) else { throw PKCS11Error.templateIncomplete }
         // Every creating path ends here, so the CKA_PRIVATE rule holds for all
         // of them (the callers also check it before doing any work).

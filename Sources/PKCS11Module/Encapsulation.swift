@@ -18,10 +18,12 @@ public func ks_C_EncapsulateKey(_ hSession: CK_SESSION_HANDLE, _ pMechanism: Uns
         let cap = try capacity(pCiphertext, pulCiphertextLen)
         // The new key's handle is needed only when a key is made (not for a length query).
         if cap != nil, phKey == nil { throw PKCS11Error.argumentsBad }
+        // The ciphertext goes straight into the caller's buffer (no array per call).
         let (r, handle) = try rt.encapsulateKey(session: hSession, mechanism: try mechanism(pMechanism), publicKey: hPublicKey,
-                                                template: try template(pTemplate, ulAttributeCount), capacity: cap)
+                                                template: try template(pTemplate, ulAttributeCount),
+                                                output: UnsafeMutableRawPointer(pCiphertext), capacity: cap)
         if let handle, let phKey { phKey.pointee = handle }
-        return deliver(r, pCiphertext, pulCiphertextLen)
+        return deliverDirect(r, pulCiphertextLen)
     }
 }
 
@@ -33,9 +35,12 @@ public func ks_C_DecapsulateKey(_ hSession: CK_SESSION_HANDLE, _ pMechanism: Uns
     entry("C_DecapsulateKey", "hSession=\(hSession) mechanism=\(mechanismName(pMechanism)) hPrivateKey=\(hPrivateKey)") {
         let rt = try runtime(session: hSession)
         guard let phKey else { throw PKCS11Error.argumentsBad }
-        phKey.pointee = try rt.decapsulateKey(session: hSession, mechanism: try mechanism(pMechanism), privateKey: hPrivateKey,
-                                              template: try template(pTemplate, ulAttributeCount),
-                                              ciphertext: try required(pCiphertext, ulCiphertextLen))
+        let m = try mechanism(pMechanism)
+        let t = try template(pTemplate, ulAttributeCount)
+        // The ciphertext is read in place (the caller's memory is valid for the call): no copy.
+        guard let ciphertext = try rawInput(pCiphertext, ulCiphertextLen) else { throw PKCS11Error.argumentsBad }
+        phKey.pointee = try rt.decapsulateKey(session: hSession, mechanism: m, privateKey: hPrivateKey, template: t,
+                                              ciphertext: ciphertext)
         return CKR_OK
     }
 }
