@@ -1,4 +1,5 @@
 import COpenSSL
+import Synchronization
 
 // ML-DSA (FIPS 204) and ML-KEM (FIPS 203) over OpenSSL 3.5's EVP interface (issue 18). Only
 // EVP calls that OpenSSL 3.0 also declares are used, so a `make OPENSSL=system` build on
@@ -159,13 +160,52 @@ public final class MLKEMKey: @unchecked Sendable {
     public let parameterSet: MLKEMParameterSet
     public let hasPrivateKey: Bool
 
+    /// One initialised context per direction, kept between calls (0: none). Making one
+    /// (EVP_PKEY_CTX_new_from_pkey, then EVP_PKEY_encapsulate_init / _decapsulate_init: a KEM
+    /// fetch and a name lookup) was ~6 K instructions per C_EncapsulateKey, a sixth of the
+    /// module's own work (docs/benchmarks.md, "Module work per KEM call"). OpenSSL's ML-KEM
+    /// context holds only the key and the operation and forgets test entropy after every call
+    /// (providers/implementations/kem/ml_kem_kem.c allows "multiple encapsulations without again
+    /// calling encapsulate_init()"), so one serves call after call. Taken with an atomic
+    /// exchange: a concurrent caller finds the slot empty and makes its own, parked or freed
+    /// after; a context whose call failed is freed, never parked.
+    private let spareEncapsulation = Atomic<UInt>(0)
+    private let spareDecapsulation = Atomic<UInt>(0)
+
     init(owning pkey: OpaquePointer, _ set: MLKEMParameterSet, privateKey: Bool) {
         self.pkey = pkey
         self.parameterSet = set
         self.hasPrivateKey = privateKey
     }
 
-    deinit { EVP_PKEY_free(pkey) }
+    deinit {
+        for bits in [spareEncapsulation.exchange(0, ordering: .acquiring), spareDecapsulation.exchange(0, ordering: .acquiring)] {
+            if let ctx = OpaquePointer(bitPattern: bits) { EVP_PKEY_CTX_free(ctx) }
+        }
+        EVP_PKEY_free(pkey)
+    }
+
+    /// An initialised context without parameters: the parked one, or a new one.
+    private func context(decapsulating: Bool) throws -> OpaquePointer {
+        let parked = decapsulating ? spareDecapsulation.exchange(0, ordering: .acquiring)
+            : spareEncapsulation.exchange(0, ordering: .acquiring)
+        if let ctx = OpaquePointer(bitPattern: parked) { return ctx }
+        let what = decapsulating ? "decapsulate" : "encapsulate"
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl(op(what)) }
+        guard (decapsulating ? EVP_PKEY_decapsulate_init(ctx, nil) : EVP_PKEY_encapsulate_init(ctx, nil)) == 1 else {
+            EVP_PKEY_CTX_free(ctx)
+            throw CryptoError.openssl(op(what))
+        }
+        return ctx
+    }
+
+    /// After a successful call: parked for the next one, or freed when another is parked already.
+    private func park(_ ctx: OpaquePointer, decapsulating: Bool) {
+        let bits = UInt(bitPattern: ctx)
+        let parked = decapsulating ? spareDecapsulation.compareExchange(expected: 0, desired: bits, ordering: .releasing).exchanged
+            : spareEncapsulation.compareExchange(expected: 0, desired: bits, ordering: .releasing).exchanged
+        if !parked { EVP_PKEY_CTX_free(ctx) }
+    }
 
     /// A new key pair; from `seed` = d || z (FIPS 203 Algorithm 19, 64 bytes) when given.
     public static func generate(_ set: MLKEMParameterSet, seed: [UInt8]? = nil) throws -> MLKEMKey {
@@ -220,17 +260,24 @@ public final class MLKEMKey: @unchecked Sendable {
               (1...MLKEMParameterSet.sharedSecretLength).contains(secretLength) else {
             throw CryptoError(.invalidInput, op("encapsulate"), reason: "wrong buffer sizes")
         }
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl(op("encapsulate")) }
-        defer { EVP_PKEY_CTX_free(ctx) }
+        let ctx: OpaquePointer
         if let m = testEntropy {
+            // A context of its own for the test's m, never parked.
+            guard let c = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl(op("encapsulate")) }
+            ctx = c
             let b = try ParamBuilder()
             b.octets("ikme", m)
             let params = try b.params(op("encapsulate"))
             defer { OSSL_PARAM_free(params) }
-            guard EVP_PKEY_encapsulate_init(ctx, params) == 1 else { throw CryptoError.openssl(op("encapsulate")) }
+            guard EVP_PKEY_encapsulate_init(ctx, params) == 1 else {
+                EVP_PKEY_CTX_free(ctx)
+                throw CryptoError.openssl(op("encapsulate"))
+            }
         } else {
-            guard EVP_PKEY_encapsulate_init(ctx, nil) == 1 else { throw CryptoError.openssl(op("encapsulate")) }
+            ctx = try context(decapsulating: false)
         }
+        var succeeded = false
+        defer { if succeeded && testEntropy == nil { park(ctx, decapsulating: false) } else { EVP_PKEY_CTX_free(ctx) } }
         var s = InlineArray<32, UInt8>(repeating: 0)
         var span = s.mutableSpan
         return try span.withUnsafeMutableBytes { sbuf in
@@ -241,6 +288,7 @@ public final class MLKEMKey: @unchecked Sendable {
                   clen == ciphertext.count, slen == sbuf.count else {
                 throw CryptoError.openssl(op("encapsulate"))
             }
+            succeeded = true
             return Array(sbuf.prefix(secretLength))
         }
     }
@@ -265,9 +313,9 @@ public final class MLKEMKey: @unchecked Sendable {
         guard (1...MLKEMParameterSet.sharedSecretLength).contains(secretLength) else {
             throw CryptoError(.invalidInput, op("decapsulate"), reason: "secret length must be 1-32")
         }
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl(op("decapsulate")) }
-        defer { EVP_PKEY_CTX_free(ctx) }
-        guard EVP_PKEY_decapsulate_init(ctx, nil) == 1 else { throw CryptoError.openssl(op("decapsulate")) }
+        let ctx = try context(decapsulating: true)
+        var succeeded = false
+        defer { if succeeded { park(ctx, decapsulating: true) } else { EVP_PKEY_CTX_free(ctx) } }
         var s = InlineArray<32, UInt8>(repeating: 0)
         var span = s.mutableSpan
         return try span.withUnsafeMutableBytes { sbuf in
@@ -279,6 +327,7 @@ public final class MLKEMKey: @unchecked Sendable {
                   slen == sbuf.count else {
                 throw CryptoError.openssl(op("decapsulate"))
             }
+            succeeded = true
             return Array(sbuf.prefix(secretLength))
         }
     }

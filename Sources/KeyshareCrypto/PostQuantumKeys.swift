@@ -54,11 +54,9 @@ extension PrivateKey {
         return MLDSAKey(owning: PQ.retain(pkey), s, privateKey: true)
     }
 
-    /// This key as an ML-KEM decapsulation key (nil for other types).
-    public var mlKEM: MLKEMKey? {
-        guard case .mlKEM(let s) = keyType else { return nil }
-        return MLKEMKey(owning: PQ.retain(pkey), s, privateKey: true)
-    }
+    /// This key as an ML-KEM decapsulation key (nil for other types): the same object every time,
+    /// so its parked contexts are reused.
+    public var mlKEM: MLKEMKey? { kem }
 
     /// This key as an SLH-DSA key (nil for other types).
     public var slhDSA: SLHDSAKey? {
@@ -110,10 +108,8 @@ extension PublicKey {
         return MLDSAKey(owning: PQ.retain(pkey), s, privateKey: false)
     }
 
-    public var mlKEM: MLKEMKey? {
-        guard case .mlKEM(let s) = keyType else { return nil }
-        return MLKEMKey(owning: PQ.retain(pkey), s, privateKey: false)
-    }
+    /// The same object every time (see PrivateKey.mlKEM).
+    public var mlKEM: MLKEMKey? { kem }
 
     public var slhDSA: SLHDSAKey? {
         guard case .slhDSA(let s) = keyType else { return nil }

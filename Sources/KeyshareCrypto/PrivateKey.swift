@@ -9,12 +9,16 @@ public final class PrivateKey: @unchecked Sendable {
     public let curve: ECCurve?
     public let publicKey: PublicKey
     let signingContexts = SigningContexts()
+    /// This key as an ML-KEM key (`mlKEM`), made once: its parked encapsulation and
+    /// decapsulation contexts (MLKEMKey) then serve every call on the key.
+    let kem: MLKEMKey?
 
     /// Takes ownership of `pkey` (freed on deinit, also when init throws).
     init(owning pkey: OpaquePointer) throws {
         do {
             (keyType, curve) = try PKeyInfo.validate(pkey)
             publicKey = try PublicKey(spkiDER: PKeyInfo.spkiDER(pkey))
+            kem = if case .mlKEM(let set) = keyType { MLKEMKey(owning: PQ.retain(pkey), set, privateKey: true) } else { nil }
         } catch {
             EVP_PKEY_free(pkey)
             throw error

@@ -5,10 +5,13 @@ public final class PublicKey: @unchecked Sendable {
     let pkey: OpaquePointer
     public let keyType: KeyType
     public let curve: ECCurve?
+    /// This key as an ML-KEM key (`mlKEM`), made once: see PrivateKey.kem.
+    let kem: MLKEMKey?
 
     init(owning pkey: OpaquePointer) throws {
         do {
             (keyType, curve) = try PKeyInfo.validate(pkey)
+            kem = if case .mlKEM(let set) = keyType { MLKEMKey(owning: PQ.retain(pkey), set, privateKey: false) } else { nil }
         } catch {
             EVP_PKEY_free(pkey)
             throw error
