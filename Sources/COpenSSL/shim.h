@@ -113,4 +113,20 @@ static inline int ks_ERR_GET_LIB(unsigned long e) { return ERR_GET_LIB(e); }
 static inline int ks_EVP_PKEY_KEYPAIR(void) { return EVP_PKEY_KEYPAIR; }
 static inline int ks_EVP_PKEY_PUBLIC_KEY(void) { return EVP_PKEY_PUBLIC_KEY; }
 
+// SHA-1 of one short buffer without the EVP layer's per-call context (EVP_Digest: a context
+// allocated, a provider context made and freed: ~4 K instructions around ~1 K of hashing):
+// CKA_CHECK_VALUE's digest (PKCS11/CheckValue.swift), computed for every secret key and
+// certificate the module makes. The low-level functions are deprecated in OpenSSL 3 but are the
+// code the default provider's SHA-1 itself runs; the context, which holds the input, is cleansed.
+#include <openssl/sha.h>
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static inline int ks_sha1_oneshot(const void *data, size_t n, unsigned char *md) {
+    SHA_CTX c;
+    int ok = SHA1_Init(&c) && SHA1_Update(&c, data, n) && SHA1_Final(md, &c);
+    OPENSSL_cleanse(&c, sizeof c);
+    return ok;
+}
+#pragma GCC diagnostic pop
+
 #endif

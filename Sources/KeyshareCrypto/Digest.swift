@@ -52,6 +52,20 @@ public enum DigestAlgorithm: Sendable, CaseIterable, Equatable, Hashable {
         }
     }
 
+    /// The first `count` (at most 20) bytes of SHA-1(`data`): CKA_CHECK_VALUE (PKCS #11 3.0
+    /// §4.10, §4.6.3), made for every secret key and certificate the module stores. The
+    /// low-level SHA-1 (COpenSSL's ks_sha1_oneshot) on a stack buffer: the same digest as
+    /// `DigestAlgorithm.sha1.hash`, without EVP's per-call context and the two arrays.
+    public static func sha1Prefix(_ data: [UInt8], count: Int) -> [UInt8] {
+        var md = InlineArray<20, UInt8>(repeating: 0)
+        var span = md.mutableSpan
+        return span.withUnsafeMutableBytes { out in
+            let ok = data.withUnsafeBytes { ks_sha1_oneshot($0.baseAddress, $0.count, out.baseAddress?.assumingMemoryBound(to: UInt8.self)) }
+            precondition(ok == 1, "SHA-1 cannot fail")
+            return Array(out.prefix(min(count, out.count)))
+        }
+    }
+
     /// One-shot digest.
     public func hash(_ data: [UInt8]) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))

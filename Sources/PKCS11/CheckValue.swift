@@ -44,7 +44,7 @@ enum CheckValue {
     static func compute(objectClass: CK_OBJECT_CLASS, keyType: CK_KEY_TYPE?, value: [UInt8]) -> [UInt8]? {
         switch objectClass {
         case CKO_CERTIFICATE:
-            return value.isEmpty ? nil : Array(DigestAlgorithm.sha1.hash(value).prefix(length))
+            return value.isEmpty ? nil : DigestAlgorithm.sha1Prefix(value, count: length)
         case CKO_SECRET_KEY:
             guard let keyType, !value.isEmpty else { return nil }
             switch keyType {
@@ -55,9 +55,9 @@ enum CheckValue {
                 return try? zeroBlock(DES.context(variant, .ecb, key: value, iv: nil, encrypt: true, padding: false),
                                       blockSize: DES.blockSize)
             case CKK_GENERIC_SECRET, CKK_CHACHA20, CKK_HKDF:
-                return Array(DigestAlgorithm.sha1.hash(value).prefix(length))
+                return DigestAlgorithm.sha1Prefix(value, count: length)
             case let k where Runtime.hmacKeyType.values.contains(k):
-                return Array(DigestAlgorithm.sha1.hash(value).prefix(length))
+                return DigestAlgorithm.sha1Prefix(value, count: length)
             default:
                 return nil
             }
