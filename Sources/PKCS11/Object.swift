@@ -117,9 +117,16 @@ extension Runtime {
         a[CKA_TOKEN] = nil
         a[CKA_CLASS] = nil
         return lock.withLock {
+            // A new handle changes no view a session has memoized (handles are never reused), so
+            // `objectGeneration` stays: otherwise every C_EncapsulateKey / C_DecapsulateKey /
+            // C_DeriveKey, which makes an object, would make the next call resolve its key again
+            // (ResolvedKeyMemo.swift).
+            let generation = objectGeneration
             let o = SessionObject(tokenID: s.tokenID, owner: s.handle, objectClass: cls, isPrivate: isPrivate,
                                   uniqueID: objects.newSessionUniqueID(), attributes: a)
-            return objects.add(o)
+            let h = objects.add(o)
+            objectGeneration = generation
+            return h
         }
     }
 

@@ -34,7 +34,8 @@ final class SessionObject {
     let owner: CK_SESSION_HANDLE
     let objectClass: CK_OBJECT_CLASS
     let isPrivate: Bool
-    let uniqueID: String
+    /// CKA_UNIQUE_ID's bytes (ObjectTable.newSessionUniqueID).
+    let uniqueID: [UInt8]
     /// Guarded by the runtime's lock, as `shown`.
     var attributes: AttributeMap { didSet { shown = nil } }
     /// The attributes as `Runtime.resolve` shows them, made once per change of
@@ -48,7 +49,7 @@ final class SessionObject {
     var shown: AttributeMap?
 
     init(tokenID: TokenID, owner: CK_SESSION_HANDLE, objectClass: CK_OBJECT_CLASS, isPrivate: Bool,
-         uniqueID: String, attributes: AttributeMap) {
+         uniqueID: [UInt8], attributes: AttributeMap) {
         self.tokenID = tokenID
         self.owner = owner
         self.objectClass = objectClass
@@ -110,8 +111,32 @@ struct ObjectTable {
         return h
     }
 
-    mutating func newSessionUniqueID() -> String {
-        "session-\(next)-\(entries.count)"
+    /// A new session object's CKA_UNIQUE_ID, "session-<next handle>-<entry count>", as the bytes
+    /// the attribute holds: written digit by digit into one array (string interpolation cost
+    /// ~1.5 K instructions and two allocations per new key: docs/benchmarks.md, "Module work per
+    /// KEM call"). `mutating` only so that the runtime's observed `objects` is accessed in place
+    /// rather than copied out (a retain and release of each of its tables).
+    mutating func newSessionUniqueID() -> [UInt8] {
+        let prefix = "session-".utf8
+        return [UInt8](unsafeUninitializedCapacity: prefix.count + 2 * 20 + 1) { buf, n in
+            n = 0
+            for b in prefix { buf[n] = b; n += 1 }
+            Self.appendDecimal(UInt64(next), to: buf, at: &n)
+            buf[n] = UInt8(ascii: "-")
+            n += 1
+            Self.appendDecimal(UInt64(entries.count), to: buf, at: &n)
+        }
+    }
+
+    private static func appendDecimal(_ v: UInt64, to buf: UnsafeMutableBufferPointer<UInt8>, at n: inout Int) {
+        var digits = 1, rest = v
+        while rest >= 10 { rest /= 10; digits += 1 }
+        rest = v
+        for i in stride(from: n + digits - 1, through: n, by: -1) {
+            buf[i] = UInt8(ascii: "0") + UInt8(rest % 10)
+            rest /= 10
+        }
+        n += digits
     }
 
     mutating func remove(_ h: CK_OBJECT_HANDLE) {
@@ -258,7 +283,7 @@ extension Runtime {
                 a[CKA_CLASS] = AttributeCoding.ulong(o.objectClass)
                 a[CKA_TOKEN] = AttributeCoding.bool(false)
                 a[CKA_PRIVATE] = AttributeCoding.bool(o.isPrivate)
-                a[CKA_UNIQUE_ID] = AttributeCoding.string(o.uniqueID)
+                a[CKA_UNIQUE_ID] = o.uniqueID
                 o.shown = a
                 return a
             }

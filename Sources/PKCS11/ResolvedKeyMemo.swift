@@ -20,7 +20,9 @@ import KeyshareCrypto
 ///   private handles, a view re-read) and of the login table (C_Login,
 ///   C_Logout, the agent's shared unlock), and with every
 ///   C_SetAttributeValue on a session object: a memo made under another
-///   generation is never used;
+///   generation is never used. The one exception is a new session object
+///   (`Runtime.store`): a handle never seen before changes no memoized view,
+///   and a KEM or derivation call per message makes one every time;
 /// - for a token object, the store's change counter, as the view cache
 ///   (`ObjectTable.viewCache`): any commit by any process invalidates it;
 /// - it is dropped outright (key bytes and all, with the session's keyed

@@ -132,4 +132,38 @@ struct KEMSecretKeyTests {
         expectSame(got, expected(value: value, mechanism: CKM_GENERIC_SECRET_KEY_GEN, bornSecret: true, local: true,
                                  checkValue: checkValue(value)), "generated")
     }
+    /// Each new session key's CKA_UNIQUE_ID is "session-<its handle>-<entry count>" (written digit
+    /// by digit now, ObjectTable.newSessionUniqueID), different for every key.
+    @Test func sessionKeysHaveDistinctUniqueIDs() throws {
+        let (f, s) = try loggedIn()
+        let (pub, _) = try mlKEMPair(f, s)
+        let kem = try Mechanism(type: CKM_ML_KEM, parameter: nil)
+        var seen: Set<[UInt8]> = []
+        for _ in 0..<12 {
+            let (_, k) = try f.rt.encapsulateKey(session: s, mechanism: kem, publicKey: pub, template: [], capacity: 1088)
+            let h = try #require(k)
+            let id = try #require(try stored(f, s, h)[CKA_UNIQUE_ID])
+            let text = String(decoding: id, as: UTF8.self)
+            let prefix = "session-\(h)-"
+            #expect(text.hasPrefix(prefix) && text.count > prefix.count && text.dropFirst(prefix.count).allSatisfy(\.isNumber),
+                    "CKA_UNIQUE_ID \(text)")
+            #expect(seen.insert(id).inserted, "CKA_UNIQUE_ID \(text) given twice")
+        }
+    }
+
+    /// A new session object does not move the generation the session's resolved-key memo is
+    /// checked against (a KEM call per message keeps its key resolved); a destroy still does.
+    @Test func newKeysKeepTheMemoizedKey() throws {
+        let (f, s) = try loggedIn()
+        let (pub, _) = try mlKEMPair(f, s)
+        let kem = try Mechanism(type: CKM_ML_KEM, parameter: nil)
+        _ = try f.rt.encapsulateKey(session: s, mechanism: kem, publicKey: pub, template: [], capacity: 1088)
+        let before = f.rt.lock.withLock { f.rt.objectGeneration }
+        let (_, k) = try f.rt.encapsulateKey(session: s, mechanism: kem, publicKey: pub, template: [], capacity: 1088)
+        let after = f.rt.lock.withLock { f.rt.objectGeneration }
+        #expect(after == before)
+        #expect(try f.rt.session(s).keyMemo.view(pub, generation: after, counter: { 0 }) != nil)
+        try f.rt.destroyObject(session: s, object: try #require(k))
+        #expect(f.rt.lock.withLock { f.rt.objectGeneration } != after)
+    }
 }
