@@ -105,7 +105,9 @@ static int cpu_to_spare(void) {
     return result;
 }
 
-int ksa_spin_wait(int fd, ksa_spin *s) {
+uint64_t ksa_mono_ns(void) { return mono_ns(0); }
+
+uint64_t ksa_spin_start(ksa_spin *s) {
     if (s->budget_ns == 0) return 0;
     uint64_t start = mono_ns(0);
     s->wait_start_ns = start;
@@ -114,14 +116,33 @@ int ksa_spin_wait(int fd, ksa_spin *s) {
         return 0;
     }
     if (!(s->flags & KSA_SPIN_ALWAYS) && !cpu_to_spare()) return 0;
-    uint64_t end = start + (s->learned_ns > s->budget_ns ? s->learned_ns : s->budget_ns);
+    return start + (s->learned_ns > s->budget_ns ? s->learned_ns : s->budget_ns);
+}
+
+void ksa_spin_hit(ksa_spin *s) {
+    s->misses = 0;
+    s->spins_answered++;
+}
+
+/* Not answered within the budget: block for the next 2, 4, ... 64 waits. */
+void ksa_spin_miss(ksa_spin *s) {
+    if (s->misses < 6) s->misses++;
+    s->skip = 1u << s->misses;
+    if (s->skip > SPIN_SKIP_MAX) s->skip = SPIN_SKIP_MAX;
+    s->spins_missed++;
+}
+
+void ksa_spin_pause(void) { cpu_relax(); }
+
+int ksa_spin_wait(int fd, ksa_spin *s) {
+    uint64_t end = ksa_spin_start(s);
+    if (end == 0) return 0;
     for (;;) {
         uint8_t c;
         ssize_t r = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
         if (r > 0 || r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
             /* A frame (or EOF, or an error the read will see): answered. */
-            s->misses = 0;
-            s->spins_answered++;
+            ksa_spin_hit(s);
             return 1;
         }
         /* The peer may share this CPU (the scheduler often places a wakee
@@ -132,11 +153,7 @@ int ksa_spin_wait(int fd, ksa_spin *s) {
         cpu_relax();
         if (mono_ns(0) >= end) break;
     }
-    /* Not answered within the budget: block for the next 2, 4, ... 64 waits. */
-    if (s->misses < 6) s->misses++;
-    s->skip = 1u << s->misses;
-    if (s->skip > SPIN_SKIP_MAX) s->skip = SPIN_SKIP_MAX;
-    s->spins_missed++;
+    ksa_spin_miss(s);
     return 0;
 }
 

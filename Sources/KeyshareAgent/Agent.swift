@@ -51,6 +51,9 @@ public final class Agent: @unchecked Sendable {
     /// blocking (KEYSHARE_AGENT_SPIN_US of the agent's environment, read once;
     /// docs/agent.md "Round trips: bounded polling").
     let spinMicroseconds: UInt32 = ksa_spin_budget_us()
+    /// Whether clients get a shared region for their frames (Sources/AgentProtocol/shm.c;
+    /// KEYSHARE_AGENT_SHM=0 in the agent's environment: sockets only).
+    let sharedRegions: Bool = ksa_shm_wanted() != 0
 
     public init(options: Options) { self.options = options }
 
@@ -133,7 +136,7 @@ public final class Agent: @unchecked Sendable {
             }
         }
         writePID(dir + "/agent.pid")
-        AgentLog.line("listening on \(socketPath) (pid \(getpid()), idle timeout \(options.idleTimeout)s, poll \(spinMicroseconds) us\(activated ? ", socket-activated" : ""))")
+        AgentLog.line("listening on \(socketPath) (pid \(getpid()), idle timeout \(options.idleTimeout)s, poll \(spinMicroseconds) us, shared memory \(sharedRegions ? "on" : "off")\(activated ? ", socket-activated" : ""))")
         ready("1")
         serve()
         if !activated { unlink(socketPath) }

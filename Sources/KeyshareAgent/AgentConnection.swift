@@ -41,13 +41,28 @@ struct AgentConnection {
             ControlServer(agent: agent, fd: fd, pid: pid).serve(&buf)
             return
         }
-        guard let client = hello(&buf, pid: pid) else { return }
+        guard let (client, wantsRegion) = hello(&buf, pid: pid) else { return }
         defer { agent.detach(client) }
-        serveCalls(client, &buf)
+        // The shared region the client asked for (Sources/AgentProtocol/shm.c):
+        // made here, sealed, its descriptor sent right after the hello reply
+        // (or the byte alone: frames on the socket only).
+        var shm: OpaquePointer?
+        if wantsRegion {
+            let regionFD = agent.sharedRegions ? ksa_shm_create() : -1
+            if regionFD >= 0 { shm = ksa_shm_map(regionFD) }
+            let sent = ksa_send_fd(fd, shm != nil ? regionFD : -1)
+            if regionFD >= 0 { close(regionFD) }
+            guard sent == 0 else {
+                ksa_shm_unmap(shm)
+                return
+            }
+        }
+        serveCalls(client, &buf, shm)
     }
 
-    /// Decodes the hello, makes or finds the client, replies. Nil: refused (replied or dropped).
-    private func hello(_ buf: inout ksa_buf, pid: pid_t) -> AgentClient? {
+    /// Decodes the hello, makes or finds the client, replies. Nil: refused
+    /// (replied or dropped); else the client and whether it asked for a shared region.
+    private func hello(_ buf: inout ksa_buf, pid: pid_t) -> (AgentClient, Bool)? {
         var r = ksa_rd(p: buf.data, left: buf.len, failed: 0)
         let magic = ksa_get_u32(&r)
         let version = ksa_get_u16(&r)
@@ -57,6 +72,7 @@ struct AgentConnection {
             return nil
         }
         let token = Array(UnsafeBufferPointer(start: tokenPtr, count: Int(KSA_TOKEN_LEN)))
+        let wantsRegion = flags & UInt16(KSA_HELLO_SHM) != 0
         guard version == KSA_VERSION else {
             AgentLog.line("refused pid \(pid): protocol version \(version), this agent speaks \(KSA_VERSION)")
             reply(status: 1, token: token)
@@ -69,7 +85,7 @@ struct AgentConnection {
                 return nil
             }
             reply(status: 0, token: token)
-            return c
+            return (c, wantsRegion)
         }
         var fields: [String?] = []
         for _ in 0..<4 {
@@ -143,7 +159,7 @@ struct AgentConnection {
         let hiddenNote = Self.hiddenNote(policy, exe: exe)
         AgentLog.line("client pid \(pid) exe \(exe): allowed (store \(home ?? "default"), groups \(Self.describe(groups))\(hiddenNote))")
         reply(status: 0, token: newToken)
-        return client
+        return (client, wantsRegion)
     }
 
     private func reply(status: UInt16, token: [UInt8]) {
@@ -157,18 +173,29 @@ struct AgentConnection {
         _ = ksa_write_frame(fd, b.data, b.len)
     }
 
-    private func serveCalls(_ client: AgentClient, _ buf: inout ksa_buf) {
+    private func serveCalls(_ client: AgentClient, _ buf: inout ksa_buf, _ shm: OpaquePointer?) {
         var out = ksa_buf()
         ksa_buf_init(&out)
         defer { ksa_buf_free(&out) }
         let table = ks_function_list_3_0()
         // After a reply, poll a little for the client's next call before
         // blocking (Sources/AgentProtocol/spin.c: bounded, adaptive, off with
-        // KEYSHARE_AGENT_SPIN_US=0 in the agent's environment).
-        var spin = ksa_spin()
-        ksa_spin_init(&spin, agent.spinMicroseconds)
+        // KEYSHARE_AGENT_SPIN_US=0 in the agent's environment); a call that
+        // comes while polling comes through the shared region, copied into
+        // `buf` before anything reads it (shm.c: the region is the client's
+        // to scribble on).
+        var chan = ksa_chan()
+        ksa_chan_init(&chan, fd, shm, 1, agent.spinMicroseconds)
+        defer {
+            // How the frames went (docs/agent.md, "Round trips: shared memory"): a
+            // line per connection, so a user (and 79-agent-spin) can see the region work.
+            if chan.shm_in + chan.sock_in > 0 {
+                AgentLog.line("pid \(client.pid): connection closed after \(chan.shm_in + chan.sock_in) calls: \(chan.shm_in) calls and \(chan.shm_out) replies through shared memory\(shm == nil ? " (none: sockets only)" : "")")
+            }
+            ksa_chan_close_shm(&chan)
+        }
         // Calls and replies alternate from here: one recv per call (frame.c).
-        while ksa_spin_wait(fd, &spin) >= 0, ksa_read_frame_next(fd, &buf) == 0 {
+        while ksa_chan_recv(&chan, &buf) == 0 {
             ksa_buf_reset(&out)
             // `keyshare unlock` (docs/agent.md): the client's shared logins follow the agent's table.
             client.module.applySharedUnlocks(agent.sharedUnlocks(for: client))
@@ -178,7 +205,7 @@ struct AgentConnection {
             // The request may hold a PIN: wiped before the next read.
             ksa_buf_reset(&buf)
             if status != 0 { AgentLog.line("pid \(client.pid): malformed call refused") }
-            guard out.failed == 0, ksa_write_frame(fd, out.data, out.len) == 0 else { return }
+            guard out.failed == 0, ksa_chan_send(&chan, out.data, out.len) == 0 else { return }
         }
     }
 

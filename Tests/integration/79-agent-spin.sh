@@ -8,6 +8,12 @@
 # both flat over 1 s right after a burst of calls); a long call in the agent
 # (RSA-3072 key generation) costs the waiting client almost no CPU. The
 # per-call times are printed (speed is for `make bench`).
+# The shared region beside the socket ("Round trips: shared memory"): the
+# agent names it (KEYSHARE_AGENT_SHM=0: off), a polling connection's calls
+# and replies go through it (the agent's line at the connection's end counts
+# them), none with it off; a hostile client that scribbles over its region
+# and the socket gets a sealed region, and the agent survives it and goes on
+# serving another client.
 set -u
 KS=${1:?keyshare binary}
 MODULE=${2:?module path}
@@ -42,15 +48,14 @@ check "compile the host" cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -o "$WORK/
 
 # One round: a host connected (auto-starting the agent with the given
 # environment), a burst of empty calls, then 1 s idle, then a long call.
-round() {  # $1: label, $2: KEYSHARE_AGENT_SPIN_US ("" = unset), $3: the budget the agent must name
-  local label=$1 knob=$2 want=$3 line a0 h0 a1 h1 run kg
+round() {  # $1: label, $2: KEYSHARE_AGENT_SPIN_US ("" = unset), $3: the budget the agent must name,
+           # $4: KEYSHARE_AGENT_SHM ("" = unset: the region on)
+  local label=$1 knob=$2 want=$3 shm=${4:-} line a0 h0 a1 h1 run kg envs=()
   stop_agent
   if [ -d "$XDG_RUNTIME_DIR/keyshare" ]; then : >"$XDG_RUNTIME_DIR/keyshare/agent.log"; fi
-  if [ -n "$knob" ]; then
-    coproc HOST { exec env KEYSHARE_AGENT_SPIN_US="$knob" "$WORK/spinhost" "$MODULE" 2000; }
-  else
-    coproc HOST { exec "$WORK/spinhost" "$MODULE" 2000; }
-  fi
+  [ -n "$knob" ] && envs+=(KEYSHARE_AGENT_SPIN_US="$knob")
+  [ -n "$shm" ] && envs+=(KEYSHARE_AGENT_SHM="$shm")
+  coproc HOST { exec env "${envs[@]}" "$WORK/spinhost" "$MODULE" 2000; }
   HOSTPID=$HOST_PID
   read -r -t 60 line <&"${HOST[0]}"
   [ "${line%% *}" = ready ] && ok "$label: 2,000 empty calls through the agent (${line#ready } us per call)" \
@@ -74,9 +79,47 @@ round() {  # $1: label, $2: KEYSHARE_AGENT_SPIN_US ("" = unset), $3: the budget 
     && ok "$label: an RSA-3072 key generation in the agent costs the waiting client ${kg#* } us of CPU (< 20 ms)" \
     || bad "$label: a long call costs the client little CPU" "$kg"
   exec {HOST[1]}>&-; wait "$HOSTPID" 2>/dev/null; HOSTPID=
+  # The agent's line at the connection's end: how many frames went through the region.
+  local log=$XDG_RUNTIME_DIR/keyshare/agent.log closed= calls=0 viashm=0
+  for _ in $(seq 50); do closed=$(grep -m1 "connection closed after" "$log"); [ -n "$closed" ] && break; sleep 0.1; done
+  if [[ $closed =~ after\ ([0-9]+)\ calls:\ ([0-9]+)\ calls ]]; then calls=${BASH_REMATCH[1]}; viashm=${BASH_REMATCH[2]}; fi
+  if [ "$shm" = 0 ]; then
+    grep -q "shared memory off" "$log" && [[ $closed == *"0 calls and 0 replies through shared memory (none: sockets only)"* ]] \
+      && ok "$label: no shared region, every frame on the socket ($calls calls)" \
+      || bad "$label: no shared region" "$(grep -E 'listening|connection closed' "$log")"
+  elif [ "$want" = 0 ]; then
+    grep -q "shared memory on" "$log" && [ "$calls" -ge 2000 ] \
+      && ok "$label: the region is there, used only when a frame meets no sleeper ($viashm of $calls calls)" \
+      || bad "$label: the connection's frames are counted" "$closed"
+  else
+    grep -q "shared memory on" "$log" && [ "$calls" -ge 2000 ] && [ "$viashm" -gt 0 ] \
+      && ok "$label: calls through the shared region while the agent polls ($viashm of $calls calls)" \
+      || bad "$label: calls through the shared region" "$(grep -E 'listening|connection closed' "$log")"
+  fi
 }
 
 round "default" "" 50
 round "KEYSHARE_AGENT_SPIN_US=0" 0 0
 round "KEYSHARE_AGENT_SPIN_US=200" 200 200
+round "KEYSHARE_AGENT_SHM=0" "" 50 0
+
+# A hostile client (c/shmhostile.c) beside a well-behaved one: its region is
+# sealed; scribbling over the region and the socket for a second ends its
+# own connection at most; the agent (same pid) still serves the other.
+check "compile the hostile region client" cc -O1 -Wall -Werror -pthread -I "$ROOT/Sources/AgentProtocol/include" \
+  -I "$ROOT/pkcs11/types" -o "$WORK/shmhostile" "$ROOT/Tests/integration/c/shmhostile.c"
+stop_agent
+coproc HOST { exec "$WORK/spinhost" "$MODULE" 200; }
+HOSTPID=$HOST_PID
+read -r -t 60 line <&"${HOST[0]}"
+AP=$(agent_pid)
+out=$("$WORK/shmhostile" "$XDG_RUNTIME_DIR/keyshare/agent.sock" 2>&1)
+[[ $out == *"region "*" bytes"* && $out == *"sealed (Operation not permitted)"* ]] \
+  && ok "a client's region cannot be shrunk or grown (sealed memfd: $(echo "$out" | head -1))" \
+  || bad "the region is sealed" "$out"
+echo run >&"${HOST[1]}"; read -r -t 60 run <&"${HOST[0]}"
+[ -n "$run" ] && [ "$(agent_pid)" = "$AP" ] && kill -0 "$AP" 2>/dev/null \
+  && ok "after a client scribbled over its region ($(echo "$out" | tail -1)) the agent (pid $AP) still serves another ($run us per call)" \
+  || bad "the agent survives a hostile region" "agent $AP -> $(agent_pid), host said '$run'; $out"
+exec {HOST[1]}>&-; wait "$HOSTPID" 2>/dev/null; HOSTPID=
 finish

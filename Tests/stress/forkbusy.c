@@ -8,7 +8,9 @@
  * on the store's WAL index (exit 15 otherwise; see holds_store_lock); in
  * agent mode (docs/agent.md) the child must have no store open at all (exit
  * 17). In both modes the child must start with no socket inherited from the
- * module, not even one a parent thread was using at the fork (exit 16).
+ * module, not even one a parent thread was using at the fork (exit 16), and
+ * no mapping of a connection's shared region (docs/agent.md "Round trips:
+ * shared memory"; exit 18): the parent's calls would meet the child's there.
  *
  * Usage: forkbusy MODULE FORKS [TIMEOUT_SECONDS]   (PIN from the environment: PIN)
  *        forkbusy MODULE cost N: what a fork costs the parent with no other
@@ -155,6 +157,18 @@ static int count_fds(char kind) {
     return n;
 }
 
+/* How many mappings of the agent's shared regions (memfd "keyshare-agent") this process has. */
+static int count_region_maps(void) {
+    FILE *m = fopen("/proc/self/maps", "r");
+    if (!m) return 0;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, m))
+        if (strstr(line, "/memfd:keyshare-agent")) n++;
+    fclose(m);
+    return n;
+}
+
 /* Agent mode: the parent, logged in and signing, has no store open (the
  * agent has it). Decided once in the parent, before the first fork. */
 static int agent_mode;
@@ -163,6 +177,7 @@ static int agent_mode;
 static void child(void) {
     /* Nothing of the parent's module connections is left in the child. */
     if (count_fds('s') != 0) _exit(16);
+    if (count_region_maps() != 0) _exit(18);
     CK_RV rv = f->C_Initialize(NULL);
     if (rv != CKR_OK) _exit(10);
     CK_SESSION_HANDLE s;
@@ -239,6 +254,10 @@ int main(int argc, char **argv) {
         if (started == THREADS) break;
         usleep(1000);
     }
+
+    /* The child's "no region mapped" (exit 18) means something only if the parent has them. */
+    if (agent_mode && !getenv("KEYSHARE_AGENT_SHM"))
+        CHECK("parent: its agent connections have shared regions", count_region_maps() > 0);
 
     double *forkTime = calloc((size_t)forks, sizeof(double)), *childTime = calloc((size_t)forks, sizeof(double));
     int ok = 0, timeouts = 0, failed = 0, codes[256] = {0};

@@ -34,10 +34,9 @@
 extern char **environ;
 
 struct kc_conn {
-    int fd;
+    ksa_chan ch;                         /* the socket, the shared region (shm.c), the polling (spin.c) */
     unsigned generation;
     ksa_buf buf;                         /* the call buffer, kept across calls (wiped after each) */
-    ksa_spin spin;                       /* polling for the reply before blocking (spin.c) */
     struct kc_conn *next;                /* the idle pool */
     struct kc_conn *all_prev, *all_next; /* every open connection, idle or in use */
 };
@@ -67,12 +66,11 @@ static uint32_t kc_spin_us(void) {
  * fork, not only the idle ones: a child holding a copy of the parent's socket
  * would keep the parent's agent-side client (its logins) alive after the
  * parent exits, and must never talk on it. */
-static struct kc_conn *conn_new_locked(int fd, unsigned generation) {
+static struct kc_conn *conn_new_locked(int fd, ksa_shm *shm, unsigned generation) {
     struct kc_conn *c = calloc(1, sizeof *c);
     if (!c) return NULL;
-    c->fd = fd;
+    ksa_chan_init(&c->ch, fd, shm, 0, kc_spin_us());
     c->generation = generation;
-    ksa_spin_init(&c->spin, kc_spin_us());
     c->all_next = kc_all;
     if (kc_all) kc_all->all_prev = c;
     kc_all = c;
@@ -82,7 +80,10 @@ static struct kc_conn *conn_new_locked(int fd, unsigned generation) {
 static void conn_free_locked(struct kc_conn *c) {
     if (c->all_prev) c->all_prev->all_next = c->all_next; else kc_all = c->all_next;
     if (c->all_next) c->all_next->all_prev = c->all_prev;
-    close(c->fd);
+    close(c->ch.fd);
+    /* In a fork child the region is not mapped (MADV_DONTFORK): munmap of
+     * nothing is harmless. */
+    ksa_chan_close_shm(&c->ch);
     ksa_buf_free(&c->buf);
     free(c);
 }
@@ -291,15 +292,18 @@ static const char *absolute_path(const char *v, char **owned) {
     return out != NULL ? out : v;
 }
 
-static int hello(int fd, int attach) {
+/* *shm: the connection's shared region when the agent gave one (shm.c). */
+static int hello(int fd, int attach, ksa_shm **shm) {
+    *shm = NULL;
     ksa_buf b;
     ksa_buf_init(&b);
     /* The debug log is the client's (docs/agent.md, "Debug log"): the agent
      * writes this client's call lines to the descriptor sent after the hello. */
     int log = !attach && debug_log_wanted();
+    int want_shm = ksa_shm_wanted();
     ksa_put_u32(&b, KSA_MAGIC);
     ksa_put_u16(&b, KSA_VERSION);
-    ksa_put_u16(&b, log ? KSA_HELLO_LOG : 0);
+    ksa_put_u16(&b, (uint16_t)((log ? KSA_HELLO_LOG : 0) | (want_shm ? KSA_HELLO_SHM : 0)));
     static const uint8_t zero[KSA_TOKEN_LEN];
     ksa_put_raw(&b, attach ? kc_token : zero, KSA_TOKEN_LEN);
     if (!attach) {
@@ -330,8 +334,17 @@ static int hello(int fd, int attach) {
         uint16_t status = ksa_get_u16(&r);
         const uint8_t *token = ksa_get_raw(&r, KSA_TOKEN_LEN);
         if (!r.failed && magic == KSA_MAGIC && version == KSA_VERSION && status == 0) {
-            if (!attach) memcpy(kc_token, token, KSA_TOKEN_LEN);
             rc = 0;
+            /* The region's descriptor (or the byte alone: none). */
+            if (want_shm) {
+                int sfd = ksa_recv_fd(fd);
+                if (sfd == -2) rc = -1;
+                if (sfd >= 0) {
+                    *shm = ksa_shm_map(sfd);
+                    close(sfd);
+                }
+            }
+            if (rc == 0 && !attach) memcpy(kc_token, token, KSA_TOKEN_LEN);
         } else if (!r.failed && status == KSA_HELLO_STORE_UNSAFE) {
             rc = -3; /* the store cannot be opened safely */
         } else if (!r.failed && status != 0) {
@@ -345,7 +358,7 @@ static int hello(int fd, int attach) {
 /* One call on one connection, in the connection's buffer `b` (kept, so a
  * call makes no allocation once it has grown; wiped after each call: a
  * request may hold a PIN). -1: the connection is broken. */
-static int exchange_in(int fd, ksa_buf *bp, ksa_spin *spin, uint32_t fn, ksa_arg *args, CK_RV *rv) {
+static int exchange_in(ksa_chan *ch, ksa_buf *bp, uint32_t fn, ksa_arg *args, CK_RV *rv) {
     ksa_buf_reset(bp);
     uint32_t id = __atomic_add_fetch(&kc_next_id, 1, __ATOMIC_RELAXED);
     ksa_put_u32(bp, id);
@@ -357,11 +370,12 @@ static int exchange_in(int fd, ksa_buf *bp, ksa_spin *spin, uint32_t fn, ksa_arg
         return 0;
     }
     int rc = -1;
-    int sent = ksa_write_frame(fd, bp->data, bp->len) == 0;
-    /* Poll a little for the reply before blocking in recv (spin.c: bounded, adaptive). */
-    if (sent && spin) (void)ksa_spin_wait(fd, spin);
-    if (sent && ksa_read_frame_next(fd, bp) == 0) {
-        if (spin) ksa_spin_done(spin);
+    /* Through the shared region when the agent polls for it, else the
+     * socket; the reply likewise, polled for a little before blocking
+     * (shm.c, spin.c: bounded, adaptive). */
+    int sent = ksa_chan_send(ch, bp->data, bp->len) == 0;
+    if (sent && ksa_chan_recv(ch, bp) == 0) {
+        ksa_spin_done(&ch->spin);
         ksa_rd r = {bp->data, bp->len, 0};
         if (ksa_get_u32(&r) == id && !r.failed) {
             *rv = ksa_apply_reply(fn, args, &r);
@@ -371,15 +385,6 @@ static int exchange_in(int fd, ksa_buf *bp, ksa_spin *spin, uint32_t fn, ksa_arg
     ksa_buf_reset(bp);
     /* An idle connection keeps a small buffer, not the one a big call grew. */
     if (bp->cap > (1u << 16)) ksa_buf_free(bp);
-    return rc;
-}
-
-/* A call on a descriptor without a connection yet (C_Initialize after the hello). */
-static int exchange(int fd, uint32_t fn, ksa_arg *args, CK_RV *rv) {
-    ksa_buf b;
-    ksa_buf_init(&b);
-    int rc = exchange_in(fd, &b, NULL, fn, args, rv);
-    ksa_buf_free(&b);
     return rc;
 }
 
@@ -398,16 +403,17 @@ static CK_RV start_client_locked(struct kc_conn **out) {
     for (int attempt = 0; attempt < 3; attempt++) {
         int fd = connect_or_start();
         if (fd < 0) return CKR_DEVICE_ERROR;
-        int h = hello(fd, 0);
+        ksa_shm *shm;
+        int h = hello(fd, 0, &shm);
         if (h == -2) { close(fd); return CKR_TOKEN_NOT_PRESENT; }
         if (h == -3) { close(fd); return CKR_DEVICE_ERROR; }
-        if (h != 0) { close(fd); sleep_ms(20); continue; }
+        if (h != 0) { close(fd); ksa_shm_unmap(shm); sleep_ms(20); continue; }
+        struct kc_conn *c = conn_new_locked(fd, shm, kc_generation);
+        if (!c) { close(fd); ksa_shm_unmap(shm); return CKR_HOST_MEMORY; }
         ksa_arg a[1] = {{.ul = 0}};
         CK_RV rv;
-        if (exchange(fd, KSA_FN_Initialize, a, &rv) != 0) { close(fd); sleep_ms(20); continue; }
-        if (rv != CKR_OK) { close(fd); return rv; }
-        struct kc_conn *c = conn_new_locked(fd, kc_generation);
-        if (!c) { close(fd); return CKR_HOST_MEMORY; }
+        if (exchange_in(&c->ch, &c->buf, KSA_FN_Initialize, a, &rv) != 0) { conn_free_locked(c); sleep_ms(20); continue; }
+        if (rv != CKR_OK) { conn_free_locked(c); return rv; }
         *out = c;
         return CKR_OK;
     }
@@ -445,15 +451,17 @@ static CK_RV acquire(struct kc_conn **out) {
     /* Another connection of this client, for a concurrent call. */
     char path[128];
     int fd = ksa_socket_path(path, sizeof path) == 0 ? connect_socket(path) : -1;
-    if (fd >= 0 && hello(fd, 1) == 0) {
+    ksa_shm *shm = NULL;
+    if (fd >= 0 && hello(fd, 1, &shm) == 0) {
         pthread_mutex_lock(&kc_lock);
-        struct kc_conn *c = conn_new_locked(fd, gen);
+        struct kc_conn *c = conn_new_locked(fd, shm, gen);
         pthread_mutex_unlock(&kc_lock);
         if (c) {
             *out = c;
             return CKR_OK;
         }
     }
+    ksa_shm_unmap(shm);
     if (fd >= 0) close(fd);
     pthread_mutex_lock(&kc_lock);
     if (gen == kc_generation) { kc_lost = 1; kc_generation++; drop_idle_locked(); }
@@ -483,7 +491,7 @@ static CK_RV kc_call(uint32_t fn, ksa_arg *args) {
     struct kc_conn *c;
     CK_RV rv = acquire(&c);
     if (rv != CKR_OK) return rv;
-    int broken = exchange_in(c->fd, &c->buf, &c->spin, fn, args, &rv) != 0;
+    int broken = exchange_in(&c->ch, &c->buf, fn, args, &rv) != 0;
     release(c, broken);
     return broken ? CKR_DEVICE_REMOVED : rv;
 }
@@ -579,7 +587,7 @@ static CK_RV kc_C_Finalize(CK_VOID_PTR pReserved) {
         if (!lost) {
             ksa_arg a[1] = {{0}};
             CK_RV rv;
-            (void)exchange_in(c->fd, &c->buf, NULL, KSA_FN_Finalize, a, &rv);
+            (void)exchange_in(&c->ch, &c->buf, KSA_FN_Finalize, a, &rv);
         }
         pthread_mutex_lock(&kc_lock);
         conn_free_locked(c);

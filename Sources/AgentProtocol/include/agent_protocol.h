@@ -37,8 +37,10 @@
 #define KSA_MAGIC 0x3141534bu /* "KSA1" little-endian */
 /* 2: KDF mechanism parameters, mechanism outputs in replies.
  * 3: the symmetric, EdDSA and RSA-AES parameters, message-based functions
- *    with their parameters (N X Y Z), raw parameters copied by the agent. */
-#define KSA_VERSION 3
+ *    with their parameters (N X Y Z), raw parameters copied by the agent.
+ * 4: the shared region (KSA_HELLO_SHM, shm.c): an agent of version 3 would
+ *    not send the byte a version-4 client waits for. */
+#define KSA_VERSION 4
 #define KSA_MAX_FRAME (16u << 20)
 /* The largest single buffer the agent allocates for an output (a bigger
  * capacity is served with this much: the frame could not carry more). */
@@ -230,10 +232,78 @@ int ksa_spin_wait(int fd, ksa_spin *s);
  * leaves the budget at the base and the back-off as it is. */
 #define KSA_SPIN_LEARN_MAX_US 400u
 void ksa_spin_done(ksa_spin *s);
+/* The pieces of ksa_spin_wait, for a poll on something other than a socket
+ * (shm.c): ksa_spin_start decides (budget, back-off, a CPU to spare) and
+ * returns the deadline in ksa_mono_ns time, 0 for no poll; then exactly one
+ * of ksa_spin_hit (answered) or ksa_spin_miss (the deadline passed). */
+uint64_t ksa_mono_ns(void);
+uint64_t ksa_spin_start(ksa_spin *s);
+void ksa_spin_hit(ksa_spin *s);
+void ksa_spin_miss(ksa_spin *s);
+void ksa_spin_pause(void);
+
+/* ---- frames through shared memory (shm.c; docs/agent.md "Round trips: shared memory") ---- */
+
+/* A connection's shared region: per direction a state word, a length and
+ * one frame's bytes (the payload only: no length prefix), 64 KiB a
+ * direction; a bigger frame goes on the socket. The layout is shm.c's
+ * (shm_layout.h); callers hold pointers only. */
+#define KSA_SHM_DIR_SIZE (64u << 10)
+#define KSA_SHM_DATA (KSA_SHM_DIR_SIZE - 64u)
+typedef struct ksa_shm ksa_shm;
+typedef struct ksa_shm_dir ksa_shm_dir;
+enum {
+    KSA_SHM_EMPTY = 0,    /* nothing, the receiver not waiting */
+    KSA_SHM_SPINNING = 1, /* the receiver polls the state word */
+    KSA_SHM_SLEEPING = 2, /* the receiver blocks in recv: the frame must come on the socket */
+    KSA_SHM_FULL = 3,     /* a frame is in data[0..len) */
+    KSA_SHM_SOCKET = 4,   /* the frame comes on the socket (too big for data) */
+};
+/* The region's size in bytes, and a direction's fields (tests, the fuzzer):
+ * to_agent 1 for the client-to-agent direction. */
+size_t ksa_shm_size(void);
+uint32_t *ksa_shm_state(ksa_shm *shm, int to_agent);
+uint32_t *ksa_shm_len(ksa_shm *shm, int to_agent);
+uint8_t *ksa_shm_data(ksa_shm *shm, int to_agent);
+/* A connection: its socket, and its shared region when it has one. */
+typedef struct ksa_chan {
+    int fd;
+    ksa_shm *shm;       /* NULL: frames on the socket only */
+    ksa_shm_dir *in;    /* what this side receives */
+    ksa_shm_dir *out;   /* what this side sends */
+    int hostile_peer;   /* the agent's side: the peer's state words are checked, never trusted */
+    ksa_spin spin;
+    uint64_t shm_in, shm_out, sock_in, sock_out; /* frames each way, for tests and profiling */
+} ksa_chan;
+/* KEYSHARE_AGENT_SHM=0 in this process's environment turns the shared region off. */
+int ksa_shm_wanted(void);
+/* The agent's side: a sealed memfd of sizeof(ksa_shm) (it cannot be shrunk
+ * or grown by the client, so the agent's mapping never faults), -1. */
+int ksa_shm_create(void);
+/* Maps fd (checks its size); NULL on failure. The mapping is not inherited
+ * by a fork child (MADV_DONTFORK) and left out of core dumps. */
+ksa_shm *ksa_shm_map(int fd);
+void ksa_shm_unmap(ksa_shm *shm);
+/* agent_side: 1 for the agent (receives to_agent, treats the region as
+ * hostile input), 0 for the client. shm may be NULL. */
+void ksa_chan_init(ksa_chan *c, int fd, ksa_shm *shm, int agent_side, uint32_t spin_us);
+/* Sends one frame: through the region when the peer is not asleep and the
+ * frame fits, else on the socket. 0, or -1 (broken: close the connection). */
+int ksa_chan_send(ksa_chan *c, const uint8_t *p, size_t n);
+/* Receives one frame into b (reset first): polls the region within the spin
+ * budget, then blocks on the socket. Only where calls and replies strictly
+ * alternate (after the hello). 0, or -1 (EOF, error, a malformed region). */
+int ksa_chan_recv(ksa_chan *c, ksa_buf *b);
+/* Frees nothing but the mapping (the socket is the caller's). */
+void ksa_chan_close_shm(ksa_chan *c);
 
 /* The hello's flags (u16): a new client's debug-log descriptor follows the
  * hello frame as one SCM_RIGHTS byte (ksa_send_fd). */
 #define KSA_HELLO_LOG 1u
+/* The client asks for a shared region (shm.c): after a hello reply of status
+ * 0 the agent sends one byte, with the region's memfd as SCM_RIGHTS or alone
+ * (none: frames on the socket only). */
+#define KSA_HELLO_SHM 2u
 #define KSA_HELLO_STORE_UNSAFE 5u
 /* Sends fd (or, with fd < 0 or a closed fd, the byte alone). 0 or -1. */
 int ksa_send_fd(int sock, int fd);

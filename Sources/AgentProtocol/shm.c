@@ -1,0 +1,232 @@
+/* Frames through a shared region beside the socket (include/agent_protocol.h,
+ * docs/agent.md "Round trips: shared memory").
+ *
+ * Why: with bounded polling (spin.c) a call through the agent no longer pays
+ * two wakeups, but still four socket syscalls (send and receive, each side)
+ * plus the polls' peeks: ~8 us a call measured here, a quarter of an
+ * ML-KEM-768 encapsulation. When the receiver is polling anyway, the frame
+ * can be handed over in memory: the sender copies it into the region and
+ * flips a state word the receiver watches; no syscall on either side.
+ *
+ * The handshake, one state word per direction, changed only by compare-and-
+ * swap, so a frame is never lost between "the receiver gives up polling" and
+ * "the sender writes":
+ *   receiver: EMPTY -> SPINNING (polls) -> SLEEPING (blocks in recv) -> EMPTY
+ *             or, finding FULL: copies the frame out, wipes it, -> EMPTY
+ *   sender:   EMPTY or SPINNING -> FULL after writing data and len;
+ *             SLEEPING: the frame goes on the socket (which wakes the receiver);
+ *             a frame too big for the region: EMPTY/SPINNING -> SOCKET, then
+ *             the socket (the receiver, seeing SOCKET, reads the socket).
+ * Calls and replies alternate, so a sender never finds FULL or SOCKET; the
+ * agent takes either (or any other value) from a client as a broken
+ * connection.
+ *
+ * The client is not trusted (the agent's security boundary, docs/agent.md):
+ * the agent creates the region (a memfd sealed against shrinking and growing,
+ * so no client can make the agent's mapping fault), reads each state word and
+ * length once, bounds the length by the region, and copies the frame into its
+ * own memory before the codec sees a byte (a client rewriting the region
+ * meanwhile changes only its own request). Every loop that reads the client's
+ * state word is bounded. Frames may carry a PIN: the receiver wipes what it
+ * copied out, a sender that falls back to the socket wipes what it wrote.
+ * Tests/fuzz/shm_fuzz.c drives the agent's side with hostile regions. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "agent_protocol.h"
+#include "shm_layout.h"
+
+/* A hostile client could flip its state word between the agent's load and
+ * its compare-and-swap forever; the sender gives up after this many tries. */
+#define SEND_TRIES 64
+/* Polls between two yields (a peer on this CPU must get to run). */
+#define POLLS_PER_YIELD 32u
+
+static inline uint32_t load_state(const ksa_shm_dir *d) { return __atomic_load_n(&d->state, __ATOMIC_ACQUIRE); }
+static inline int cas_state(ksa_shm_dir *d, uint32_t expect, uint32_t want) {
+    return __atomic_compare_exchange_n(&d->state, &expect, want, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+static inline void set_state(ksa_shm_dir *d, uint32_t v) { __atomic_store_n(&d->state, v, __ATOMIC_RELEASE); }
+
+static void wipe(volatile uint8_t *p, size_t n) {
+    /* volatile: the region outlives this call, but a compiler may not know that. */
+    memset((void *)p, 0, n);
+    __asm__ __volatile__("" : : "r"(p) : "memory");
+}
+
+int ksa_shm_wanted(void) {
+    const char *v = getenv("KEYSHARE_AGENT_SHM");
+    return !(v && strcmp(v, "0") == 0);
+}
+
+int ksa_shm_create(void) {
+    int fd = memfd_create("keyshare-agent", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return -1;
+    if (ftruncate(fd, sizeof(ksa_shm)) != 0
+        || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+ksa_shm *ksa_shm_map(int fd) {
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != (off_t)sizeof(ksa_shm)) return NULL;
+    void *p = mmap(NULL, sizeof(ksa_shm), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return NULL;
+    /* A fork child must not share the parent's region (the parent's calls
+     * would meet the child's), and a core dump must not keep a frame that
+     * carried a PIN. Best effort: neither failure makes the region unsafe. */
+    (void)madvise(p, sizeof(ksa_shm), MADV_DONTFORK);
+    (void)madvise(p, sizeof(ksa_shm), MADV_DONTDUMP);
+    return p;
+}
+
+void ksa_shm_unmap(ksa_shm *shm) {
+    if (shm) munmap(shm, sizeof(ksa_shm));
+}
+
+size_t ksa_shm_size(void) { return sizeof(ksa_shm); }
+uint32_t *ksa_shm_state(ksa_shm *shm, int to_agent) { return to_agent ? &shm->to_agent.state : &shm->to_client.state; }
+uint32_t *ksa_shm_len(ksa_shm *shm, int to_agent) { return to_agent ? &shm->to_agent.len : &shm->to_client.len; }
+uint8_t *ksa_shm_data(ksa_shm *shm, int to_agent) { return to_agent ? shm->to_agent.data : shm->to_client.data; }
+
+void ksa_chan_init(ksa_chan *c, int fd, ksa_shm *shm, int agent_side, uint32_t spin_us) {
+    memset(c, 0, sizeof *c);
+    c->fd = fd;
+    c->shm = shm;
+    c->hostile_peer = agent_side;
+    if (shm) {
+        c->in = agent_side ? &shm->to_agent : &shm->to_client;
+        c->out = agent_side ? &shm->to_client : &shm->to_agent;
+    }
+    ksa_spin_init(&c->spin, spin_us);
+}
+
+void ksa_chan_close_shm(ksa_chan *c) {
+    ksa_shm_unmap(c->shm);
+    c->shm = NULL;
+    c->in = c->out = NULL;
+}
+
+int ksa_chan_send(ksa_chan *c, const uint8_t *p, size_t n) {
+    if (!c->shm) {
+        c->sock_out++;
+        return ksa_write_frame(c->fd, p, n);
+    }
+    if (n > KSA_MAX_FRAME) return -1;
+    ksa_shm_dir *d = c->out;
+    int wrote = 0;
+    for (int tries = 0; tries < SEND_TRIES; tries++) {
+        uint32_t s = load_state(d);
+        if (s == KSA_SHM_SLEEPING) break;
+        if (s != KSA_SHM_EMPTY && s != KSA_SHM_SPINNING) {
+            /* FULL or SOCKET (a frame not taken: calls and replies alternate,
+             * so never from a well-behaved peer) or garbage. */
+            if (wrote) wipe(d->data, n);
+            return -1;
+        }
+        if (n > KSA_SHM_DATA) {
+            if (!cas_state(d, s, KSA_SHM_SOCKET)) continue;
+            c->sock_out++;
+            return ksa_write_frame(c->fd, p, n);
+        }
+        if (!wrote) {
+            memcpy(d->data, p, n);
+            __atomic_store_n(&d->len, (uint32_t)n, __ATOMIC_RELAXED);
+            wrote = 1;
+        }
+        if (cas_state(d, s, KSA_SHM_FULL)) {
+            c->shm_out++;
+            return 0;
+        }
+    }
+    if (wrote) wipe(d->data, n);
+    if (load_state(d) != KSA_SHM_SLEEPING) return -1; /* a state word that would not settle */
+    c->sock_out++;
+    return ksa_write_frame(c->fd, p, n);
+}
+
+/* The frame in the region: the length read once and bounded, the bytes
+ * copied out (the codec works on this side's copy), wiped, EMPTY. */
+static int take(ksa_chan *c, ksa_buf *b) {
+    ksa_shm_dir *d = c->in;
+    uint32_t n = __atomic_load_n(&d->len, __ATOMIC_RELAXED);
+    if (n > KSA_SHM_DATA) return -1;
+    if (b->cap < n || b->cap == 0) {
+        size_t cap = n < 4096 ? 4096 : n;
+        uint8_t *big = malloc(cap);
+        if (!big) return -1;
+        ksa_buf_free(b);
+        b->data = big;
+        b->cap = cap;
+    }
+    memcpy(b->data, d->data, n);
+    b->len = n;
+    wipe(d->data, n);
+    set_state(d, KSA_SHM_EMPTY);
+    c->shm_in++;
+    return 0;
+}
+
+/* The frame comes on the socket (the sender saw SLEEPING, or wrote SOCKET). */
+static int from_socket(ksa_chan *c, ksa_buf *b) {
+    int rc = ksa_read_frame_next(c->fd, b);
+    if (rc == 0) {
+        set_state(c->in, KSA_SHM_EMPTY);
+        c->sock_in++;
+    }
+    return rc;
+}
+
+/* What a state the receiver did not set itself means. */
+static int settle(ksa_chan *c, ksa_buf *b, uint32_t s) {
+    if (s == KSA_SHM_FULL) return take(c, b);
+    if (s == KSA_SHM_SOCKET) return from_socket(c, b);
+    return -1;
+}
+
+int ksa_chan_recv(ksa_chan *c, ksa_buf *b) {
+    ksa_buf_reset(b);
+    if (!c->shm) {
+        (void)ksa_spin_wait(c->fd, &c->spin);
+        c->sock_in++;
+        return ksa_read_frame_next(c->fd, b);
+    }
+    ksa_shm_dir *d = c->in;
+    uint32_t s = load_state(d);
+    if (s != KSA_SHM_EMPTY) return settle(c, b, s);
+    uint64_t end = ksa_spin_start(&c->spin);
+    if (end != 0) {
+        if (!cas_state(d, KSA_SHM_EMPTY, KSA_SHM_SPINNING)) {
+            ksa_spin_hit(&c->spin);
+            return settle(c, b, load_state(d));
+        }
+        for (uint32_t i = 1;; i++) {
+            s = load_state(d);
+            if (s != KSA_SHM_SPINNING) {
+                ksa_spin_hit(&c->spin);
+                return settle(c, b, s);
+            }
+            ksa_spin_pause();
+            /* The peer may share this CPU: let it run now and then. */
+            if (i % POLLS_PER_YIELD == 0) {
+                sched_yield();
+                if (ksa_mono_ns() >= end) break;
+            }
+        }
+        ksa_spin_miss(&c->spin);
+        if (!cas_state(d, KSA_SHM_SPINNING, KSA_SHM_SLEEPING)) return settle(c, b, load_state(d));
+    } else if (!cas_state(d, KSA_SHM_EMPTY, KSA_SHM_SLEEPING)) {
+        return settle(c, b, load_state(d));
+    }
+    /* Asleep in recv: the sender sees SLEEPING and uses the socket. */
+    return from_socket(c, b);
+}
