@@ -133,6 +133,45 @@ import KeyshareCrypto
         }
     }
 
+    /// The parked contexts (MLKEMKey: one initialised EVP_PKEY_CTX per direction kept between
+    /// calls): a known-answer encapsulation after random ones still gives the vector (its m is
+    /// not left in a parked context, nor taken from one), random ones after it differ, the
+    /// buffer entry points agree with the array ones, and one key shared by concurrent callers
+    /// round-trips every time.
+    @Test(.enabled(if: CryptoEngine.hasPostQuantum)) func mlkemParkedContexts() async throws {
+        let r = try #require(Self.rows("mlkem_encap").first { Self.kemSet($0) == .mlKEM768 })
+        let pub = try MLKEMKey(encapsulationKey: Self.hex(r, "ek"), .mlKEM768)
+        let (c0, k0) = try pub.encapsulate()
+        for _ in 0..<2 {
+            let (c, k) = try pub.encapsulate(testEntropy: Self.hex(r, "m"))
+            #expect(c == Self.hex(r, "c") && k == Self.hex(r, "k"))
+        }
+        let (c1, k1) = try pub.encapsulate()
+        #expect(c1 != c0 && k1 != k0 && c1 != Self.hex(r, "c"))
+
+        let key = try MLKEMKey.generate(.mlKEM768)
+        var ct = [UInt8](repeating: 0, count: 1088)
+        let short = try ct.withUnsafeMutableBytes { try key.encapsulate(into: $0, secretLength: 16) }
+        let whole = try key.decapsulate(ct)
+        #expect(short.count == 16 && Array(whole.prefix(16)) == short)
+        #expect(try ct.withUnsafeBytes { try key.decapsulate($0, secretLength: 24) } == Array(whole.prefix(24)))
+        #expect(throws: CryptoError.self) { try ct.withUnsafeMutableBytes { try key.encapsulate(into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<1087]), secretLength: 32) } }
+        #expect(throws: CryptoError.self) { try ct.withUnsafeBytes { try key.decapsulate($0, secretLength: 33) } }
+
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    for _ in 0..<25 {
+                        let (c, k) = try key.encapsulate()
+                        guard try key.decapsulate(c) == k else { return false }
+                    }
+                    return true
+                }
+            }
+            for try await ok in group { #expect(ok) }
+        }
+    }
+
     /// On an engine without them (Debian 12's 3.0): a clear `.unsupported`, nothing else.
     @Test(.enabled(if: !CryptoEngine.hasPostQuantum)) func unsupportedOnOldEngine() {
         #expect { try MLDSAKey.generate(.mlDSA65) } throws: { ($0 as? CryptoError)?.kind == .unsupported }
