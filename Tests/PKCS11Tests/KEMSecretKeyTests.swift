@@ -66,7 +66,7 @@ struct KEMSecretKeyTests {
 
     /// An empty template: every default (3.2 §5.18: ALWAYS_SENSITIVE, NEVER_EXTRACTABLE and LOCAL
     /// false), from both sides, with both entry shapes (arrays, and the C layer's buffers).
-    @Test func kemSecretKeysHaveTheDefaultSet() throws {
+    @Test(.enabled(if: CryptoEngine.hasPostQuantum)) func kemSecretKeysHaveTheDefaultSet() throws {
         let (f, s) = try loggedIn()
         let (pub, priv) = try mlKEMPair(f, s)
         let kem = try Mechanism(type: CKM_ML_KEM, parameter: nil)
@@ -95,7 +95,7 @@ struct KEMSecretKeyTests {
 
     /// The caller's template laid over the defaults: its flags win, its label and ID are kept, an
     /// AES key of CKA_VALUE_LEN 16 takes the secret's first 16 bytes, CKA_VALUE_LEN itself is computed.
-    @Test func kemSecretKeysTakeTheCallersTemplate() throws {
+    @Test(.enabled(if: CryptoEngine.hasPostQuantum)) func kemSecretKeysTakeTheCallersTemplate() throws {
         let (f, s) = try loggedIn()
         let (pub, priv) = try mlKEMPair(f, s)
         let kem = try Mechanism(type: CKM_ML_KEM, parameter: nil)
@@ -134,7 +134,7 @@ struct KEMSecretKeyTests {
     }
     /// Each new session key's CKA_UNIQUE_ID is "session-<its handle>-<entry count>" (written digit
     /// by digit now, ObjectTable.newSessionUniqueID), different for every key.
-    @Test func sessionKeysHaveDistinctUniqueIDs() throws {
+    @Test(.enabled(if: CryptoEngine.hasPostQuantum)) func sessionKeysHaveDistinctUniqueIDs() throws {
         let (f, s) = try loggedIn()
         let (pub, _) = try mlKEMPair(f, s)
         let kem = try Mechanism(type: CKM_ML_KEM, parameter: nil)
@@ -153,7 +153,7 @@ struct KEMSecretKeyTests {
 
     /// A new session object does not move the generation the session's resolved-key memo is
     /// checked against (a KEM call per message keeps its key resolved); a destroy still does.
-    @Test func newKeysKeepTheMemoizedKey() throws {
+    @Test(.enabled(if: CryptoEngine.hasPostQuantum)) func newKeysKeepTheMemoizedKey() throws {
         let (f, s) = try loggedIn()
         let (pub, _) = try mlKEMPair(f, s)
         let kem = try Mechanism(type: CKM_ML_KEM, parameter: nil)
