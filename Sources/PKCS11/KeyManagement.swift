@@ -257,6 +257,12 @@ extension Runtime {
     /// (docs/benchmarks.md, "Module work per KEM call").
     func secretKeyAttributes(value: [UInt8], keyType: CK_KEY_TYPE, template t: AttributeMap,
                              mechanism: CK_MECHANISM_TYPE?, bornSecret: Bool = true) throws -> AttributeMap {
+        // The same template as the last key's: its checked set again (SecretKeyTemplateMemo.swift).
+        if var a = secretKeyMemo.attributes(template: t, keyType: keyType, mechanism: mechanism, bornSecret: bornSecret) {
+            a[CKA_VALUE] = value
+            a[CKA_VALUE_LEN] = AttributeCoding.ulong(CK_ULONG(value.count))
+            return a
+        }
         try KeyGenerationRules.checkCallerPart(t, objectClass: CKO_SECRET_KEY, keyType: keyType)
         try ObjectRules.checkPrivacy(CKO_SECRET_KEY, t)
         var a = KeyUsagePolicy.secretKeyBase
@@ -267,8 +273,6 @@ extension Runtime {
         let extractable = try t.checkedBool(CKA_EXTRACTABLE) ?? false
         a[CKA_CLASS] = AttributeCoding.ulong(CKO_SECRET_KEY)
         a[CKA_KEY_TYPE] = AttributeCoding.ulong(keyType)
-        a[CKA_VALUE] = value
-        a[CKA_VALUE_LEN] = AttributeCoding.ulong(CK_ULONG(value.count))
         a[CKA_SENSITIVE] = AttributeCoding.bool(sensitive)
         a[CKA_EXTRACTABLE] = AttributeCoding.bool(extractable)
         a[CKA_ALWAYS_SENSITIVE] = AttributeCoding.bool(bornSecret && sensitive)
@@ -277,6 +281,10 @@ extension Runtime {
         a[CKA_KEY_GEN_MECHANISM] = AttributeCoding.ulong(mechanism ?? KS_CK_UNAVAILABLE_INFORMATION)
         a[CKA_PRIVATE] = AttributeCoding.bool(try t.checkedBool(CKA_PRIVATE) ?? true)
         a[CKA_TOKEN] = AttributeCoding.bool(try t.checkedBool(CKA_TOKEN) ?? false)
+        // Remembered without the value; the caller's copy gets it.
+        secretKeyMemo.remember(template: t, keyType: keyType, mechanism: mechanism, bornSecret: bornSecret, attributes: a)
+        a[CKA_VALUE] = value
+        a[CKA_VALUE_LEN] = AttributeCoding.ulong(CK_ULONG(value.count))
         return a
     }
 }

@@ -36,6 +36,8 @@ public final class Runtime: @unchecked Sendable {
     var slotEventBaseline: Set<CK_SLOT_ID> = []
     /// C_GetOperationState's saved states (OperationState.swift); its own lock.
     let savedStates = SavedStateTable()
+    /// The last secret key's attribute set by template (SecretKeyTemplateMemo.swift); its own lock.
+    let secretKeyMemo = SecretKeyTemplateMemo()
     /// Tokens this application may not see (the agent's policy, SharedLogin.swift):
     /// no slot, and their slot IDs are CKR_SLOT_ID_INVALID. Set once at creation.
     let hidden: @Sendable (TokenID) -> Bool

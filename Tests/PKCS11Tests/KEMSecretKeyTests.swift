@@ -166,4 +166,23 @@ struct KEMSecretKeyTests {
         try f.rt.destroyObject(session: s, object: try #require(k))
         #expect(f.rt.lock.withLock { f.rt.objectGeneration } != after)
     }
+    /// Keys made from alternating templates each get their own set (the last set is remembered by
+    /// template, SecretKeyTemplateMemo), and a template that fails its checks fails every time,
+    /// also right after an accepted one.
+    @Test func alternatingTemplatesEachGetTheirOwnSet() throws {
+        let (f, s) = try loggedIn()
+        let gen = try Mechanism(type: CKM_GENERIC_SECRET_KEY_GEN, parameter: nil)
+        let a: Template = [.ulong(CKA_VALUE_LEN, 20)]
+        let b: Template = [.ulong(CKA_VALUE_LEN, 20), .bool(CKA_ENCRYPT, false), Attribute(CKA_LABEL, Array("b".utf8))]
+        let bad: Template = [.ulong(CKA_VALUE_LEN, 20), .bool(CKA_TRUSTED, true)]
+        for (i, t) in [a, b, a, a, b, b, a].enumerated() {
+            let k = try f.rt.generateKey(session: s, mechanism: gen, template: t)
+            let got = try stored(f, s, k)
+            let value = try #require(got[CKA_VALUE])
+            let extra: AttributeMap = t.count == 1 ? [:] : [CKA_ENCRYPT: AttributeCoding.bool(false), CKA_LABEL: Array("b".utf8)]
+            expectSame(got, expected(value: value, mechanism: CKM_GENERIC_SECRET_KEY_GEN, bornSecret: true, local: true,
+                                     checkValue: checkValue(value), extra: extra), "key \(i)")
+            #expect(rv { _ = try f.rt.generateKey(session: s, mechanism: gen, template: bad) } == CKR_ATTRIBUTE_READ_ONLY)
+        }
+    }
 }
