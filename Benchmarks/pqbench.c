@@ -11,6 +11,11 @@
  * module also stores the shared secret as a session key object (C_EncapsulateKey's output), which
  * raw EVP does not; the objects are destroyed after each window, untimed.
  *
+ * BENCH_LATENCY=N (N calls) adds, per KEM row, the distribution of single calls through the
+ * module (mean, min, median, p90, p99, p99.9, in us; objects destroyed every 1,000 calls,
+ * untimed): the mean is what ops/s sees, the median what a call usually costs, and the gap
+ * between them the tail (docs/agent.md, "Round trips").
+ *
  * Usage: pqbench MODULE TOKEN_LABEL, PIN in BENCH_PIN. Prints a markdown table. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -125,6 +130,28 @@ static int cmp(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* BENCH_LATENCY: n single calls of op, each timed. */
+static void latency(const char *name, int (*op)(void)) {
+    const char *v = getenv("BENCH_LATENCY");
+    long n = v ? atol(v) : 0;
+    if (n < 100) return;
+    if (n > 1000000) n = 1000000;
+    double *t = malloc((size_t)n * sizeof *t), sum = 0;
+    if (!t) return;
+    for (long i = 0; i < n; i++) {
+        double t0 = now();
+        if (!op()) { failed = 1; free(t); return; }
+        t[i] = (now() - t0) * 1e6;
+        sum += t[i];
+        if (nmade >= 1000) cleanup();
+    }
+    cleanup();
+    qsort(t, (size_t)n, sizeof *t, cmp);
+    printf("| %s, %ld single calls (us) | mean %.1f | min %.1f, median %.1f, p90 %.1f | p99 %.1f, p99.9 %.1f |\n", name, n,
+           sum / n, t[0], t[n / 2], t[n * 9 / 10], t[n * 99 / 100], t[n * 999 / 1000]);
+    free(t);
+}
+
 static void bench(const char *name, int (*raw)(void), int (*p11)(void), int reps, double ms) {
     /* BENCH_ONLY=WORD runs only the rows whose name holds WORD (profiling one operation). */
     const char *only = getenv("BENCH_ONLY");
@@ -200,6 +227,8 @@ int main(int argc, char **argv) {
     p11_encap();
     cleanup();
     bench("decapsulate ML-KEM-768 (C_DecapsulateKey)", raw_decap, p11_decap, reps, ms);
+    latency("encapsulate ML-KEM-768", p11_encap);
+    latency("decapsulate ML-KEM-768", p11_decap);
     f->C_Logout(sess);
     f->C_Finalize(NULL);
     if (failed) { fprintf(stderr, "pqbench: an operation failed\n"); return 1; }
