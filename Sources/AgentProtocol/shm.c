@@ -102,7 +102,6 @@ void ksa_chan_init(ksa_chan *c, int fd, ksa_shm *shm, int agent_side, uint32_t s
     memset(c, 0, sizeof *c);
     c->fd = fd;
     c->shm = shm;
-    c->hostile_peer = agent_side;
     if (shm) {
         c->in = agent_side ? &shm->to_agent : &shm->to_client;
         c->out = agent_side ? &shm->to_client : &shm->to_agent;

@@ -271,7 +271,6 @@ typedef struct ksa_chan {
     ksa_shm *shm;       /* NULL: frames on the socket only */
     ksa_shm_dir *in;    /* what this side receives */
     ksa_shm_dir *out;   /* what this side sends */
-    int hostile_peer;   /* the agent's side: the peer's state words are checked, never trusted */
     ksa_spin spin;
     uint64_t shm_in, shm_out, sock_in, sock_out; /* frames each way, for tests and profiling */
 } ksa_chan;
@@ -284,8 +283,9 @@ int ksa_shm_create(void);
  * by a fork child (MADV_DONTFORK) and left out of core dumps. */
 ksa_shm *ksa_shm_map(int fd);
 void ksa_shm_unmap(ksa_shm *shm);
-/* agent_side: 1 for the agent (receives to_agent, treats the region as
- * hostile input), 0 for the client. shm may be NULL. */
+/* agent_side: 1 for the agent (receives to_agent), 0 for the client. Both
+ * sides check every state word and length they read (the agent's peer is
+ * not trusted; the client's checks cost nothing). shm may be NULL. */
 void ksa_chan_init(ksa_chan *c, int fd, ksa_shm *shm, int agent_side, uint32_t spin_us);
 /* Sends one frame: through the region when the peer is not asleep and the
  * frame fits, else on the socket. 0, or -1 (broken: close the connection). */
