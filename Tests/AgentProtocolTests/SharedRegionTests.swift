@@ -16,6 +16,13 @@ import Glibc
     private struct Pair {
         let agentFD: Int32, clientFD: Int32
         let agentMap: OpaquePointer, clientMap: OpaquePointer
+        /// The agent's and the client's ends of the connection (no polling).
+        func channels() -> (agent: ksa_chan, client: ksa_chan) {
+            var agent = ksa_chan(), client = ksa_chan()
+            ksa_chan_init(&agent, agentFD, agentMap, 1, 0)
+            ksa_chan_init(&client, clientFD, clientMap, 0, 0)
+            return (agent, client)
+        }
         func close() {
             ksa_shm_unmap(agentMap)
             ksa_shm_unmap(clientMap)
@@ -86,9 +93,7 @@ import Glibc
     @Test func aSleepingReceiverGetsTheFrameOnTheSocket() throws {
         let p = try pair()
         defer { p.close() }
-        var agent = ksa_chan(), client = ksa_chan()
-        ksa_chan_init(&agent, p.agentFD, p.agentMap, 1, 0)
-        ksa_chan_init(&client, p.clientFD, p.clientMap, 0, 0)
+        var (agent, client) = p.channels()
         var b = ksa_buf()
         ksa_buf_init(&b)
         defer { ksa_buf_free(&b) }
@@ -120,12 +125,7 @@ import Glibc
     @Test func aFrameTooBigForTheRegionGoesOnTheSocket() throws {
         let p = try pair()
         defer { p.close() }
-        var agent = ksa_chan(), client = ksa_chan()
-        ksa_chan_init(&agent, p.agentFD, p.agentMap, 1, 0)
-        ksa_chan_init(&client, p.clientFD, p.clientMap, 0, 0)
-        var b = ksa_buf()
-        ksa_buf_init(&b)
-        defer { ksa_buf_free(&b) }
+        var client = p.channels().client
         let big = (0..<(Int(KSA_SHM_DATA) + 1)).map { UInt8(truncatingIfNeeded: $0 * 7) }
         let agentFD = p.agentFD, agentMap = Int(bitPattern: p.agentMap)
         let got = LockedBox<[UInt8]>([])
@@ -146,7 +146,6 @@ import Glibc
         done.wait()
         #expect(got.get() == big)
         #expect(ksa_shm_state(p.agentMap, 1).pointee == UInt32(KSA_SHM_EMPTY))
-        _ = agent
     }
 
     /// The agent's side never trusts the client's half of the region: an

@@ -172,23 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
 }
 
-#ifdef FUZZ_MAIN_REPLAY
-/* Replay mode: each argument is an input file (a corpus entry or a crash reproducer). */
-int main(int argc, char **argv) {
-    int n = 0;
-    static uint8_t buf[1 << 20];
-    for (int i = 1; i < argc; i++) {
-        FILE *fp = fopen(argv[i], "rb");
-        if (!fp) continue;
-        size_t len = fread(buf, 1, sizeof buf, fp);
-        fclose(fp);
-        LLVMFuzzerTestOneInput(buf, len);
-        n++;
-    }
-    printf("replayed %d inputs\n", n);
-    return 0;
-}
-#endif
+#include "replay_main.h"
 
 #ifdef FUZZ_MAKE_SEEDS
 /* Seeds: real encodings from the codec itself (a sign round trip, a GCM

@@ -18,7 +18,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "agent_protocol.h" /* KSA_MAGIC, KSA_VERSION: the hello speaks the protocol under test */
+#include "agent_hello.h" /* the hello of the protocol under test */
 
 static int connect_to(const char *path, int cloexec) {
     int fd = socket(AF_UNIX, SOCK_STREAM | (cloexec ? SOCK_CLOEXEC : 0), 0);
@@ -28,27 +28,10 @@ static int connect_to(const char *path, int cloexec) {
     return fd;
 }
 
-static void put(uint8_t **p, const void *v, size_t n) { memcpy(*p, v, n); *p += n; }
-
 static int hello(int fd) {
-    uint8_t msg[8192], *p = msg + 4;
-    uint32_t magic = KSA_MAGIC, n;
-    uint16_t version = KSA_VERSION, flags = 0;
-    uint8_t token[16] = {0};
-    put(&p, &magic, 4); put(&p, &version, 2); put(&p, &flags, 2); put(&p, token, 16);
-    const char *home = getenv("KEYSHARE_HOME");
-    const char *groups = getenv("KEYSHARE_ACCESS_GROUPS");
-    const char *vals[4] = {home, NULL, getenv("HOME"), groups};
-    for (int i = 0; i < 4; i++) {
-        uint8_t present = vals[i] != NULL;
-        n = vals[i] ? (uint32_t)strlen(vals[i]) : 0;
-        if (n > 2048) n = 0;
-        put(&p, &present, 1); put(&p, &n, 4);
-        if (n) put(&p, vals[i], n);
-    }
-    n = (uint32_t)(p - msg - 4);
-    memcpy(msg, &n, 4);
-    if (write(fd, msg, (size_t)(p - msg)) != p - msg) { puts("closed"); return 1; }
+    uint8_t msg[8192];
+    size_t len = agent_hello(msg, 0);
+    if (write(fd, msg, len) != (ssize_t)len) { puts("closed"); return 1; }
     uint8_t r[4 + 24];
     size_t got = 0;
     while (got < sizeof r) {

@@ -25,9 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent_protocol.h" /* KSA_MAGIC, KSA_VERSION, KSA_HELLO_SHM, the state values */
-
-static void put(uint8_t **p, const void *v, size_t n) { memcpy(*p, v, n); *p += n; }
+#include "agent_hello.h" /* the hello; agent_protocol.h: KSA_HELLO_SHM, KSA_SHM_DIR_SIZE */
 
 static double now(void) {
     struct timespec t;
@@ -73,23 +71,10 @@ static int session(const char *path, double until, int first, int *frames) {
     strncpy(a.sun_path, path, sizeof a.sun_path - 1);
     if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) { perror("connect"); return -1; }
     /* The hello, as the module sends it, asking for a region. */
-    uint8_t msg[8192], *p = msg + 4;
-    uint32_t magic = KSA_MAGIC, n;
-    uint16_t version = KSA_VERSION, flags = KSA_HELLO_SHM;
-    uint8_t token[16] = {0};
-    put(&p, &magic, 4); put(&p, &version, 2); put(&p, &flags, 2); put(&p, token, 16);
-    const char *vals[4] = {getenv("KEYSHARE_HOME"), NULL, getenv("HOME"), NULL};
-    for (int i = 0; i < 4; i++) {
-        uint8_t present = vals[i] != NULL;
-        n = vals[i] ? (uint32_t)strlen(vals[i]) : 0;
-        if (n > 2048) n = 0;
-        put(&p, &present, 1); put(&p, &n, 4);
-        if (n) put(&p, vals[i], n);
-    }
-    n = (uint32_t)(p - msg - 4);
-    memcpy(msg, &n, 4);
+    uint8_t msg[8192];
+    size_t len = agent_hello(msg, KSA_HELLO_SHM);
     uint8_t r[4 + 24];
-    int ok = write(fd, msg, (size_t)(p - msg)) == p - msg;
+    int ok = write(fd, msg, len) == (ssize_t)len;
     for (size_t got = 0; ok && got < sizeof r;) {
         ssize_t k = read(fd, r + got, sizeof r - got);
         if (k <= 0) ok = 0; else got += (size_t)k;
