@@ -33,6 +33,7 @@ declare -A LABEL STATE    # STATE[label]: C created, S value set, D destroyed (c
 for n in "${IDS[@]}"; do LABEL[$n]=$(openssl dgst -sha256 -r "$ID/$n.cert.der" | awk '{print toupper($1)}'); done
 declare -A KILLED_BY      # op -> runs killed mid-operation
 declare -A DUR            # op -> ms its last uninterrupted run took
+declare -A GUESS          # op -> ms guessed while no run of it has finished (40, doubled per kill)
 declare -A IMPORTED       # identity -> 1 present / 0 absent (confirmed), unset = unknown
 killed=0 completed=0 failures=0 init_ok=0
 note() { failures=$((failures + 1)); [ "$failures" -le 10 ] && echo "  kill $i ($op, $outcome): $1" | head -5; }
@@ -77,6 +78,8 @@ agent_done_with() {
   note "the agent still serves killed client $pid after 10 s"
 }
 
+# A descriptor that never has data: `read -t` on it is a sleep without a fork.
+exec {NAP}<> <(:)
 start=$(date +%s)
 for ((i = 1; i <= KILLS; i++)); do
   ops=(import create destroy set pin init)
@@ -98,8 +101,18 @@ for ((i = 1; i <= KILLS; i++)); do
   t0=$(date +%s%N)
   KEYSHARE_TEST_PIN=$PIN "${cmd[@]}" >"$WORK/op.out" 2>&1 &
   pid=$!
-  sleep "$(printf '0.%03d' $((RANDOM % (${DUR[$op]:-150} + 1))))"
+  # Slept with bash's own read -t on $NAP (a fork of `sleep` and of a $(printf) took a few
+  # ms of the 20-70 ms the in-process operations last, and the 150 ms first guess let most
+  # first runs finish: 1 kill in 20 landed, and the floor below failed 1 run in 6). A first
+  # run of each kind is guessed at 40 ms (doubled after each kill until one finishes); from
+  # then on its measured duration.
+  d=$((RANDOM % (${DUR[$op]:-${GUESS[$op]:-40}} + 1)))
+  printf -v secs_ms '%d.%03d' $((d / 1000)) $((d % 1000))
+  read -rt "$secs_ms" -u "$NAP" || true
   if kill -KILL "$pid" 2>/dev/null; then wait "$pid" 2>/dev/null; rc=137; agent_done_with "$pid"; else wait "$pid"; rc=$?; fi
+  # Killed before any run of this kind finished: the guess was short (through the agent an
+  # operation takes longer); widen it, so later kills also reach the operation's end.
+  if [ "$rc" -eq 137 ] && [ -z "${DUR[$op]:-}" ]; then g=${GUESS[$op]:-40}; GUESS[$op]=$((g * 2 > 999 ? 999 : g * 2)); fi
   [ "$rc" -ne 137 ] && DUR[$op]=$(( ($(date +%s%N) - t0) / 1000000 > 999 ? 999 : ($(date +%s%N) - t0) / 1000000 ))
   # A process can finish between the sleep and the kill: only its exit status says which.
   if [ "$rc" -eq 137 ]; then outcome=killed; killed=$((killed + 1)); KILLED_BY[$op]=$(( ${KILLED_BY[$op]:-0} + 1 )); else outcome="exit $rc"; completed=$((completed + 1)); fi
