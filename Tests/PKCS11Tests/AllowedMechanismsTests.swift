@@ -10,14 +10,6 @@ import Testing
 /// (AllowedMechanisms.swift). The C entry points' wiring is checked by
 /// Tests/integration/c/conformance.c (allowed_mechanisms), in both modes.
 struct AllowedMechanismsTests {
-    func loggedIn() throws -> (Fixture, CK_SESSION_HANDLE) {
-        let f = try Fixture()
-        let slot = try f.makeToken()
-        let s = try f.rw(slot)
-        try f.rt.login(session: s, userType: CKU_USER, pin: userPIN)
-        return (f, s)
-    }
-
     func list(_ types: CK_MECHANISM_TYPE...) -> Attribute {
         Attribute(CKA_ALLOWED_MECHANISMS, types.flatMap { ulong($0) })
     }

@@ -9,14 +9,6 @@ import Testing
 /// value with C_CreateObject, then C_Sign / C_Verify / C_DeriveKey, and the
 /// answers compared with the RFC's or NIST's.
 struct AsymmetricVectorTests {
-    func loggedIn() throws -> (Fixture, CK_SESSION_HANDLE) {
-        let f = try Fixture()
-        let slot = try f.makeToken()
-        let s = try f.rw(slot)
-        try f.rt.login(session: s, userType: CKU_USER, pin: userPIN)
-        return (f, s)
-    }
-
     func bytes(_ r: OutputResult) -> [UInt8] {
         if case .bytes(let b) = r { return b }
         Issue.record("expected bytes, got \(r)")

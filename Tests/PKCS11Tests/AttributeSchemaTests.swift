@@ -28,14 +28,6 @@ import Testing
 ///   not have (SoftHSM2 2.6.1 answers the same, probed).
 /// - §3.3: CK_DATE is 8 characters; the dates default to empty.
 struct AttributeSchemaTests {
-    func loggedIn() throws -> (Fixture, CK_SESSION_HANDLE) {
-        let f = try Fixture()
-        let slot = try f.makeToken()
-        let s = try f.rw(slot)
-        try f.rt.login(session: s, userType: CKU_USER, pin: userPIN)
-        return (f, s)
-    }
-
     func secret(_ type: CK_KEY_TYPE, _ value: [UInt8], _ extra: [Attribute] = []) -> Template {
         [.ulong(CKA_CLASS, CKO_SECRET_KEY), .ulong(CKA_KEY_TYPE, type), Attribute(CKA_VALUE, value),
          .bool(CKA_ENCRYPT, true)] + extra

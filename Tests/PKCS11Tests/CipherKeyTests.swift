@@ -7,14 +7,6 @@ import Testing
 /// Encrypt/decrypt, key generation, wrap/unwrap, derive and HMAC through the
 /// Runtime, including the bad-parameter and wrong-state answers.
 struct CipherKeyTests {
-    func loggedIn() throws -> (Fixture, CK_SESSION_HANDLE) {
-        let f = try Fixture()
-        let slot = try f.makeToken()
-        let s = try f.rw(slot)
-        try f.rt.login(session: s, userType: CKU_USER, pin: userPIN)
-        return (f, s)
-    }
-
     func mech<T>(_ type: CK_MECHANISM_TYPE, _ param: T) throws -> Mechanism {
         var p = param
         return try withUnsafeBytes(of: &p) { try Mechanism(type: type, parameter: $0) }

@@ -9,14 +9,6 @@ import Testing
 /// single-part/multi-part rules of PKCS #11 3.0 §5.8, AES-GCM parameters and
 /// streaming, secret-key usage defaults, the wrap policy and the versions.
 struct ConformanceTests {
-    func loggedIn() throws -> (Fixture, CK_SESSION_HANDLE) {
-        let f = try Fixture()
-        let slot = try f.makeToken()
-        let s = try f.rw(slot)
-        try f.rt.login(session: s, userType: CKU_USER, pin: userPIN)
-        return (f, s)
-    }
-
     func aes(_ f: Fixture, _ s: CK_SESSION_HANDLE, _ flags: [CK_ATTRIBUTE_TYPE: Bool] = [:],
              extractable: Bool = false) throws -> CK_OBJECT_HANDLE {
         try f.rt.generateKey(session: s, mechanism: try Mechanism(type: CKM_AES_KEY_GEN, parameter: nil),

@@ -13,14 +13,6 @@ import Testing
 /// for PBKDF2. Each test counts what it ran, so a fixture that fails to load
 /// cannot pass silently.
 struct DigestKDFVectorTests {
-    func loggedIn() throws -> (Fixture, CK_SESSION_HANDLE) {
-        let f = try Fixture()
-        let slot = try f.makeToken()
-        let s = try f.rw(slot)
-        try f.rt.login(session: s, userType: CKU_USER, pin: userPIN)
-        return (f, s)
-    }
-
     func bytes(_ r: OutputResult) -> [UInt8] {
         if case .bytes(let b) = r { return b }
         Issue.record("expected bytes, got \(r)")

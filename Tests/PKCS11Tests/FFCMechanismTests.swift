@@ -56,7 +56,7 @@ struct FFCMechanismTests {
     /// RFC 6979's key through C_CreateObject: its published signatures verify,
     /// the module's own signatures verify, tampering and lengths are refused.
     @Test func dsaPublishedKey() throws {
-        let (f, s) = try h.loggedIn()
+        let (f, s) = try loggedIn()
         let pub = try f.rt.createObject(session: s, template: [
             .ulong(CKA_CLASS, CKO_PUBLIC_KEY), .ulong(CKA_KEY_TYPE, CKK_DSA), Attribute(CKA_VALUE, Self.y),
         ] + Self.domain)
@@ -115,7 +115,7 @@ struct FFCMechanismTests {
 
     /// CKM_DSA_KEY_PAIR_GEN on RFC 6979's domain, and CKM_DSA_PARAMETER_GEN.
     @Test func dsaGeneration() throws {
-        let (f, s) = try h.loggedIn()
+        let (f, s) = try loggedIn()
         let gen = try m(CKM_DSA_KEY_PAIR_GEN)
         let (pub, priv) = try f.rt.generateKeyPair(session: s, mechanism: gen, publicTemplate: Self.domain,
                                                    privateTemplate: [.bool(CKA_SENSITIVE, false), .bool(CKA_EXTRACTABLE, true)])
@@ -179,7 +179,7 @@ struct FFCMechanismTests {
 
     /// CKM_DH_PKCS_PARAMETER_GEN, two key pairs, CKM_DH_PKCS_DERIVE both ways.
     @Test func diffieHellman() throws {
-        let (f, s) = try h.loggedIn()
+        let (f, s) = try loggedIn()
         let dp = try f.rt.generateKey(session: s, mechanism: try m(CKM_DH_PKCS_PARAMETER_GEN),
                                       template: [.ulong(CKA_PRIME_BITS, 1024)])
         let a = try f.rt.getAttributeValue(session: s, object: dp, types: [CKA_PRIME, CKA_BASE, CKA_PRIME_BITS, CKA_SUBPRIME])

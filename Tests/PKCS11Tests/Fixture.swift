@@ -50,6 +50,16 @@ final class Fixture {
     }
 }
 
+/// A fixture with a token (Fixture.makeToken) and a new R/W session on it where the user is
+/// logged in: where most suites start.
+func loggedIn() throws -> (Fixture, CK_SESSION_HANDLE) {
+    let f = try Fixture()
+    let slot = try f.makeToken()
+    let s = try f.rw(slot)
+    try f.rt.login(session: s, userType: CKU_USER, pin: userPIN)
+    return (f, s)
+}
+
 func makeTempDir() -> String {
     var template = Array("/tmp/keyshare-p11-test.XXXXXX".utf8CString)
     return template.withUnsafeMutableBufferPointer { buf in

@@ -10,14 +10,6 @@ import Testing
 /// (docs/benchmarks.md, "Module work per KEM call"); any change of a default, of the caller's
 /// part or of the computed attributes shows here.
 struct KEMSecretKeyTests {
-    func loggedIn() throws -> (Fixture, CK_SESSION_HANDLE) {
-        let f = try Fixture()
-        let slot = try f.makeToken()
-        let s = try f.rw(slot)
-        try f.rt.login(session: s, userType: CKU_USER, pin: userPIN)
-        return (f, s)
-    }
-
     func mlKEMPair(_ f: Fixture, _ s: CK_SESSION_HANDLE) throws -> (CK_OBJECT_HANDLE, CK_OBJECT_HANDLE) {
         let t: Template = [.bool(CKA_TOKEN, false), .ulong(CKA_PARAMETER_SET, CKP_ML_KEM_768)]
         return try f.rt.generateKeyPair(session: s, mechanism: try Mechanism(type: CKM_ML_KEM_KEY_PAIR_GEN, parameter: nil),

@@ -8,14 +8,6 @@ import Testing
 /// KeyDerivation.swift / SecretKeyGeneration.swift: what the derived key
 /// inherits, which keys and templates are refused, parameter decoding.
 struct KeyDerivationTests {
-    func loggedIn() throws -> (Fixture, CK_SESSION_HANDLE) {
-        let f = try Fixture()
-        let slot = try f.makeToken()
-        let s = try f.rw(slot)
-        try f.rt.login(session: s, userType: CKU_USER, pin: userPIN)
-        return (f, s)
-    }
-
     func secret(_ f: Fixture, _ s: CK_SESSION_HANDLE, _ value: [UInt8], type: CK_KEY_TYPE = CKK_GENERIC_SECRET,
                 sensitive: Bool = true, extractable: Bool = false, derive: Bool = true) throws -> CK_OBJECT_HANDLE {
         try f.rt.createObject(session: s, template: [

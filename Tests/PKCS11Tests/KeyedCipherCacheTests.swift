@@ -11,14 +11,6 @@ import Testing
 /// tag length and key changes, interleaved keys and algorithms, a logout,
 /// and a call that fails.
 struct KeyedCipherCacheTests {
-    func loggedIn() throws -> (Fixture, CK_SESSION_HANDLE) {
-        let f = try Fixture()
-        let slot = try f.makeToken()
-        let s = try f.rw(slot)
-        try f.rt.login(session: s, userType: CKU_USER, pin: userPIN)
-        return (f, s)
-    }
-
     func key(_ f: Fixture, _ s: CK_SESSION_HANDLE, _ type: CK_KEY_TYPE, _ value: [UInt8]) throws -> CK_OBJECT_HANDLE {
         try f.rt.createObject(session: s, template: [
             .ulong(CKA_CLASS, CKO_SECRET_KEY), .ulong(CKA_KEY_TYPE, type), Attribute(CKA_VALUE, value), .bool(CKA_ENCRYPT, true)])

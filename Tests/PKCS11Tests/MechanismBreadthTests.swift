@@ -55,7 +55,7 @@ struct MechanismBreadthTests {
     /// CKM_DES2_KEY_GEN: 16 bytes, odd parity, CKK_DES2; the DES3 mechanisms
     /// run it as K1 K2 K1 (SP 800-67 keying option 2).
     @Test func des2() throws {
-        let (f, s) = try h.loggedIn()
+        let (f, s) = try loggedIn()
         let gen = try Mechanism(type: CKM_DES2_KEY_GEN, parameter: nil)
         let k = try f.rt.generateKey(session: s, mechanism: gen, template: [.bool(CKA_SENSITIVE, false), .bool(CKA_EXTRACTABLE, true)])
         let got = try f.rt.getAttributeValue(session: s, object: k, types: [CKA_KEY_TYPE, CKA_VALUE_LEN, CKA_KEY_GEN_MECHANISM, CKA_PRIVATE])
@@ -89,7 +89,7 @@ struct MechanismBreadthTests {
     /// F.2.1: the CBC-MAC of (P1 xor IV) P2 P3 P4 is the last CBC block.
     /// SP 800-67: the 3DES MAC of the first block is its ECB encryption.
     @Test func cbcMAC() throws {
-        let (f, s) = try h.loggedIn()
+        let (f, s) = try loggedIn()
         let key = try h.secret(f, s, CKK_AES, Self.key128)
         let aesMAC = try Mechanism(type: CKM_AES_MAC, parameter: nil)
         let p1 = Array(Self.plain[..<16])
@@ -158,7 +158,7 @@ struct MechanismBreadthTests {
     /// RFC 3610 packet vector #1 and SP 800-38C example 1, single- and
     /// multi-part; tampering, length and parameter errors.
     @Test func aesCCM() throws {
-        let (f, s) = try h.loggedIn()
+        let (f, s) = try loggedIn()
         let k1 = try h.secret(f, s, CKK_AES, (0xC0...0xCF).map { UInt8($0) })
         let nonce = Self.hex("00000003020100A0A1A2A3A4A5")
         let aad = (0...7).map { UInt8($0) }
@@ -199,7 +199,7 @@ struct MechanismBreadthTests {
     /// RFC 5649 §6's two examples under CKM_AES_KEY_WRAP_KWP (0x210B); the
     /// same blob CKM_AES_KEY_WRAP_PAD makes here (SoftHSM2's reading of 0x210A).
     @Test func keyWrapKWP() throws {
-        let (f, s) = try h.loggedIn()
+        let (f, s) = try loggedIn()
         // The KEK wraps non-sensitive keys only (a created KEK is not local: KeyUsagePolicy rule 2).
         let kek = try h.secret(f, s, CKK_AES, Self.hex("5840df6e29b02af1ab493b705bf16ea1ae8338f4dcc176a8"),
                                [.bool(CKA_ENCRYPT, false), .bool(CKA_DECRYPT, false)])
@@ -252,7 +252,7 @@ struct MechanismBreadthTests {
     /// The ENCRYPT_DATA derivations: SP 800-38A F.1.1 / F.2.1 and SP 800-67
     /// as derived key values; lengths, key types, and sensitivity carried over.
     @Test func encryptDataDerivation() throws {
-        let (f, s) = try h.loggedIn()
+        let (f, s) = try loggedIn()
         let readable: Template = [.bool(CKA_SENSITIVE, false), .bool(CKA_EXTRACTABLE, true)]
         let base = try h.secret(f, s, CKK_AES, Self.key128, readable + [.bool(CKA_DERIVE, true)])
         let generic: Template = [.ulong(CKA_CLASS, CKO_SECRET_KEY), .ulong(CKA_KEY_TYPE, CKK_GENERIC_SECRET)]
@@ -311,7 +311,7 @@ extension MechanismBreadthTests {
     /// counter n XORed into its generated bits (the TLS 1.3 nonce, RFC 8446
     /// §5.3), whatever pIv holds afterwards; the counter ends at 2^bits.
     @Test func counterXorIVGenerator() throws {
-        let (f, s) = try h.loggedIn()
+        let (f, s) = try loggedIn()
         let keyValue = [UInt8](repeating: 5, count: 16)
         let key = try h.secret(f, s, CKK_AES, keyValue)
         try f.rt.messageInit(session: s, encrypt: true, mechanism: .aesGCM, key: key)

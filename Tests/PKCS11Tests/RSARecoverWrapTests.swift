@@ -7,14 +7,6 @@ import Testing
 /// RSA sign/verify recover and RSA wrapping (CKM_RSA_PKCS, CKM_RSA_PKCS_OAEP,
 /// CKM_RSA_AES_KEY_WRAP) through the Runtime, with their policy and error answers.
 struct RSARecoverWrapTests {
-    func loggedIn() throws -> (Fixture, CK_SESSION_HANDLE) {
-        let f = try Fixture()
-        let slot = try f.makeToken()
-        let s = try f.rw(slot)
-        try f.rt.login(session: s, userType: CKU_USER, pin: userPIN)
-        return (f, s)
-    }
-
     func bytes(_ r: OutputResult) -> [UInt8] {
         if case .bytes(let b) = r { return b }
         Issue.record("expected bytes, got \(r)")

@@ -22,14 +22,6 @@ struct SymmetricMechanismTests {
         return stride(from: 0, to: c.count, by: 2).map { UInt8(String(decoding: c[$0..<$0 + 2], as: UTF8.self), radix: 16)! }
     }
 
-    func loggedIn() throws -> (Fixture, CK_SESSION_HANDLE) {
-        let f = try Fixture()
-        let slot = try f.makeToken()
-        let s = try f.rw(slot)
-        try f.rt.login(session: s, userType: CKU_USER, pin: userPIN)
-        return (f, s)
-    }
-
     func secret(_ f: Fixture, _ s: CK_SESSION_HANDLE, _ type: CK_KEY_TYPE, _ value: [UInt8],
                 _ extra: Template = []) throws -> CK_OBJECT_HANDLE {
         try f.rt.createObject(session: s, template: [

@@ -15,14 +15,6 @@ import Testing
 /// match CKA_WRAP_TEMPLATE cannot be wrapped); §5.18.5 / §5.18.6 ("If any
 /// attribute conflict occurs ... CKR_TEMPLATE_INCONSISTENT").
 struct TemplateAttributeTests {
-    func loggedIn() throws -> (Fixture, CK_SESSION_HANDLE) {
-        let f = try Fixture()
-        let slot = try f.makeToken()
-        let s = try f.rw(slot)
-        try f.rt.login(session: s, userType: CKU_USER, pin: userPIN)
-        return (f, s)
-    }
-
     static let value16 = Array("0123456789abcdef".utf8)
     static let wrapOnly: Template = [.ulong(CKA_CLASS, CKO_SECRET_KEY), Attribute(CKA_ID, Array("wrap-ok".utf8))]
 
