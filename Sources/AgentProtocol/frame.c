@@ -1,5 +1,6 @@
 /* Length-prefixed frames over a stream socket (include/agent_protocol.h). */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -7,15 +8,37 @@
 #include <unistd.h>
 #include "agent_protocol.h"
 
-static int read_all(int fd, uint8_t *p, size_t n) {
+/* The rest of a frame whose first bytes are in: bounded by KSA_FRAME_TIMEOUT_MS
+ * (a peer that sends a header and stalls must not hold a thread forever). */
+static int read_rest(int fd, uint8_t *p, size_t n) {
+    int64_t end = -1;
     while (n) {
-        ssize_t r = recv(fd, p, n, 0);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return -1;
-        p += r;
-        n -= (size_t)r;
+        ssize_t r = recv(fd, p, n, MSG_DONTWAIT);
+        if (r > 0) {
+            p += r;
+            n -= (size_t)r;
+            continue;
+        }
+        if (r == 0) return -1;
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+        int64_t now = (int64_t)(ksa_mono_ns() / 1000000u);
+        if (end < 0) end = now + KSA_FRAME_TIMEOUT_MS;
+        if (now >= end) { errno = ETIMEDOUT; return -1; }
+        struct pollfd pf = {fd, POLLIN, 0};
+        if (poll(&pf, 1, (int)(end - now)) < 0 && errno != EINTR) return -1;
     }
     return 0;
+}
+
+/* The first bytes of a frame: blocking (up to the socket's SO_RCVTIMEO: the
+ * caller's choice), then the rest with the frame deadline. */
+static int read_all(int fd, uint8_t *p, size_t n) {
+    if (!n) return 0;
+    ssize_t r;
+    do r = recv(fd, p, n, 0); while (r < 0 && errno == EINTR);
+    if (r <= 0) return -1;
+    return read_rest(fd, p + r, n - (size_t)r);
 }
 
 /* Header and payload in one sendmsg (two iovecs): one syscall and no copy
@@ -73,7 +96,7 @@ int ksa_read_frame(int fd, ksa_buf *b) {
     if (n > KSA_MAX_FRAME) return -1;
     if (ensure_cap(b, n)) return -1;
     b->len = n;
-    return read_all(fd, b->data, n);
+    return read_rest(fd, b->data, n);
 }
 
 /* As ksa_read_frame, in one recv for a frame that fits the buffer: reads
@@ -88,7 +111,7 @@ int ksa_read_frame_next(int fd, ksa_buf *b) {
     ssize_t got;
     do got = recv(fd, b->data, b->cap, 0); while (got < 0 && errno == EINTR);
     if (got <= 0) return -1;
-    if (got < 4 && read_all(fd, b->data + got, 4 - (size_t)got)) return -1;
+    if (got < 4 && read_rest(fd, b->data + got, 4 - (size_t)got)) return -1;
     if (got < 4) got = 4;
     uint8_t *d = b->data;
     size_t n = (size_t)d[0] | (size_t)d[1] << 8 | (size_t)d[2] << 16 | (size_t)d[3] << 24;
@@ -109,7 +132,7 @@ int ksa_read_frame_next(int fd, ksa_buf *b) {
         wipe(d + have, 4);  /* the last 4 bytes read, copied down: no second copy */
     }
     b->len = n;
-    return read_all(fd, b->data + have, n - have);
+    return read_rest(fd, b->data + have, n - have);
 }
 
 /* The client's debug-log descriptor (docs/agent.md, "Debug log"): one byte
@@ -150,8 +173,13 @@ int ksa_recv_fd(int sock) {
     struct iovec iov = {&byte, 1};
     union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(int) * 4)]; } u;
     struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+    /* The byte follows its frame at once: bounded like the rest of a frame. */
+    struct pollfd pf = {sock, POLLIN, 0};
+    int ready;
+    do ready = poll(&pf, 1, KSA_FRAME_TIMEOUT_MS); while (ready < 0 && errno == EINTR);
+    if (ready != 1) return -2;
     ssize_t n;
-    do n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC); while (n < 0 && errno == EINTR);
+    do n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT); while (n < 0 && errno == EINTR);
     if (n != 1) return -2;
     int got = -1;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {

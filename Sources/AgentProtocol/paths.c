@@ -1,5 +1,20 @@
-/* Where the agent listens; shared by the module (client) and the agent. */
+/*
+ * Where the agent listens and which store it serves (docs/agent.md, "Which
+ * agent, which store"); shared by the module (client), the CLI and the agent.
+ *
+ * One agent serves one store, as gpg-agent serves one GNUPGHOME: the user's
+ * default store at BASE/agent.sock, any other store (KEYSHARE_HOME,
+ * XDG_DATA_HOME) at BASE/s.<hash of its path>/agent.sock. BASE is
+ * $XDG_RUNTIME_DIR/keyshare, else /tmp/keyshare-agent-EUID (said so in the
+ * debug log: never silently). $KEYSHARE_AGENT_SOCKET names a socket outright
+ * (a sandbox with the socket bound in). The agent takes its store from its
+ * own environment when it starts and never from a client, so a client names
+ * a store only by choosing which socket it talks to.
+ */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +27,79 @@ static const char *env(const char *name) {
     return v && *v ? v : NULL;
 }
 
+/* The home directory of the effective uid from the password database (not $HOME). */
+static int passwd_home(char *out, size_t n) {
+    struct passwd pw, *res = NULL;
+    char buf[2048];
+    if (getpwuid_r(geteuid(), &pw, buf, sizeof buf, &res) != 0 || !res || !pw.pw_dir) return -1;
+    int w = snprintf(out, n, "%s", pw.pw_dir);
+    return w < 0 || (size_t)w >= n ? -1 : 0;
+}
+
+/* `v` made absolute against the working directory, symlinks resolved when it exists. */
+static int absolute(const char *v, char *out, size_t n) {
+    char joined[PATH_MAX];
+    int w;
+    if (v[0] == '/') {
+        w = snprintf(joined, sizeof joined, "%s", v);
+    } else {
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof cwd)) return -1;
+        w = snprintf(joined, sizeof joined, "%s/%s", cwd, v);
+    }
+    if (w < 0 || (size_t)w >= sizeof joined) return -1;
+    char real[PATH_MAX];
+    const char *use = realpath(joined, real) ? real : joined;
+    w = snprintf(out, n, "%s", use);
+    return w < 0 || (size_t)w >= n ? -1 : 0;
+}
+
+int ksa_store_home(char *out, size_t n) {
+    char raw[PATH_MAX];
+    int w;
+    if (env("KEYSHARE_HOME")) w = snprintf(raw, sizeof raw, "%s", env("KEYSHARE_HOME"));
+    else if (env("XDG_DATA_HOME")) w = snprintf(raw, sizeof raw, "%s/keyshare", env("XDG_DATA_HOME"));
+    else if (env("HOME")) w = snprintf(raw, sizeof raw, "%s/.local/share/keyshare", env("HOME"));
+    else {
+        char home[PATH_MAX];
+        if (passwd_home(home, sizeof home)) w = snprintf(raw, sizeof raw, "/tmp/keyshare-%u", (unsigned)geteuid());
+        else w = snprintf(raw, sizeof raw, "%s/.local/share/keyshare", home);
+    }
+    if (w < 0 || (size_t)w >= sizeof raw) return -1;
+    return absolute(raw, out, n);
+}
+
+int ksa_store_is_default(const char *store) {
+    char home[PATH_MAX], def[PATH_MAX], real[PATH_MAX];
+    if (passwd_home(home, sizeof home)) return 0;
+    int w = snprintf(def, sizeof def, "%s/.local/share/keyshare", home);
+    if (w < 0 || (size_t)w >= sizeof def) return 0;
+    const char *d = realpath(def, real) ? real : def;
+    return strcmp(d, store) == 0;
+}
+
+/* FNV-1a, 64 bits: a name for a store's socket directory, not a secret. */
+static uint64_t fnv1a(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) {
+        h ^= (uint8_t)*s;
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+int ksa_agent_base(char *dir, size_t n, int *shared_tmp) {
+    int w;
+    *shared_tmp = 0;
+    if (env("XDG_RUNTIME_DIR")) {
+        w = snprintf(dir, n, "%s/keyshare", env("XDG_RUNTIME_DIR"));
+    } else {
+        *shared_tmp = 1;
+        w = snprintf(dir, n, "/tmp/keyshare-agent-%u", (unsigned)geteuid());
+    }
+    return w < 0 || (size_t)w >= n ? -1 : 0;
+}
+
 int ksa_agent_dir(char *dir, size_t n) {
     const char *sock = env("KEYSHARE_AGENT_SOCKET");
     int w;
@@ -20,11 +108,13 @@ int ksa_agent_dir(char *dir, size_t n) {
         if (!slash) w = snprintf(dir, n, ".");
         else if (slash == sock) w = snprintf(dir, n, "/");
         else w = snprintf(dir, n, "%.*s", (int)(slash - sock), sock);
-    } else if (env("XDG_RUNTIME_DIR")) {
-        w = snprintf(dir, n, "%s/keyshare", env("XDG_RUNTIME_DIR"));
-    } else {
-        w = snprintf(dir, n, "/tmp/keyshare-agent-%u", (unsigned)getuid());
+        return w < 0 || (size_t)w >= n ? -1 : 0;
     }
+    char base[PATH_MAX], store[PATH_MAX];
+    int shared;
+    if (ksa_agent_base(base, sizeof base, &shared) || ksa_store_home(store, sizeof store)) return -1;
+    if (ksa_store_is_default(store)) w = snprintf(dir, n, "%s", base);
+    else w = snprintf(dir, n, "%s/s.%016llx", base, (unsigned long long)fnv1a(store));
     return w < 0 || (size_t)w >= n ? -1 : 0;
 }
 
@@ -42,13 +132,95 @@ int ksa_socket_path(char *path, size_t n) {
     return w < 0 || (size_t)w >= n || w >= 108 ? -1 : 0;
 }
 
-int ksa_prepare_dir(const char *dir, int create) {
-    if (create && mkdir(dir, 0700) != 0 && errno != EEXIST) return -1;
+static void describe_owner(char *out, size_t n, uid_t uid) {
+    struct passwd pw, *res = NULL;
+    char buf[1024];
+    if (getpwuid_r(uid, &pw, buf, sizeof buf, &res) == 0 && res && pw.pw_name)
+        snprintf(out, n, "uid %u (%s)", (unsigned)uid, pw.pw_name);
+    else
+        snprintf(out, n, "uid %u", (unsigned)uid);
+}
+
+/* One ancestor: owned by us or root, and not writable by others unless sticky. */
+static int check_ancestor(const char *dir, const char *subject, char *why, size_t n) {
     struct stat st;
-    if (lstat(dir, &st) != 0) return -1;
-    if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077) != 0) {
-        errno = EPERM;
+    if (stat(dir, &st) != 0) {
+        snprintf(why, n, "refusing %s: cannot examine its parent %s: %s", subject, dir, strerror(errno));
+        return -1;
+    }
+    char owner[128];
+    describe_owner(owner, sizeof owner, st.st_uid);
+    if (st.st_uid != geteuid() && st.st_uid != 0) {
+        snprintf(why, n, "refusing %s: its parent %s is owned by %s (mode %04o), not by uid %u or root: "
+                 "another user controls it (set XDG_RUNTIME_DIR to a directory of your own)",
+                 subject, dir, owner, (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
+        return -1;
+    }
+    if ((st.st_mode & 022) && !(st.st_mode & S_ISVTX)) {
+        snprintf(why, n, "refusing %s: its parent %s is writable by others (mode %04o, owner %s)",
+                 subject, dir, (unsigned)(st.st_mode & 07777), owner);
         return -1;
     }
     return 0;
+}
+
+int ksa_check_dir(const char *dir, int create, char *why, size_t n) {
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s", dir) >= (int)sizeof tmp) {
+        snprintf(why, n, "refusing the agent directory: its path is too long");
+        return -1;
+    }
+    if (create) {
+        /* mkdir -p with 0700 for what is missing; what exists is judged below. */
+        for (char *p = tmp + 1; *p; p++) {
+            if (*p != '/') continue;
+            *p = '\0';
+            if (mkdir(tmp, 0700) != 0 && errno != EEXIST) { *p = '/'; break; }
+            *p = '/';
+        }
+        if (mkdir(tmp, 0700) != 0 && errno != EEXIST) {
+            snprintf(why, n, "cannot create the agent directory %s: %s", dir, strerror(errno));
+            return -1;
+        }
+    }
+    struct stat st;
+    if (lstat(dir, &st) != 0) {
+        snprintf(why, n, "the agent directory %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    char owner[128];
+    describe_owner(owner, sizeof owner, st.st_uid);
+    if (S_ISLNK(st.st_mode)) {
+        snprintf(why, n, "refusing the agent directory %s: it is a symbolic link (owner %s); "
+                 "someone may have planted it: remove it", dir, owner);
+        errno = EPERM;
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) != 0) {
+        snprintf(why, n, "refusing the agent directory %s: %s owned by %s with mode %04o; it must be a directory "
+                 "of uid %u with mode 0700 (another user may have planted it: remove it%s)",
+                 dir, S_ISDIR(st.st_mode) ? "a directory" : "not a directory,", owner,
+                 (unsigned)(st.st_mode & 07777), (unsigned)geteuid(),
+                 st.st_uid == geteuid() ? ", or chmod 700 it" : "");
+        errno = EPERM;
+        return -1;
+    }
+    /* Every ancestor, symlinks resolved, up to / (SecureDirectory's rule). */
+    char real[PATH_MAX];
+    if (!realpath(dir, real)) {
+        snprintf(why, n, "cannot resolve the agent directory %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    for (char *slash = strrchr(real, '/'); slash; slash = strrchr(real, '/')) {
+        if (slash == real) { real[1] = '\0'; }
+        else *slash = '\0';
+        if (check_ancestor(real, dir, why, n)) { errno = EPERM; return -1; }
+        if (slash == real) break;
+    }
+    return 0;
+}
+
+int ksa_prepare_dir(const char *dir, int create) {
+    char why[512];
+    return ksa_check_dir(dir, create, why, sizeof why);
 }

@@ -5,7 +5,10 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,5 +100,60 @@ static inline int keyshare_agent_scrub_heap(char *const argv[]) {
 /// starter held open without close-on-exec (a lock, a pipe someone waits on).
 static inline void keyshare_close_from(int lowfd) {
     closefrom(lowfd);
+}
+
+/// The connecting process of a Unix socket as a pidfd: SO_PEERPIDFD (Linux
+/// 6.5+: the very process that connected), else pidfd_open(pid) (Linux 5.3+;
+/// the caller must then confirm the pid still holds the connection, as the
+/// agent's caller check does, so a reused pid is not taken for the client).
+/// -1 when neither works.
+static inline int keyshare_peer_pidfd(int sock, pid_t pid) {
+    int pidfd = -1;
+    socklen_t len = sizeof pidfd;
+    if (getsockopt(sock, SOL_SOCKET, 77 /* SO_PEERPIDFD */, &pidfd, &len) == 0 && pidfd >= 0) return pidfd;
+    extern long syscall(long, ...);
+    long fd = syscall(434 /* pidfd_open */, (long)pid, 0L);
+    if (fd >= 0) fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+    return fd >= 0 ? (int)fd : -1;
+}
+
+/// The agent's wake-up pipe: SIGTERM and SIGINT write 'T' to it (a retire
+/// request, docs/agent.md "Upgrades"), other threads write 'W' (a new pidfd to
+/// watch, a stop request). Returns the read end (non-blocking) and sets
+/// *write_end; -1 on failure.
+static int keyshare_wake_write_fd = -1;
+static void keyshare_on_term(int sig) {
+    (void)sig;
+    int saved = errno;
+    char c = 'T';
+    if (keyshare_wake_write_fd >= 0) (void)!write(keyshare_wake_write_fd, &c, 1);
+    errno = saved;
+}
+static inline int keyshare_wake_pipe(int *write_end) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+    keyshare_wake_write_fd = p[1];
+    *write_end = p[1];
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = keyshare_on_term;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    return p[0];
+}
+
+/// RLIMIT_NOFILE's soft limit raised to its hard limit (a busy agent holds a
+/// descriptor per connection); returns the new soft limit.
+static inline long keyshare_raise_nofile(void) {
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r) != 0) return -1;
+    if (r.rlim_cur < r.rlim_max) {
+        r.rlim_cur = r.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &r);
+        getrlimit(RLIMIT_NOFILE, &r);
+    }
+    return (long)r.rlim_cur;
 }
 #endif

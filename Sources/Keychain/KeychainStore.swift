@@ -36,7 +36,7 @@ public final class KeychainStore: @unchecked Sendable {
     /// Why this handle cannot write (read-only mount, full disk...); nil when it can.
     public let readOnly: ReadOnlyReason?
     /// (device, inode) of keychain.db: names this store's PIN ledger (PINLedger).
-    let fileIdentity: (device: UInt64, inode: UInt64)
+    public let fileIdentity: (device: UInt64, inode: UInt64)
 
     public static func defaultHome() -> String { StoreLocation.defaultHome() }
 
@@ -67,6 +67,33 @@ public final class KeychainStore: @unchecked Sendable {
         StoreLocation.tighten(path + "-shm")
         ForkSafety.register(self)
     }
+
+    /// Whether `home` (nil: the default rule) holds a store: its keychain.db
+    /// exists. Nothing is created or checked here.
+    public static func exists(home: String?) -> Bool {
+        let dir = home ?? StoreLocation.defaultHome()
+        var st = stat()
+        return lstat(dir + "/keychain.db", &st) == 0 || errno != ENOENT
+    }
+
+    /// An empty view of a store that does not exist yet: an in-memory
+    /// keychain with the current schema, no tokens, every write refused
+    /// (`readOnly` is `.noStore`). What a module load shows before any store
+    /// exists, creating no file (docs/agent.md, "No store, no agent").
+    public init(emptyViewOf home: String?) throws {
+        let dir = home ?? StoreLocation.defaultHome()
+        self.home = dir
+        kdfLog2N = nil
+        path = dir + "/keychain.db"
+        db = try SQLiteConnection(name: ":memory:", file: ":memory:",
+                                  flags: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_MEMORY)
+        try Schema.migrate(db)
+        readOnly = .noStore
+        fileIdentity = (0, 0)
+    }
+
+    /// True for an empty view (`init(emptyViewOf:)`).
+    public var isEmptyView: Bool { readOnly == .noStore }
 
     /// Runs `body` atomically (BEGIN IMMEDIATE, or a savepoint when nested).
     /// Store calls made inside join it. PIN operations may not run inside,

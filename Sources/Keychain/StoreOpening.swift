@@ -17,6 +17,9 @@ public enum ReadOnlyReason: Sendable, Equatable, CustomStringConvertible {
     case notPermitted
     /// The caller asked for a read-only handle.
     case requested
+    /// No store exists yet: an empty view that creates nothing
+    /// (KeychainStore(emptyViewOf:), docs/agent.md "No store, no agent").
+    case noStore
 
     public var description: String {
         switch self {
@@ -24,6 +27,7 @@ public enum ReadOnlyReason: Sendable, Equatable, CustomStringConvertible {
         case .diskFull: "disk full"
         case .notPermitted: "no write permission"
         case .requested: "opened read-only"
+        case .noStore: "no store yet"
         }
     }
 
@@ -38,6 +42,8 @@ public enum ReadOnlyReason: Sendable, Equatable, CustomStringConvertible {
             .readOnlyStore("\(home)/keychain.db is not writable by this user: the store can be read, not changed")
         case .requested:
             .readOnlyStore("this handle on \(home) was opened read-only")
+        case .noStore:
+            .readOnlyStore("there is no store at \(home) yet: C_InitToken or `keyshare token create` creates it")
         }
     }
 }

@@ -10,12 +10,24 @@ import Keychain
 import KeyshareCrypto
 import PKCS11
 
-/// `keyshare agent` (docs/agent.md): the one process per user that holds the
-/// store, the logins, the unlocked keys and the card modules. Each client
-/// process of the module (libkeyshare-pkcs11.so in agent mode) is one
+/// `keyshare agent` (docs/agent.md): the one process per user and store that
+/// holds the store, the logins, the unlocked keys and the card modules. Each
+/// client process of the module (libkeyshare-pkcs11.so in agent mode) is one
 /// `AgentClient` here with its own PKCS #11 `Module`, so logins and handles
 /// stay per application as the spec requires; the calls run through the
 /// same entry points the in-process module uses (ksa_serve).
+///
+/// The service's rules (docs/agent.md, "The service's rules"):
+/// - Who: the uid of the agent (SO_PEERCRED at accept), then the program the
+///   caller check identifies and the store's policy (AgentConnection).
+/// - Which store: the one this agent was started for (its own environment,
+///   resolved once at start and bound to its device and inode); a client
+///   names a store only by the socket it connects to (paths.c).
+/// - How long an unlock lasts: until its time, checked at every use
+///   (`sharedUnlocks`), and the key is dropped on time by this loop.
+/// - Connections: the gate (gate.c) bounds those that have not said hello;
+///   a client's connections, and clients, are bounded too; a client whose
+///   process is gone (its pidfd) is finalised whatever its threads are doing.
 public final class Agent: @unchecked Sendable {
     public struct Options: Sendable {
         /// Exit after this many seconds with no client connected (0: never).
@@ -28,18 +40,46 @@ public final class Agent: @unchecked Sendable {
         }
     }
 
+    /// Bounds (docs/agent.md, "Connections"). Connections waiting for their
+    /// first frame: in all, per process, their bytes, their deadline.
+    static let maxPending: UInt32 = 256
+    static let maxPendingPerProcess: UInt32 = 16
+    static let pendingByteBudget = 64 << 20
+    static let firstFrameDeadlineMS: Int32 = 5000
+    /// Connections with a thread (clients that said hello, control requests).
+    static let maxServing = 2048
+    /// Connections of one client process (its threads' concurrent calls).
+    static let maxConnectionsPerClient = 128
+
     let options: Options
     let lock = Lock()
     private var clients: [[UInt8]: AgentClient] = [:]
-    private var connections = 0
+    private var serving = 0
     private var lastActivity = Agent.monotonic()
     private(set) var socketPath = ""
+    private(set) var directory = ""
     private var listenFD: Int32 = -1
+    private var lockFD: Int32 = -1
     private var activated = false
-    /// `keyshare unlock`: resolved store home -> token -> its unlocked key
-    /// (docs/agent.md, "Unlock across processes"). Guarded by `lock`.
-    private var unlocked: [String: [TokenID: Unlocked]] = [:]
+    private let started = Agent.monotonic()
+    private let startedWall = time(nil)
+    /// The wake-up pipe's write end (SIGTERM writes 'T'; `wake()` writes 'W').
+    private var wakeWrite: Int32 = -1
+    /// Set by a retire (SIGTERM): no new connection; exit when the last client goes.
+    private var retired = false
+    /// Set by `keyshare agent stop`: exit at the next turn of the loop.
+    private var stopRequested = false
+    /// `keyshare unlock`: token -> its unlocked key (docs/agent.md, "Unlock
+    /// across processes"). Guarded by `lock`.
+    private var unlocked: [TokenID: Unlocked] = [:]
     private var unlockGeneration: UInt64 = 0
+
+    /// The store this agent serves: its own environment's, absolute, resolved
+    /// once at start (paths.c `ksa_store_home`), never a client's.
+    public private(set) var storeHome = ""
+    /// (device, inode) of the store's keychain.db once it has been opened
+    /// (or created): every later open must find the same file. Guarded by `lock`.
+    private var storeIdentity: (device: UInt64, inode: UInt64)?
 
     struct Unlocked {
         let key: TokenKey
@@ -74,6 +114,9 @@ public final class Agent: @unchecked Sendable {
         // "Debug log"): the starter's KEYSHARE_DEBUG must not log every client here.
         unsetenv("KEYSHARE_DEBUG")
         unsetenv("KEYSHARE_LOG")
+        // PINs are wrapped at the default cost whoever started the agent (a
+        // starter's test setting must not weaken every client's PIN).
+        unsetenv("KEYSHARE_KDF_LOG2N")
         // The agent serves in-process: a copy of the module it loads (a
         // driver) or a helper it starts must never connect back to it.
         setenv("KEYSHARE_IN_PROCESS", "1", 1)
@@ -92,18 +135,29 @@ public final class Agent: @unchecked Sendable {
         }
         var dirBuf = [CChar](repeating: 0, count: 512)
         var pathBuf = [CChar](repeating: 0, count: 128)
-        guard ksa_agent_dir(&dirBuf, dirBuf.count) == 0, ksa_socket_path(&pathBuf, pathBuf.count) == 0 else {
-            AgentLog.line("the agent's socket path is too long")
+        var storeBuf = [CChar](repeating: 0, count: Int(PATH_MAX))
+        guard ksa_agent_dir(&dirBuf, dirBuf.count) == 0, ksa_socket_path(&pathBuf, pathBuf.count) == 0,
+              ksa_store_home(&storeBuf, storeBuf.count) == 0 else {
+            AgentLog.line("the agent's socket or store path is too long")
             return 1
         }
         let dir = Self.string(dirBuf)
+        directory = dir
         socketPath = Self.string(pathBuf)
-        guard ksa_prepare_dir(dir, 1) == 0 else {
-            AgentLog.line("refusing \(dir): \(String(cString: strerror(errno))) (it must be a directory owned by uid \(getuid()) with mode 0700)")
+        storeHome = Self.string(storeBuf)
+        var why = [CChar](repeating: 0, count: 1024)
+        guard ksa_check_dir(dir, 1, &why, why.count) == 0 else {
+            AgentLog.line(Self.string(why))
             return 1
         }
-        // Exactly one agent: the lock is held for the agent's life; a loser exits 0.
-        let lockFD = open(dir + "/agent.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        var shared: Int32 = 0
+        var base = [CChar](repeating: 0, count: 512)
+        if getenv("KEYSHARE_AGENT_SOCKET") == nil, ksa_agent_base(&base, base.count, &shared) == 0, shared != 0 {
+            AgentLog.line("XDG_RUNTIME_DIR is unset: the agent's directory is \(dir) (checked: owned by uid \(geteuid()), mode 0700)")
+        }
+        // Exactly one agent: the lock is held for the agent's life (or until it
+        // retires); a loser exits 0.
+        lockFD = open(dir + "/agent.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard lockFD >= 0 else {
             AgentLog.line("cannot open \(dir)/agent.lock: \(String(cString: strerror(errno)))")
             return 1
@@ -135,13 +189,17 @@ public final class Agent: @unchecked Sendable {
                 return 1
             }
         }
+        _ = fcntl(listenFD, F_SETFL, fcntl(listenFD, F_GETFL) | O_NONBLOCK)
+        let files = keyshare_raise_nofile()
         writePID(dir + "/agent.pid")
-        AgentLog.line("listening on \(socketPath) (pid \(getpid()), idle timeout \(options.idleTimeout)s, poll \(spinMicroseconds) us, shared memory \(sharedRegions ? "on" : "off")\(activated ? ", socket-activated" : ""))")
+        let storeNote = KeychainStore.exists(home: storeHome) ? "store \(storeHome)" : "store \(storeHome) (none yet: created by C_InitToken or keyshare token create)"
+        AgentLog.line("listening on \(socketPath) (pid \(getpid()), protocol \(KSA_VERSION), \(storeNote), idle timeout \(options.idleTimeout)s, poll \(spinMicroseconds) us, shared memory \(sharedRegions ? "on" : "off"), \(files) descriptors\(activated ? ", socket-activated" : ""))")
         ready("1")
         serve()
-        if !activated { unlink(socketPath) }
-        unlink(dir + "/agent.pid")
-        AgentLog.line("idle for \(options.idleTimeout)s with no client: exiting")
+        if !lock.withLock({ retired }) {
+            if !activated { unlink(socketPath) }
+            unlink(dir + "/agent.pid")
+        }
         return 0
     }
 
@@ -239,115 +297,312 @@ public final class Agent: @unchecked Sendable {
         close(fd)
     }
 
+    // MARK: the loop
+
+    /// Wakes the loop (a new client's pidfd to watch, a stop request).
+    func wake() {
+        var c: UInt8 = 0x57  // 'W'
+        _ = write(wakeWrite, &c, 1)
+    }
+
+    /// One poll loop (docs/agent.md, "Connections"): the listening socket,
+    /// the gate's connections until their first frame, every client's pidfd,
+    /// the wake-up pipe; timed by the gate's deadlines and the next unlock
+    /// expiry, so neither waits for a quiet moment.
     private func serve() {
+        let wakeRead = keyshare_wake_pipe(&wakeWrite)
+        guard let gate = ksa_gate_new(Self.maxPending, Self.maxPendingPerProcess, Self.pendingByteBudget,
+                                      Self.firstFrameDeadlineMS) else {
+            AgentLog.line("out of memory")
+            return
+        }
+        var refusals = RefusalLog()
+        var acceptPausedUntil = 0.0
+        // Kept open to be closed when descriptors run out: room to accept and
+        // close one connection, so the kernel's queue drains instead of the
+        // loop spinning on EMFILE.
+        var reserveFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        var fds: [pollfd] = []
         while true {
-            var p = pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0)
-            let n = poll(&p, 1, 500)
-            if n > 0 {
-                let fd = keyshare_accept_cloexec(listenFD)
-                if fd >= 0 { startConnection(fd) }
-                continue
+            let now = Agent.monotonic()
+            expireUnlocks(now: now)
+            let (stop, isRetired) = lock.withLock { (stopRequested, retired) }
+            if stop { stopAll(); return }
+            if isRetired && lock.withLock({ serving == 0 }) {
+                AgentLog.line("retired, and the last client is gone: exiting")
+                return
             }
-            expireUnlocks()
-            if options.idleTimeout > 0 {
+            if options.idleTimeout > 0 && !isRetired {
                 // An unlocked token keeps the agent (and so the unlock) alive until it expires.
                 let idle = lock.withLock {
-                    connections == 0 && unlocked.isEmpty && Agent.monotonic() - lastActivity >= options.idleTimeout
+                    serving == 0 && unlocked.isEmpty && ksa_gate_count(gate) == 0 && now - lastActivity >= options.idleTimeout
                 }
-                if idle { return }
+                if idle {
+                    AgentLog.line("idle for \(options.idleTimeout)s with no client: exiting")
+                    return
+                }
             }
+            fds.removeAll(keepingCapacity: true)
+            let listening = listenFD >= 0 && now >= acceptPausedUntil
+            fds.append(pollfd(fd: listening ? listenFD : -1, events: Int16(POLLIN), revents: 0))
+            fds.append(pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0))
+            let gateStart = fds.count
+            fds.append(contentsOf: repeatElement(pollfd(), count: Int(ksa_gate_count(gate))))
+            let n = fds.withUnsafeMutableBufferPointer { b in
+                ksa_gate_pollfds(gate, b.baseAddress! + gateStart, Int32(b.count - gateStart))
+            }
+            fds.removeLast(fds.count - gateStart - Int(n))
+            let gateEnd = fds.count
+            let watched = lock.withLock { clients.values.filter { $0.pidfd >= 0 && !$0.gone } }
+            for c in watched { fds.append(pollfd(fd: c.pidfd, events: Int16(POLLIN), revents: 0)) }
+            var timeout = 1000.0
+            let gateTimeout = ksa_gate_timeout_ms(gate)
+            if gateTimeout >= 0 { timeout = min(timeout, Double(gateTimeout)) }
+            if let next = nextExpiry() { timeout = min(timeout, max(0, (next - now) * 1000)) }
+            if !listening && listenFD >= 0 { timeout = min(timeout, max(0, (acceptPausedUntil - now) * 1000)) }
+            _ = poll(&fds, nfds_t(fds.count), Int32(timeout.rounded(.up)))
+
+            if fds[1].revents != 0 {
+                var bytes = [UInt8](repeating: 0, count: 64)
+                while case let got = read(wakeRead, &bytes, bytes.count), got > 0 {
+                    if bytes[0..<got].contains(0x54) { retire() }
+                }
+            }
+            if listening && fds[0].revents != 0 {
+                for _ in 0..<64 {
+                    let fd = keyshare_accept_cloexec(listenFD)
+                    if fd < 0 {
+                        if errno == EMFILE || errno == ENFILE {
+                            // Out of descriptors: drop one queued connection with the
+                            // reserve, and pause accepting for 100 ms.
+                            refusals.note("the agent ran out of descriptors (\(errno == EMFILE ? "EMFILE" : "ENFILE"))")
+                            if reserveFD >= 0 { close(reserveFD); reserveFD = -1 }
+                            let dropped = keyshare_accept_cloexec(listenFD)
+                            if dropped >= 0 { close(dropped) }
+                            reserveFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
+                            acceptPausedUntil = Agent.monotonic() + 0.1
+                        }
+                        break
+                    }
+                    admit(fd, gate, &refusals)
+                }
+            }
+            fds.withUnsafeBufferPointer { b in
+                ksa_gate_service(gate, b.baseAddress! + gateStart, Int32(gateEnd - gateStart))
+            }
+            var ev = ksa_gate_event()
+            while ksa_gate_take(gate, &ev) == 1 {
+                if ev.kind == 0 {
+                    let why = ev.why.map { String(cString: $0) } ?? ""
+                    if !why.isEmpty { refusals.note("pid \(ev.pid): \(why)") }
+                    close(ev.fd)
+                } else {
+                    startConnection(ev, &refusals)
+                }
+            }
+            for p in fds[gateEnd...] where p.revents != 0 {
+                if let c = watched.first(where: { $0.pidfd == p.fd }) { processGone(c) }
+            }
+            refusals.flush(now: Agent.monotonic())
         }
     }
 
-    private func startConnection(_ fd: Int32) {
-        lock.withLock {
-            connections += 1
-            lastActivity = Agent.monotonic()
+    /// A new connection: another uid is refused before a byte is read (the
+    /// directory's mode already keeps other users out; this holds even if it
+    /// were opened); then it waits in the gate for its first frame.
+    private func admit(_ fd: Int32, _ gate: OpaquePointer, _ refusals: inout RefusalLog) {
+        var pid: pid_t = 0
+        var uid: uid_t = 0
+        guard keyshare_peer_cred(fd, &pid, &uid) == 0 else {
+            refusals.note("a connection without peer credentials")
+            close(fd)
+            return
         }
-        let box = Unmanaged.passRetained(ConnectionBox(agent: self, fd: fd)).toOpaque()
+        guard uid == geteuid() else {
+            AgentLog.line("refused pid \(pid): uid \(uid) is not the agent's uid \(geteuid())")
+            close(fd)
+            return
+        }
+        if lock.withLock({ retired }) {
+            close(fd)
+            return
+        }
+        var why: UnsafePointer<CChar>?
+        if ksa_gate_add(gate, fd, pid, &why) != 0 {
+            refusals.note("pid \(pid): \(why.map { String(cString: $0) } ?? "refused")")
+            close(fd)
+            return
+        }
+        lock.withLock { lastActivity = Agent.monotonic() }
+    }
+
+    private func startConnection(_ ev: ksa_gate_event, _ refusals: inout RefusalLog) {
+        let over = lock.withLock { () -> Bool in
+            guard serving < Self.maxServing else { return true }
+            serving += 1
+            lastActivity = Agent.monotonic()
+            return false
+        }
+        var frame = ksa_buf(data: ev.data, len: ev.len, cap: ev.cap, failed: 0)
+        if over {
+            refusals.note("pid \(ev.pid): the agent serves its most connections (\(Self.maxServing))")
+            ksa_buf_free(&frame)
+            close(ev.fd)
+            return
+        }
+        let box = Unmanaged.passRetained(ConnectionBox(agent: self, fd: ev.fd, pid: ev.pid, kind: ev.kind, frame: frame)).toOpaque()
         var thread = pthread_t()
         var attr = pthread_attr_t()
         pthread_attr_init(&attr)
         pthread_attr_setdetachstate(&attr, Int32(PTHREAD_CREATE_DETACHED))
         let rc = pthread_create(&thread, &attr, { raw in
             let box = Unmanaged<ConnectionBox>.fromOpaque(raw!).takeRetainedValue()
-            AgentConnection(agent: box.agent, fd: box.fd).run()
+            AgentConnection(agent: box.agent, fd: box.fd, pid: box.pid).run(kind: box.kind, first: &box.frame)
             return nil
         }, box)
         pthread_attr_destroy(&attr)
         if rc != 0 {
-            Unmanaged<ConnectionBox>.fromOpaque(box).release()
-            close(fd)
+            let b = Unmanaged<ConnectionBox>.fromOpaque(box).takeRetainedValue()
+            ksa_buf_free(&b.frame)
+            close(ev.fd)
             connectionEnded()
+            refusals.note("pid \(ev.pid): cannot start a thread: \(String(cString: strerror(rc)))")
         }
     }
 
     func connectionEnded() {
         lock.withLock {
-            connections -= 1
+            serving -= 1
             lastActivity = Agent.monotonic()
+        }
+        if lock.withLock({ retired }) { wake() }
+    }
+
+    /// SIGTERM (docs/agent.md, "Upgrades"): stop listening now, unlink the
+    /// socket and let go of the agent lock, so a newer agent can start at
+    /// once; serve the clients already here, exit when the last one goes.
+    /// A socket-activated agent leaves the socket to systemd.
+    private func retire() {
+        guard lock.withLock({ () -> Bool in
+            if retired { return false }
+            retired = true
+            return true
+        }) else { return }
+        if listenFD >= 0 && !activated {
+            close(listenFD)
+            listenFD = -1
+            unlink(socketPath)
+        }
+        if lockFD >= 0 {
+            unlink(directory + "/agent.pid")
+            close(lockFD)
+            lockFD = -1
+        }
+        let n = lock.withLock { clients.count }
+        AgentLog.line("retiring (SIGTERM): no new connections; exiting when the last of \(n) client(s) goes")
+    }
+
+    /// `keyshare agent stop`: every client finalised (its logins and keys dropped) and exit now.
+    func requestStop() {
+        lock.withLock { stopRequested = true }
+        wake()
+    }
+
+    private func stopAll() {
+        let all = lock.withLock { () -> [AgentClient] in
+            let all = Array(clients.values)
+            clients.removeAll()
+            unlocked.removeAll()
+            return all
+        }
+        for c in all where c.markGone() {
+            if c.module.isInitialized { try? c.module.finalize() }
+        }
+        AgentLog.line("stopped by keyshare agent stop (\(all.count) client(s) finalised)")
+    }
+
+    // MARK: the store
+
+    /// Opens this agent's store (never a client's), checked to be the same
+    /// file as at its first open: a store directory replaced behind the
+    /// agent's back (a same-uid program re-pointing a link, renaming
+    /// directories) is refused rather than served with this agent's unlocks
+    /// and policy. nil: no store exists yet (nothing is created here).
+    func openStore(creating: Bool = false) throws -> KeychainStore? {
+        guard creating || KeychainStore.exists(home: storeHome) else { return nil }
+        let store = try KeychainStore(home: storeHome)
+        try verify(store)
+        return store
+    }
+
+    /// The identity check of `openStore`, for a store opened elsewhere (a
+    /// client's Module, a KeychainSession).
+    func verify(_ store: KeychainStore) throws {
+        guard !store.isEmptyView else { return }
+        let id = store.fileIdentity
+        try lock.withLock { () throws in
+            if let known = storeIdentity {
+                guard known == id else {
+                    AgentLog.line("refusing the store \(storeHome): its keychain.db is no longer the file this agent opened (device:inode \(known.device):\(known.inode), now \(id.device):\(id.inode)); restart the agent (keyshare agent restart)")
+                    throw KeychainError.insecurePath("the store \(storeHome) was replaced while the agent served it; restart the agent (keyshare agent restart)")
+                }
+            } else {
+                storeIdentity = id
+            }
         }
     }
 
     // MARK: unlock across processes
 
-    /// A store home as the unlock table keys it: symlinks resolved, so two
-    /// spellings of one store share its unlock; nil is the agent's default rule.
-    static func resolvedHome(_ home: String?) -> String {
-        let h = (home?.isEmpty == false ? home : nil) ?? KeychainStore.defaultHome()
-        guard let real = realpath(h, nil) else { return h }
-        defer { free(real) }
-        return String(cString: real)
-    }
-
-    func unlock(home: String, token: TokenID, key: TokenKey, seconds: Double) {
+    func unlock(token: TokenID, key: TokenKey, seconds: Double) {
         lock.withLock {
             unlockGeneration += 1
-            unlocked[home, default: [:]][token] = Unlocked(key: key, generation: unlockGeneration,
-                                                          expires: Agent.monotonic() + seconds)
+            unlocked[token] = Unlocked(key: key, generation: unlockGeneration, expires: Agent.monotonic() + seconds)
         }
         pushUnlocks()
     }
 
-    /// Ends unlocks (one token or every token of a store); returns how many.
+    /// Ends unlocks (one token or every token); returns how many.
     /// Every client drops its shared login now, and with the table's and
     /// the clients' references gone each TokenKey is zeroed (its deinit).
     @discardableResult
-    func endUnlock(home: String, token: TokenID?, why: String) -> Int {
+    func endUnlock(token: TokenID?, why: String) -> Int {
         let ended = lock.withLock { () -> [TokenID] in
-            guard var table = unlocked[home] else { return [] }
-            let gone = table.keys.filter { token == nil || $0 == token }
-            for t in gone { table[t] = nil }
-            unlocked[home] = table.isEmpty ? nil : table
+            let gone = unlocked.keys.filter { token == nil || $0 == token }
+            for t in gone { unlocked[t] = nil }
             return gone
         }
-        for t in ended { AgentLog.line("token \(t) of \(home): \(why)") }
+        for t in ended { AgentLog.line("token \(t): \(why)") }
         if !ended.isEmpty { pushUnlocks() }
         return ended.count
     }
 
-    private func expireUnlocks() {
-        let now = Agent.monotonic()
-        let expired = lock.withLock { () -> [(String, TokenID)] in
-            unlocked.flatMap { home, table in table.filter { $0.value.expires <= now }.map { (home, $0.key) } }
-        }
-        for (home, token) in expired { endUnlock(home: home, token: token, why: "unlock expired") }
+    private func expireUnlocks(now: Double) {
+        let expired = lock.withLock { unlocked.filter { $0.value.expires <= now }.map(\.key) }
+        for token in expired { endUnlock(token: token, why: "unlock expired") }
     }
 
-    /// Token -> seconds left, one "ID<TAB>seconds" line per unlocked token of a store.
-    func unlockedSummary(home: String) -> String {
+    private func nextExpiry() -> Double? {
+        lock.withLock { unlocked.values.map(\.expires).min() }
+    }
+
+    /// Token -> seconds left, one "ID<TAB>seconds" line per unlocked token.
+    func unlockedSummary() -> String {
         let now = Agent.monotonic()
         return lock.withLock {
-            (unlocked[home] ?? [:]).map { "\($0.key)\t\(Int(($0.value.expires - now).rounded(.up)))" }.sorted().joined(separator: "\n")
+            unlocked.filter { $0.value.expires > now }
+                .map { "\($0.key)\t\(Int(($0.value.expires - now).rounded(.up)))" }.sorted().joined(separator: "\n")
         }
     }
 
-    /// The unlocks a client gets: its store's, for the tokens its policy lets it see.
+    /// The unlocks a client gets: those not yet expired (checked here, at
+    /// every use, not only by the loop's sweep), for the tokens its policy
+    /// lets it see.
     func sharedUnlocks(for client: AgentClient) -> [TokenID: SharedUnlock] {
-        lock.withLock {
-            guard let table = unlocked[client.home] else { return [:] }
+        let now = Agent.monotonic()
+        return lock.withLock {
             var out: [TokenID: SharedUnlock] = [:]
-            for (t, u) in table where client.policy.allows(exe: client.exe, token: t) {
+            for (t, u) in unlocked where u.expires > now && client.policy.allows(exe: client.exe, token: t) {
                 out[t] = SharedUnlock(key: u.key, generation: u.generation)
             }
             return out
@@ -363,11 +618,12 @@ public final class Agent: @unchecked Sendable {
 
     // MARK: policy
 
-    /// The policy of a client's store, read at its hello (changes apply to
-    /// clients that connect later). Throws when the store cannot be opened
-    /// safely or the policy cannot be read: the client is then refused.
-    func policy(home: String?) throws -> AgentPolicy {
-        let store = try KeychainStore(home: home)
+    /// The policy of this agent's store, read at each hello (changes apply to
+    /// clients that connect later); none while no store exists. Throws when
+    /// the store cannot be opened safely or the policy cannot be read: the
+    /// client is then refused.
+    func policy() throws -> AgentPolicy {
+        guard let store = try openStore() else { return AgentPolicy() }
         return try AgentPolicy.load(from: store)
     }
 
@@ -375,14 +631,19 @@ public final class Agent: @unchecked Sendable {
 
     func register(_ client: AgentClient) {
         lock.withLock { clients[client.token] = client }
+        wake()  // its pidfd joins the loop's watch
     }
 
-    /// Another connection of a known client: only from the same process.
-    func attach(token: [UInt8], pid: pid_t) -> AgentClient? {
+    /// Another connection of a known client: only from the same process, and
+    /// at most `maxConnectionsPerClient` at once. nil and why when refused.
+    func attach(token: [UInt8], pid: pid_t) -> (AgentClient?, String) {
         lock.withLock {
-            guard let c = clients[token], c.pid == pid else { return nil }
+            guard let c = clients[token], c.pid == pid, !c.gone else { return (nil, "unknown client token") }
+            guard c.connections < Self.maxConnectionsPerClient else {
+                return (nil, "this client already has \(Self.maxConnectionsPerClient) connections")
+            }
             c.connections += 1
-            return c
+            return (c, "")
         }
     }
 
@@ -392,22 +653,83 @@ public final class Agent: @unchecked Sendable {
         let last = lock.withLock { () -> Bool in
             client.connections -= 1
             guard client.connections == 0 else { return false }
-            clients[client.token] = nil
+            if clients[client.token] === client { clients[client.token] = nil }
             return true
         }
-        if last {
+        if last && client.markGone() {
             if client.module.isInitialized { try? client.module.finalize() }
             AgentLog.line("client pid \(client.pid) (\(client.exe)) gone")
         }
+    }
+
+    /// The client's process has exited (its pidfd): finalised now, whatever
+    /// its connection threads are doing. A thread blocked in
+    /// C_WaitForSlotEvent is woken by the finalize (CKR_CRYPTOKI_NOT_INITIALIZED),
+    /// its reply goes nowhere, and its connection ends.
+    private func processGone(_ client: AgentClient) {
+        lock.withLock { if clients[client.token] === client { clients[client.token] = nil } }
+        guard client.markGone() else { return }
+        if client.module.isInitialized { try? client.module.finalize() }
+        AgentLog.line("client pid \(client.pid) (\(client.exe)) gone (process exited)")
+    }
+
+    // MARK: status
+
+    /// `keyshare agent status` (ControlServer): what a person or a script needs to see.
+    func status() -> [String: String] {
+        let (nClients, nServing, nUnlocked) = lock.withLock { (clients.count, serving, unlocked.count) }
+        return [
+            "pid": String(getpid()),
+            "protocol": String(KSA_VERSION),
+            "version": KeyshareVersion.string,
+            "store": storeHome,
+            "storeExists": KeychainStore.exists(home: storeHome) ? "1" : "0",
+            "socket": socketPath,
+            "directory": directory,
+            "log": directory + "/agent.log",
+            "started": String(startedWall),
+            "uptime": String(Int(Agent.monotonic() - started)),
+            "clients": String(nClients),
+            "connections": String(nServing),
+            "unlocked": String(nUnlocked),
+            "idleTimeout": String(Int(options.idleTimeout)),
+            "retired": lock.withLock { retired } ? "1" : "0",
+            "socketActivated": activated ? "1" : "0",
+        ]
+    }
+}
+
+/// Refusals of a flood, counted and logged once a second instead of one
+/// line each (a program opening a thousand connections must not fill the log).
+struct RefusalLog {
+    private var counts: [String: Int] = [:]
+    private var last = Agent.monotonic()
+
+    mutating func note(_ why: String) { counts[why, default: 0] += 1 }
+
+    mutating func flush(now: Double) {
+        guard !counts.isEmpty, now - last >= 1 else { return }
+        for (why, n) in counts.sorted(by: { $0.value > $1.value }).prefix(8) {
+            AgentLog.line("refused \(n == 1 ? "a connection" : "\(n) connections"): \(why)")
+        }
+        if counts.count > 8 { AgentLog.line("refused connections for \(counts.count - 8) other reason(s)") }
+        counts.removeAll()
+        last = now
     }
 }
 
 private final class ConnectionBox: @unchecked Sendable {
     let agent: Agent
     let fd: Int32
-    init(agent: Agent, fd: Int32) {
+    let pid: pid_t
+    let kind: Int32
+    var frame: ksa_buf
+    init(agent: Agent, fd: Int32, pid: pid_t, kind: Int32, frame: ksa_buf) {
         self.agent = agent
         self.fd = fd
+        self.pid = pid
+        self.kind = kind
+        self.frame = frame
     }
 }
 
@@ -417,25 +739,41 @@ final class AgentClient: @unchecked Sendable {
     let pid: pid_t
     let exe: String
     let module: Module
-    /// The resolved store home (the unlock table's key) and its policy at the hello.
-    let home: String
     let policy: AgentPolicy
     /// The client's debug-log descriptor (-1: no log), closed when the client goes.
     let logFD: Int32
+    /// A pidfd of the client's process (-1: none), watched by the agent's loop.
+    let pidfd: Int32
     /// Guarded by Agent.lock.
     var connections = 1
+    private let goneLock = Lock()
+    private var isGone = false
 
-    init(token: [UInt8], pid: pid_t, exe: String, module: Module, home: String, policy: AgentPolicy, logFD: Int32 = -1) {
+    init(token: [UInt8], pid: pid_t, exe: String, module: Module, policy: AgentPolicy, logFD: Int32 = -1, pidfd: Int32 = -1) {
         self.token = token
         self.pid = pid
         self.exe = exe
         self.module = module
-        self.home = home
         self.policy = policy
         self.logFD = logFD
+        self.pidfd = pidfd
     }
 
-    deinit { if logFD >= 0 { close(logFD) } }
+    var gone: Bool { goneLock.withLock { isGone } }
+
+    /// True exactly once: the caller finalises the client.
+    func markGone() -> Bool {
+        goneLock.withLock {
+            if isGone { return false }
+            isGone = true
+            return true
+        }
+    }
+
+    deinit {
+        if logFD >= 0 { close(logFD) }
+        if pidfd >= 0 { close(pidfd) }
+    }
 }
 
 /// The agent's log: one line per decision on stderr (the journal under

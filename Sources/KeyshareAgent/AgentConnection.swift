@@ -10,38 +10,30 @@ import Keychain
 import KeyshareCrypto
 import PKCS11
 
-/// One accepted connection: the peer check, the hello, then calls until EOF.
+/// One connection past the gate (Agent.serve): its first frame is in (a
+/// hello or a control request); the hello, then calls until EOF.
 struct AgentConnection {
     let agent: Agent
     let fd: Int32
+    let pid: pid_t
 
-    func run() {
+    func run(kind: Int32, first buf: inout ksa_buf) {
         defer {
+            ksa_buf_free(&buf)
             close(fd)
             agent.connectionEnded()
         }
-        var pid: pid_t = 0
-        var uid: uid_t = 0
-        // Another uid is refused before a byte is read (the directory's mode
-        // already keeps other users out; this holds even if it were opened).
-        guard keyshare_peer_cred(fd, &pid, &uid) == 0 else {
-            AgentLog.line("refused a connection: no peer credentials")
-            return
-        }
-        guard uid == getuid() else {
-            AgentLog.line("refused pid \(pid): uid \(uid) is not the agent's uid \(getuid())")
-            return
-        }
-        var buf = ksa_buf()
-        ksa_buf_init(&buf)
-        defer { ksa_buf_free(&buf) }
-        guard ksa_read_frame(fd, &buf) == 0 else { return }
         // The CLI's control requests (ControlServer.swift) have a magic of their own.
-        if ControlProtocol.isControl(buf) {
+        if kind == Int32(KSA_GATE_CONTROL) {
+            ksa_set_timeout(fd, Int32(KSA_FRAME_TIMEOUT_MS))
             ControlServer(agent: agent, fd: fd, pid: pid).serve(&buf)
             return
         }
-        guard let (client, wantsRegion) = hello(&buf, pid: pid) else { return }
+        // A reply that cannot be written within the frame deadline (a client
+        // that stopped reading) ends the connection.
+        var tv = timeval(tv_sec: Int(KSA_FRAME_TIMEOUT_MS) / 1000, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        guard let (client, wantsRegion) = hello(&buf) else { return }
         defer { agent.detach(client) }
         // The shared region the client asked for (Sources/AgentProtocol/shm.c):
         // made here, sealed, its descriptor sent right after the hello reply
@@ -60,49 +52,49 @@ struct AgentConnection {
         serveCalls(client, &buf, shm)
     }
 
-    /// Decodes the hello, makes or finds the client, replies. Nil: refused
-    /// (replied or dropped); else the client and whether it asked for a shared region.
-    private func hello(_ buf: inout ksa_buf, pid: pid_t) -> (AgentClient, Bool)? {
-        var r = ksa_rd(p: buf.data, left: buf.len, failed: 0)
-        let magic = ksa_get_u32(&r)
-        let version = ksa_get_u16(&r)
-        let flags = ksa_get_u16(&r)
-        guard let tokenPtr = ksa_get_raw(&r, Int(KSA_TOKEN_LEN)), r.failed == 0, magic == KSA_MAGIC else {
+    /// Decodes the hello (hello.c), makes or finds the client, replies. Nil:
+    /// refused (replied with the reason, which is also logged); else the
+    /// client and whether it asked for a shared region.
+    private func hello(_ buf: inout ksa_buf) -> (AgentClient, Bool)? {
+        var h = ksa_hello()
+        let parsed = ksa_hello_parse(buf.data, buf.len, &h)
+        guard parsed != -1, let tokenPtr = h.token else {
             AgentLog.line("refused pid \(pid): not a keyshare agent hello")
             return nil
         }
         let token = Array(UnsafeBufferPointer(start: tokenPtr, count: Int(KSA_TOKEN_LEN)))
-        let wantsRegion = flags & UInt16(KSA_HELLO_SHM) != 0
-        guard version == KSA_VERSION else {
-            AgentLog.line("refused pid \(pid): protocol version \(version), this agent speaks \(KSA_VERSION)")
-            reply(status: 1, token: token)
+        guard parsed == 0 else {
+            refuse(1, token, "protocol version \(h.version), this agent speaks \(KSA_VERSION)")
             return nil
         }
+        let wantsRegion = h.flags & UInt16(KSA_HELLO_SHM) != 0
         if token.contains(where: { $0 != 0 }) {
-            guard let c = agent.attach(token: token, pid: pid) else {
-                AgentLog.line("refused pid \(pid): unknown client token")
-                reply(status: 2, token: token)
+            let (found, why) = agent.attach(token: token, pid: pid)
+            guard let c = found else {
+                refuse(why.hasPrefix("unknown") ? 2 : 6, token, why)
                 return nil
             }
             reply(status: 0, token: token)
             return (c, wantsRegion)
         }
-        var fields: [String?] = []
-        for _ in 0..<4 {
-            let present = ksa_get_u8(&r)
-            let n = Int(ksa_get_u32(&r))
-            guard r.failed == 0, n <= 4096, let p = ksa_get_raw(&r, n) else {
-                AgentLog.line("refused pid \(pid): malformed hello")
-                return nil
-            }
-            fields.append(present == 1 ? String(decoding: UnsafeBufferPointer(start: p, count: n), as: UTF8.self) : nil)
-        }
+        let groupsField: String? = h.groups.map { String(decoding: UnsafeBufferPointer(start: $0, count: Int(h.groups_len)), as: UTF8.self) }
         // The client's debug log (docs/agent.md, "Debug log"): the descriptor
         // the client sent right after the hello, written to with the client's pid.
         var logFD: Int32 = -1
-        if flags & UInt16(KSA_HELLO_LOG) != 0 {
+        if h.flags & UInt16(KSA_HELLO_LOG) != 0 {
             logFD = ksa_recv_fd(fd)
             guard logFD != -2 else { return nil }
+        }
+        // The process, as a pidfd taken before the caller check: the check
+        // confirms this pid holds the connection, so the pidfd is the client's
+        // (not a reused pid), and the agent's loop finalises the client when
+        // it exits, whatever its threads are blocked in.
+        let pidfd = keyshare_peer_pidfd(fd, pid)
+        func fail(_ status: UInt16, _ why: String) -> (AgentClient, Bool)? {
+            if logFD >= 0 { close(logFD) }
+            if pidfd >= 0 { close(pidfd) }
+            refuse(status, token, why)
+            return nil
         }
         // Who connected, judged race-free (KeySharing.CallerCheck: the
         // connecting process still holds this socket close-on-exec, so it has
@@ -111,65 +103,52 @@ struct AgentConnection {
         let exe: String
         switch check.verify(connection: fd, pid: pid) {
         case .success(let e): exe = e
-        case .failure(let refusal):
-            if logFD >= 0 { close(logFD) }
-            AgentLog.line("refused pid \(pid): \(refusal.reason)")
-            reply(status: 3, token: token)
-            return nil
+        case .failure(let refusal): return fail(3, refusal.reason)
         }
-        let home = Self.storeHome(keyshareHome: fields[0], xdgDataHome: fields[1], home: fields[2])
-        // The policy of the client's store (docs/agent.md, "Policy"); a store or
+        // The policy of the agent's store (docs/agent.md, "Policy"); a store or
         // policy that cannot be read safely refuses the client (fail closed), with
         // the answer the in-process module gives for that store: CKR_DEVICE_ERROR
         // at C_Initialize (issue 12 item 6), not "no token".
         let policy: AgentPolicy
-        do { policy = try agent.policy(home: home) } catch {
-            if logFD >= 0 { close(logFD) }
-            AgentLog.line("refused pid \(pid) exe \(exe): the policy of store \(home ?? "default") cannot be read: \(error)")
-            reply(status: UInt16(KSA_HELLO_STORE_UNSAFE), token: token)
-            return nil
+        do { policy = try agent.policy() } catch {
+            return fail(UInt16(KSA_HELLO_STORE_UNSAFE), "exe \(exe): the policy of store \(agent.storeHome) cannot be read: \(error)")
         }
-        if let why = policy.refusal(exe: exe) {
-            if logFD >= 0 { close(logFD) }
-            AgentLog.line("refused pid \(pid) exe \(exe): \(why)")
-            reply(status: 3, token: token)
-            return nil
-        }
-        guard let groups = Self.accessGroups(fields[3], allowed: policy.groups(exe: exe)) else {
-            if logFD >= 0 { close(logFD) }
-            AgentLog.line("refused pid \(pid) exe \(exe): KEYSHARE_ACCESS_GROUPS names none of the groups the policy allows it")
-            reply(status: 3, token: token)
-            return nil
+        if let why = policy.refusal(exe: exe) { return fail(3, "exe \(exe): \(why)") }
+        guard let groups = Self.accessGroups(groupsField, allowed: policy.groups(exe: exe)) else {
+            return fail(3, "exe \(exe): KEYSHARE_ACCESS_GROUPS names none of the groups the policy allows it")
         }
         var newToken = [UInt8](repeating: 0, count: Int(KSA_TOKEN_LEN))
-        do { newToken = try SecureRandom.bytes(Int(KSA_TOKEN_LEN)) } catch {
-            if logFD >= 0 { close(logFD) }
-            reply(status: 4, token: token)
-            return nil
-        }
+        do { newToken = try SecureRandom.bytes(Int(KSA_TOKEN_LEN)) } catch { return fail(4, "no random bytes") }
         // Handles start at a random base per client, so a handle from a
         // previous agent (or client) names nothing here.
         let base = CK_ULONG(UInt32.random(in: 1..<2048)) << 20 | 1
         let hiddenFor = exe
-        let module = Module(home: home, accessGroups: groups, handleBase: base,
-                            hidden: { [policy] token in !policy.allows(exe: hiddenFor, token: token) })
-        let client = AgentClient(token: newToken, pid: pid, exe: exe, module: module,
-                                 home: Agent.resolvedHome(home), policy: policy, logFD: logFD)
+        let agent = self.agent
+        let module = Module(home: agent.storeHome, accessGroups: groups, handleBase: base,
+                            hidden: { [policy] token in !policy.allows(exe: hiddenFor, token: token) },
+                            storeCheck: { store in try agent.verify(store) })
+        let client = AgentClient(token: newToken, pid: pid, exe: exe, module: module, policy: policy, logFD: logFD, pidfd: pidfd)
         agent.register(client)
         let hiddenNote = Self.hiddenNote(policy, exe: exe)
-        AgentLog.line("client pid \(pid) exe \(exe): allowed (store \(home ?? "default"), groups \(Self.describe(groups))\(hiddenNote))")
+        AgentLog.line("client pid \(pid) exe \(exe): allowed (store \(agent.storeHome), groups \(Self.describe(groups))\(hiddenNote)\(pidfd >= 0 ? "" : ", no pidfd: cleaned up when its connections close"))")
         reply(status: 0, token: newToken)
         return (client, wantsRegion)
     }
 
-    private func reply(status: UInt16, token: [UInt8]) {
+    /// A refusal: one line in the agent's log, and the same reason in the
+    /// reply, which the client prints in its debug log (KEYSHARE_DEBUG).
+    private func refuse(_ status: UInt16, _ token: [UInt8], _ why: String) {
+        AgentLog.line("refused pid \(pid): \(why)")
+        reply(status: status, token: token, reason: why)
+    }
+
+    private func reply(status: UInt16, token: [UInt8], reason: String? = nil) {
         var b = ksa_buf()
         ksa_buf_init(&b)
         defer { ksa_buf_free(&b) }
-        ksa_put_u32(&b, KSA_MAGIC)
-        ksa_put_u16(&b, UInt16(KSA_VERSION))
-        ksa_put_u16(&b, status)
-        token.withUnsafeBytes { ksa_put_raw(&b, $0.baseAddress, $0.count) }
+        token.withUnsafeBufferPointer { t in
+            ksa_hello_reply_build(&b, status, t.baseAddress, reason)
+        }
         _ = ksa_write_frame(fd, b.data, b.len)
     }
 
@@ -207,14 +186,6 @@ struct AgentConnection {
             if status != 0 { AgentLog.line("pid \(client.pid): malformed call refused") }
             guard out.failed == 0, ksa_chan_send(&chan, out.data, out.len) == 0 else { return }
         }
-    }
-
-    /// The client's store, by the rule of Keychain's StoreLocation applied to the client's environment.
-    static func storeHome(keyshareHome: String?, xdgDataHome: String?, home: String?) -> String? {
-        if let h = keyshareHome, !h.isEmpty { return h }
-        if let x = xdgDataHome, !x.isEmpty { return x + "/keyshare" }
-        if let h = home, !h.isEmpty { return h + "/.local/share/keyshare" }
-        return nil
     }
 
     /// KEYSHARE_ACCESS_GROUPS narrows what the client sees; it cannot widen

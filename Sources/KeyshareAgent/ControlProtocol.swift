@@ -24,6 +24,8 @@ public enum ControlProtocol {
         case unlock = 1, lock, status, resolveToken, sign, decrypt, export, csr, generate, share
         /// ML-KEM decapsulation with a key in the token (issue 18): the reply's "result" is the shared secret.
         case decapsulate
+        /// `keyshare agent status` / `stop` (docs/agent.md, "Managing the agent").
+        case agentStatus, agentStop
     }
 
     public struct Message: Sendable {
@@ -83,15 +85,15 @@ public enum ControlProtocol {
         public init(_ s: String) { description = s }
     }
 
-    /// The CLI's side: connects to the agent (starting it as the module does:
-    /// `program agent --daemonize` under DIR/start.lock), sends one request,
-    /// returns the reply's fields or throws its error line.
-    /// `hiddenFromAgent`: environment variables an agent this call starts must
-    /// not inherit (the CLI's `env:VAR` secret sources: the agent outlives the
-    /// command, and its environment is readable by root).
-    public static func call(_ op: Op, _ request: Message, program: String, hiddenFromAgent: Set<String> = []) throws -> Message {
-        let fd = try connect(program: program, hiddenFromAgent: hiddenFromAgent)
+    /// The CLI's side: connects to the agent (starting it as the module does,
+    /// the same C path: Sources/AgentProtocol/connect.c, with the same
+    /// minimal environment), sends one request, returns the reply's fields or
+    /// throws its error line. Every wait is bounded (KEYSHARE_AGENT_TIMEOUT,
+    /// default 120 s for the reply).
+    public static func call(_ op: Op, _ request: Message, program: String, start: Bool = true) throws -> Message {
+        let fd = try connect(program: program, start: start)
         defer { close(fd) }
+        ksa_set_timeout(fd, ksa_timeout_ms("KEYSHARE_AGENT_TIMEOUT", Int32(KSA_CALL_TIMEOUT_MS)))
         var b = ksa_buf()
         ksa_buf_init(&b)
         defer { ksa_buf_free(&b) }  // zeroes: the request may hold a PIN
@@ -100,68 +102,33 @@ public enum ControlProtocol {
             throw Failure("cannot send the request to the keyshare agent: \(String(cString: strerror(errno)))")
         }
         ksa_buf_reset(&b)
-        guard ksa_read_frame(fd, &b) == 0, let (status, reply) = decode(b) else {
+        guard ksa_read_frame(fd, &b) == 0 else {
+            if errno == EAGAIN || errno == EWOULDBLOCK || errno == ETIMEDOUT {
+                throw Failure("the keyshare agent did not answer in time (KEYSHARE_AGENT_TIMEOUT)")
+            }
             throw Failure("the keyshare agent closed the connection without an answer (see its log)")
+        }
+        guard let (status, reply) = decode(b) else {
+            throw Failure("the keyshare agent sent a malformed answer (an agent of another version? keyshare agent restart)")
         }
         guard status == 0 else { throw Failure(reply.string("error") ?? "the keyshare agent refused the request") }
         return reply
     }
 
-    static func connect(program: String, hiddenFromAgent: Set<String>) throws -> Int32 {
-        var dirBuf = [CChar](repeating: 0, count: 512)
-        var pathBuf = [CChar](repeating: 0, count: 128)
-        guard ksa_agent_dir(&dirBuf, dirBuf.count) == 0, ksa_socket_path(&pathBuf, pathBuf.count) == 0 else {
-            throw Failure("the keyshare agent's socket path is too long")
+    /// Not running (start: false and nothing listens).
+    public struct NotRunning: Error {}
+
+    static func connect(program: String, start: Bool) throws -> Int32 {
+        var why = [CChar](repeating: 0, count: 1024)
+        var peer: pid_t = 0
+        let noStart = getenv("KEYSHARE_AGENT_NO_START").map { String(cString: $0) } == "1"
+        let fd = ksa_connect_or_start(program, start && !noStart ? 1 : 0, Int32(KSA_CONNECT_TIMEOUT_MS), &peer, &why, why.count)
+        if fd >= 0 { return fd }
+        if fd == -1 {
+            if start && noStart { throw Failure("the keyshare agent is not running and KEYSHARE_AGENT_NO_START=1 forbids starting it") }
+            throw NotRunning()
         }
-        let dir = Agent.string(dirBuf), path = Agent.string(pathBuf)
-        if let fd = tryConnect(path) { return fd }
-        if let v = getenv("KEYSHARE_AGENT_NO_START"), String(cString: v) == "1" {
-            throw Failure("the keyshare agent is not running and KEYSHARE_AGENT_NO_START=1 forbids starting it")
-        }
-        guard ksa_prepare_dir(dir, 1) == 0 else {
-            throw Failure("refusing \(dir): it must be a directory owned by uid \(getuid()) with mode 0700")
-        }
-        let lock = open(dir + "/start.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard lock >= 0 else { throw Failure("cannot open \(dir)/start.lock: \(String(cString: strerror(errno)))") }
-        defer { close(lock) }
-        _ = flock(lock, LOCK_EX)
-        if let fd = tryConnect(path) { return fd }
-        // The first process exits once the agent listens (AgentCommand --daemonize).
-        var pid: pid_t = 0
-        var argv: [UnsafeMutablePointer<CChar>?] = [strdup(program), strdup("agent"), strdup("--daemonize"), nil]
-        defer { for p in argv { free(p) } }
-        var env: [UnsafeMutablePointer<CChar>?] = []
-        var p = environ
-        while let entry = p.pointee {
-            let s = String(cString: entry)
-            let name = s.split(separator: "=", maxSplits: 1).first.map(String.init) ?? s
-            if !hiddenFromAgent.contains(name) { env.append(strdup(entry)) }
-            p += 1
-        }
-        env.append(nil)
-        defer { for e in env { free(e) } }
-        guard posix_spawn(&pid, program, nil, nil, &argv, &env) == 0 else {
-            throw Failure("cannot start the keyshare agent (\(program))")
-        }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        if let fd = tryConnect(path) { return fd }
-        throw Failure("the keyshare agent did not start (see \(dir)/agent.log)")
+        throw Failure(Agent.string(why))
     }
 
-    static func tryConnect(_ path: String) -> Int32? {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return nil }
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            raw.copyBytes(from: Array(path.utf8).prefix(raw.count - 1))
-        }
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        if rc == 0 { return fd }
-        close(fd)
-        return nil
-    }
 }

@@ -46,18 +46,41 @@ struct ControlServer {
         _ = ksa_write_frame(fd, b.data, b.len)
     }
 
+    /// Every operation works on the agent's own store (docs/agent.md, "Which
+    /// store"); a request names none. A store opened here must be the file
+    /// the agent serves (Agent.verify).
     private func handle(_ op: ControlProtocol.Op, _ r: ControlProtocol.Message, pin: [UInt8]) throws -> ControlProtocol.Message {
-        let home = Agent.resolvedHome(r.string("home"))
+        let home = agent.storeHome
+        func store() throws -> KeychainStore {
+            guard let s = try agent.openStore() else {
+                throw ControlProtocol.Failure("there is no store at \(home) yet (keyshare token create makes one)")
+            }
+            return s
+        }
+        func session(_ groups: [String]?) throws -> KeychainSession {
+            _ = try store()
+            let s = try KeychainSession(home: home, accessGroups: groups)
+            try agent.verify(s.store)
+            return s
+        }
         switch op {
+        case .agentStatus:
+            var m = ControlProtocol.Message()
+            for (k, v) in agent.status() { m.set(k, v) }
+            return m
+        case .agentStop:
+            AgentLog.line("pid \(pid): keyshare agent stop")
+            agent.requestStop()
+            return ControlProtocol.Message()
         case .unlock:
             guard let seconds = r.string("seconds").flatMap(Double.init), seconds > 0, seconds <= 7 * 86400 else {
                 throw ControlProtocol.Failure("the unlock duration must be between 1 second and 7 days")
             }
-            let store = try KeychainStore(home: home)
+            let store = try store()
             let token = try TokenManager(store: store).resolveToken(r.string("token"))
             guard token.hasPINs else { throw ControlProtocol.Failure("token \(token.label) is a card: its PIN is the card's, it cannot be unlocked here") }
             let key = try Self.naming(token) { try store.unlockUser(token.tokenID, pin: pin) }
-            agent.unlock(home: home, token: token.tokenID, key: key, seconds: seconds)
+            agent.unlock(token: token.tokenID, key: key, seconds: seconds)
             AgentLog.line("pid \(pid): token \(token.label) (\(token.tokenID)) of \(home) unlocked for \(Int(seconds))s")
             var m = ControlProtocol.Message()
             m.set("label", token.label)
@@ -66,19 +89,19 @@ struct ControlServer {
         case .lock:
             var only: TokenID?
             if let name = r.string("token") {
-                let store = try KeychainStore(home: home)
+                let store = try store()
                 only = try TokenManager(store: store).resolveToken(name, includeAbsent: true).tokenID
             }
-            let n = agent.endUnlock(home: home, token: only, why: "locked by pid \(pid)")
+            let n = agent.endUnlock(token: only, why: "locked by pid \(pid)")
             var m = ControlProtocol.Message()
             m.set("count", String(n))
             return m
         case .status:
             var m = ControlProtocol.Message()
-            m.set("unlocked", agent.unlockedSummary(home: home))
+            m.set("unlocked", agent.unlockedSummary())
             return m
         case .resolveToken:
-            let store = try KeychainStore(home: home)
+            let store = try store()
             let token = try TokenManager(store: store).resolveToken(r.string("token"))
             var m = ControlProtocol.Message()
             m.set("label", token.label)
@@ -86,7 +109,7 @@ struct ControlServer {
             return m
         case .sign, .decrypt, .decapsulate:
             let groups = r.string("groups").map { $0.split(separator: ",").map(String.init) }
-            let session = try KeychainSession(home: home, accessGroups: groups)
+            let session = try session(groups)
             guard let id = TokenID(r.string("token") ?? ""), let token = try session.store.token(id) else { throw KeychainError.tokenNotFound }
             _ = try Self.naming(token) { try session.unlock(token: token.tokenID.description, pin: pin) }
             let tag = r.string("tag") ?? ""
@@ -122,13 +145,13 @@ struct ControlServer {
             }
             return m
         case .share:
-            return try share(r, home: home, pin: pin)
+            return try share(r, store: try store(), pin: pin)
         case .csr:
-            return try csr(r, home: home, pin: pin)
+            return try csr(r, session: try session(r.string("groups").map { $0.split(separator: ",").map(String.init) }), pin: pin)
         case .generate:
-            return try generate(r, home: home, pin: pin)
+            return try generate(r, session: try session(r.string("groups").map { $0.split(separator: ",").map(String.init) }), pin: pin)
         case .export:
-            let store = try KeychainStore(home: home)
+            let store = try store()
             let tokens = TokenManager(store: store)
             guard let id = TokenID(r.string("token") ?? ""), let token = try store.token(id) else { throw KeychainError.tokenNotFound }
             let key = try Self.naming(token) { try store.unlockUser(token.tokenID, pin: pin) }
@@ -169,8 +192,7 @@ struct ControlServer {
     /// from which the CLI lays out the tree and the zips; "leftOut" names the
     /// identities left out (TPM or non-exportable keys) for the CLI's notes.
     /// The private keys and the password stay in the agent.
-    private func share(_ r: ControlProtocol.Message, home: String, pin: [UInt8]) throws -> ControlProtocol.Message {
-        let store = try KeychainStore(home: home)
+    private func share(_ r: ControlProtocol.Message, store: KeychainStore, pin: [UInt8]) throws -> ControlProtocol.Message {
         let tokens = TokenManager(store: store)
         guard let id = TokenID(r.string("token") ?? ""), let token = try store.token(id) else { throw KeychainError.tokenNotFound }
         let key = try Self.naming(token) { try store.unlockUser(token.tokenID, pin: pin) }
@@ -194,9 +216,7 @@ struct ControlServer {
 
     /// `keyshare csr`: the PKCS #10 request is signed here; the reply carries
     /// the request (DER) and the signing key's public attributes for the CLI's report.
-    private func csr(_ r: ControlProtocol.Message, home: String, pin: [UInt8]) throws -> ControlProtocol.Message {
-        let groups = r.string("groups").map { $0.split(separator: ",").map(String.init) }
-        let session = try KeychainSession(home: home, accessGroups: groups)
+    private func csr(_ r: ControlProtocol.Message, session: KeychainSession, pin: [UInt8]) throws -> ControlProtocol.Message {
         guard let id = TokenID(r.string("token") ?? ""), let token = try session.store.token(id) else { throw KeychainError.tokenNotFound }
         _ = try Self.naming(token) { try session.unlock(token: token.tokenID.description, pin: pin) }
         let signer = try Self.csrKey(session, token: token, tag: r.string("tag"), key: r.string("key"), id: r["id"],
@@ -223,9 +243,7 @@ struct ControlServer {
 
     /// `keyshare key generate`: the pair is generated here, so the private key
     /// never exists in the CLI; the reply describes both keys (public attributes).
-    private func generate(_ r: ControlProtocol.Message, home: String, pin: [UInt8]) throws -> ControlProtocol.Message {
-        let groups = r.string("groups").map { $0.split(separator: ",").map(String.init) }
-        let session = try KeychainSession(home: home, accessGroups: groups)
+    private func generate(_ r: ControlProtocol.Message, session: KeychainSession, pin: [UInt8]) throws -> ControlProtocol.Message {
         guard let id = TokenID(r.string("token") ?? ""), let token = try session.store.token(id) else { throw KeychainError.tokenNotFound }
         let words = (r.string("spec") ?? "").split(separator: ":").map(String.init)
         let spec: KeySpec

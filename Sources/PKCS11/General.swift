@@ -55,22 +55,28 @@ public final class Module: @unchecked Sendable {
     private let handleBase: CK_ULONG
     /// Tokens the agent's policy hides from this client (docs/agent.md, "Policy").
     private let hidden: @Sendable (TokenID) -> Bool
+    /// The agent's check that a store it opens is the one it serves (its
+    /// device and inode, docs/agent.md "Which store"); throws to refuse it.
+    private let storeCheck: (@Sendable (KeychainStore) throws -> Void)?
 
     init() {
         home = nil
         accessGroups = .process
         handleBase = 1
         hidden = { _ in false }
+        storeCheck = nil
     }
 
     /// A module for one agent client (docs/agent.md); `hidden` names the
     /// tokens its policy denies it (no slot, CKR_SLOT_ID_INVALID).
     public init(home: String?, accessGroups: AccessGroupChoice, handleBase: CK_ULONG,
-                hidden: @escaping @Sendable (TokenID) -> Bool = { _ in false }) {
+                hidden: @escaping @Sendable (TokenID) -> Bool = { _ in false },
+                storeCheck: (@Sendable (KeychainStore) throws -> Void)? = nil) {
         self.home = home
         self.accessGroups = accessGroups
         self.handleBase = max(1, handleBase)
         self.hidden = hidden
+        self.storeCheck = storeCheck
     }
 
     /// The module the calling thread serves: the agent sets one per client
@@ -114,7 +120,12 @@ public final class Module: @unchecked Sendable {
         // C_Initialize loses below and its runtime is simply dropped.
         let runtime: Runtime
         do {
-            runtime = try Runtime(home: explicitHome ?? home, accessGroups: accessGroups, handleBase: handleBase, hidden: hidden)
+            // No store yet: an empty view (the free slot, no token) that creates
+            // nothing; the first call that needs a store makes it (runtimeCreatingStore).
+            let where_ = explicitHome ?? home
+            runtime = try Runtime(home: where_, accessGroups: accessGroups, handleBase: handleBase, hidden: hidden,
+                                  emptyView: !KeychainStore.exists(home: where_))
+            if !runtime.store.isEmptyView { try storeCheck?(runtime.store) }
         } catch {
             Log.message("C_Initialize: cannot open the keychain store: \(error)")
             throw PKCS11Error(CKR_DEVICE_ERROR)
@@ -166,6 +177,32 @@ public final class Module: @unchecked Sendable {
             guard let rt = current, !inherited else { throw PKCS11Error.notInitialized }
             return rt
         }
+    }
+
+    /// The runtime, on a real store: where C_Initialize found no store
+    /// (docs/agent.md, "No store, no agent"), the calls that need one
+    /// (C_InitToken, C_OpenSession) create it here and carry on with a runtime
+    /// on it; listing never does.
+    public func runtimeCreatingStore() throws -> Runtime {
+        let rt = try runtime()
+        guard rt.store.isEmptyView else { return rt }
+        let fresh: Runtime
+        do {
+            fresh = try Runtime(home: rt.store.home, accessGroups: accessGroups, handleBase: handleBase, hidden: hidden)
+            try storeCheck?(fresh.store)
+        } catch {
+            Log.message("cannot create the keychain store \(rt.store.home): \(error)")
+            throw PKCS11Error(CKR_DEVICE_ERROR)
+        }
+        let replaced = try lock.withLock { () throws -> Runtime? in
+            guard let now = current, !inherited else { throw PKCS11Error.notInitialized }
+            guard now === rt else { return nil }   // another thread upgraded first
+            current = fresh
+            return now
+        }
+        guard let old = replaced else { return try runtime() }
+        old.shutdown()
+        return fresh
     }
 }
 

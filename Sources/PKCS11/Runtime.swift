@@ -46,8 +46,8 @@ public final class Runtime: @unchecked Sendable {
     var declinedShared: [TokenID: UInt64] = [:]
 
     init(home: String?, accessGroups: AccessGroupChoice = .process, handleBase: CK_ULONG = 1,
-         hidden: @escaping @Sendable (TokenID) -> Bool = { _ in false }) throws {
-        store = try KeychainStore(home: home)
+         hidden: @escaping @Sendable (TokenID) -> Bool = { _ in false }, emptyView: Bool = false) throws {
+        store = emptyView ? try KeychainStore(emptyViewOf: home) : try KeychainStore(home: home)
         self.hidden = hidden
         switch accessGroups {
         case .process:

@@ -8,7 +8,8 @@ import PKCS11
 public func ks_C_OpenSession(_ slotID: CK_SLOT_ID, _ flags: CK_FLAGS, _ pApplication: UnsafeMutableRawPointer?,
                              _ Notify: CK_NOTIFY?, _ phSession: UnsafeMutablePointer<CK_SESSION_HANDLE>?) -> CK_RV {
     entry("C_OpenSession", "slot=\(slotID) flags=0x\(String(flags, radix: 16))") {
-        let rt = try runtime()
+        // Where no store exists yet, a call on the free slot creates it (General.swift).
+        let rt = slotID == freeSlotID ? try Module.current.runtimeCreatingStore() : try runtime()
         guard let phSession else { throw PKCS11Error.argumentsBad }
         // Notify callbacks are accepted and never called: the module does not
         // surrender control during a call (CKN_SURRENDER is optional).

@@ -97,7 +97,8 @@ public func ks_C_GetMechanismInfo(_ slotID: CK_SLOT_ID, _ type: CK_MECHANISM_TYP
 public func ks_C_InitToken(_ slotID: CK_SLOT_ID, _ pPin: UnsafeMutablePointer<CK_UTF8CHAR>?, _ ulPinLen: CK_ULONG,
                            _ pLabel: UnsafeMutablePointer<CK_UTF8CHAR>?) -> CK_RV {
     entry("C_InitToken", "slot=\(slotID)") {
-        let rt = try runtime()
+        // Where no store exists yet, a call on the free slot creates it (General.swift).
+        let rt = slotID == freeSlotID ? try Module.current.runtimeCreatingStore() : try runtime()
         let pin = try required(pPin, ulPinLen)
         let label = try required(pLabel, 32)
         try rt.initToken(slot: slotID, soPIN: pin, label: unpadded(label))

@@ -16,30 +16,12 @@ enum AgentControl {
         return (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
     }
 
-    /// The store this run names (KEYSHARE_HOME, XDG_DATA_HOME, HOME), sent so
-    /// the agent opens the same one: absolute, since the agent's working
-    /// directory is not this command's.
-    static var home: String {
-        let h = KeychainStore.defaultHome()
-        return h.hasPrefix("/") ? h : FileManager.default.currentDirectoryPath + "/" + h
-    }
-
-    /// The variables this command reads secrets from (`env:VAR` arguments):
-    /// an agent it starts does not inherit them.
-    static var secretVariables: Set<String> {
-        Set(CommandLine.arguments.compactMap { arg -> String? in
-            guard let r = arg.range(of: "env:") else { return nil }
-            let before = arg[..<r.lowerBound]
-            guard before.isEmpty || before.hasSuffix("=") else { return nil }
-            return String(arg[r.upperBound...])
-        })
-    }
-
     static func call(_ op: ControlProtocol.Op, _ fields: ControlProtocol.Message) throws -> ControlProtocol.Message {
-        var m = fields
-        if m["home"] == nil { m.set("home", home) }
+        // No store path is sent: the agent serves the store it was started
+        // for, and this command reaches that agent through the socket its
+        // environment names (docs/agent.md, "Which agent, which store").
         do {
-            return try ControlProtocol.call(op, m, program: program, hiddenFromAgent: secretVariables)
+            return try ControlProtocol.call(op, fields, program: program)
         } catch let e as ControlProtocol.Failure {
             throw CLIError(e.description)
         }

@@ -18,14 +18,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <spawn.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include "keyshare_abi.h"
@@ -36,6 +36,7 @@ extern char **environ;
 struct kc_conn {
     ksa_chan ch;                         /* the socket, the shared region (shm.c), the polling (spin.c) */
     unsigned generation;
+    int timeout_ms;                      /* the socket's SO_RCVTIMEO now (-1: unknown) */
     ksa_buf buf;                         /* the call buffer, kept across calls (wiped after each) */
     struct kc_conn *next;                /* the idle pool */
     struct kc_conn *all_prev, *all_next; /* every open connection, idle or in use */
@@ -71,6 +72,7 @@ static struct kc_conn *conn_new_locked(int fd, ksa_shm *shm, unsigned generation
     if (!c) return NULL;
     ksa_chan_init(&c->ch, fd, shm, 0, kc_spin_us());
     c->generation = generation;
+    c->timeout_ms = -1;
     c->all_next = kc_all;
     if (kc_all) kc_all->all_prev = c;
     kc_all = c;
@@ -109,16 +111,42 @@ int ks_agent_mode(void) {
 
 /* ---- connecting ------------------------------------------------------------ */
 
-static int connect_socket(const char *path) {
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    strncpy(sa.sun_path, path, sizeof sa.sun_path - 1);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        close(fd);
-        return -1;
+/* KEYSHARE_DEBUG as the in-process log reads it (Sources/PKCS11/Log.swift). */
+static int debug_log_wanted(void) {
+    const char *v = getenv("KEYSHARE_DEBUG");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+/* The descriptor the in-process module would log to: KEYSHARE_LOG opened by
+ * this process (its cwd, its permissions), else stderr. */
+static int debug_log_fd(int *opened) {
+    const char *path = getenv("KEYSHARE_LOG");
+    *opened = 0;
+    if (path && *path) {
+        int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+        if (fd >= 0) { *opened = 1; return fd; }
     }
-    return fd;
+    return STDERR_FILENO;
+}
+
+/* Why the module refused or failed, where a person looks (docs/agent.md,
+ * "Refusals"): one line in the debug log (KEYSHARE_DEBUG: KEYSHARE_LOG, else
+ * stderr). Never a PIN or value: the lines name paths, owners and modes. */
+static void client_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void client_note(const char *fmt, ...) {
+    if (!debug_log_wanted()) return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n > sizeof line - 2) n = (int)sizeof line - 2;
+    char out[1100];
+    int m = snprintf(out, sizeof out, "keyshare-pkcs11[%d]: %.*s\n", (int)getpid(), n, line);
+    int opened, fd = debug_log_fd(&opened);
+    if (m > 0) (void)!write(fd, out, (size_t)(m < (int)sizeof out ? m : (int)sizeof out - 1));
+    if (opened) close(fd);
 }
 
 /* The program that serves as agent: $KEYSHARE_AGENT_PROGRAM, else `keyshare`
@@ -147,153 +175,88 @@ static int agent_program(char *out, size_t n) {
     return -1;
 }
 
-/* The agent's environment: the few variables it needs, never the starter's
- * whole environment. The agent lives on after its first starter and serves
- * every process of the user, so a secret the starter happened to hold (a
- * PIN in a shell variable, a token) must not live on in it, nor a setting
- * that would change how it serves others. Kept: where it runs and finds
- * things (PATH, HOME, LANG, LC_ALL, XDG_RUNTIME_DIR, XDG_DATA_HOME,
- * KEYSHARE_HOME), its own settings (KEYSHARE_AGENT_*, the card driver's
- * KEYSHARE_DRIVER_*), and the configuration the external token modules it
- * loads read (SoftHSM2, OpenSC, PC/SC, tpm2-pkcs11) and the TPM it talks to
- * (KEYSHARE_TCTI). A starter may name more
- * in KEYSHARE_AGENT_ENV (space or comma separated): an explicit choice, as
- * `systemctl --user import-environment` is. KEYSHARE_KDF_LOG2N is not kept:
- * the agent wraps PINs at the default cost. */
-static int agent_env_kept(const char *entry) {
-    static const char *const names[] = {
-        "PATH", "HOME", "LANG", "LC_ALL", "XDG_RUNTIME_DIR", "XDG_DATA_HOME", "KEYSHARE_HOME",
-        "SOFTHSM2_CONF", "OPENSC_CONF", "PCSCLITE_CSOCK_NAME",
-        "TPM2_PKCS11_STORE", "TPM2_PKCS11_TCTI", "TPM2_PKCS11_LOG_LEVEL",
-        "KEYSHARE_TCTI",  /* which TPM the agent's TPM tokens use (docs/tpm.md) */
-    };
-    static const char *const prefixes[] = {"KEYSHARE_AGENT_", "KEYSHARE_DRIVER_"};
-    const char *eq = strchr(entry, '=');
-    if (!eq || eq == entry) return 0;
-    size_t n = (size_t)(eq - entry);
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-        if (strlen(names[i]) == n && memcmp(entry, names[i], n) == 0) return 1;
-    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++)
-        if (strncmp(entry, prefixes[i], strlen(prefixes[i])) == 0) return 1;
-    const char *extra = getenv("KEYSHARE_AGENT_ENV");
-    for (const char *p = extra; p && *p;) {
-        size_t len = strcspn(p, " ,");
-        if (len == n && memcmp(p, entry, n) == 0) return 1;
-        p += len;
-        p += strspn(p, " ,");
-    }
-    return 0;
-}
-
-/* The kept entries of environ (pointers into it), NULL-terminated; free() it. */
-static char **agent_env(void) {
-    size_t count = 0;
-    for (char **e = environ; e && *e; e++) count++;
-    char **out = calloc(count + 1, sizeof *out);
-    if (!out) return NULL;
-    size_t k = 0;
-    for (char **e = environ; e && *e; e++)
-        if (agent_env_kept(*e)) out[k++] = *e;
-    return out;
-}
-
 static void sleep_ms(long ms) {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
-/* Connects, starting the agent when its socket is not live. Starters take
- * DIR/start.lock so one of several concurrent first users spawns the agent
- * and the others find it; the agent itself holds DIR/agent.lock for its
- * life, so even racing spawns end with exactly one agent listening. */
-static int connect_or_start(void) {
-    char path[128], dir[512];
-    if (ksa_socket_path(path, sizeof path) || ksa_agent_dir(dir, sizeof dir)) return -1;
-    int fd = connect_socket(path);
-    if (fd >= 0) return fd;
-    if (getenv("KEYSHARE_AGENT_NO_START") && strcmp(getenv("KEYSHARE_AGENT_NO_START"), "1") == 0) return -1;
-    if (ksa_prepare_dir(dir, 1) != 0) return -1;
-    char lockpath[600];
-    snprintf(lockpath, sizeof lockpath, "%s/start.lock", dir);
-    int lock = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (lock < 0) return -1;
-    while (flock(lock, LOCK_EX) != 0 && errno == EINTR) {}
-    fd = connect_socket(path);
-    if (fd < 0) {
-        char prog[600];
-        if (agent_program(prog, sizeof prog) == 0) {
-            char *argv[] = {prog, "agent", "--daemonize", NULL};
-            posix_spawnattr_t attr;
-            posix_spawnattr_init(&attr);
-            posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
-            /* The agent outlives this process: it must not keep what this
-             * process holds open without close-on-exec (a shell's `exec 9>lock`
-             * held by flock, a pipe a caller waits to see closed). */
-            posix_spawn_file_actions_t fa;
-            posix_spawn_file_actions_init(&fa);
-            posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-            pid_t pid;
-            char **env = agent_env();
-            int spawned = env && posix_spawn(&pid, prog, &fa, &attr, argv, env) == 0;
-            posix_spawn_file_actions_destroy(&fa);
-            if (spawned) {
-                /* The first process exits once the agent listens (or lost the race). */
-                int status;
-                while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-            }
-            free(env);
-            posix_spawnattr_destroy(&attr);
-            for (int i = 0; i < 500 && fd < 0; i++) {
-                fd = connect_socket(path);
-                if (fd < 0) sleep_ms(10);
-            }
-        }
+static int no_start(void) {
+    const char *v = getenv("KEYSHARE_AGENT_NO_START");
+    return v && strcmp(v, "1") == 0;
+}
+
+/* Whether the store this process names exists (its keychain.db). */
+static int store_exists(void) {
+    char store[4096], db[4200];
+    if (ksa_store_home(store, sizeof store)) return 1;
+    snprintf(db, sizeof db, "%s/keychain.db", store);
+    return access(db, F_OK) == 0 || errno != ENOENT;
+}
+
+/* Connects (starting the agent when allowed). fd, -1 no agent and none
+ * started, -2 refused or failed (said in the debug log). */
+static int connect_agent(int allow_start, pid_t *peer) {
+    char prog[600] = "";
+    if (allow_start && agent_program(prog, sizeof prog) != 0) prog[0] = '\0';
+    char why[1024];
+    int fd = ksa_connect_or_start(prog, allow_start && !no_start(), ksa_timeout_ms("KEYSHARE_AGENT_TIMEOUT", KSA_CONNECT_TIMEOUT_MS) < KSA_CONNECT_TIMEOUT_MS ? ksa_timeout_ms("KEYSHARE_AGENT_TIMEOUT", KSA_CONNECT_TIMEOUT_MS) : KSA_CONNECT_TIMEOUT_MS,
+                                  peer, why, sizeof why);
+    if (fd == -1 && allow_start && no_start()) {
+        client_note("the keyshare agent is not running and KEYSHARE_AGENT_NO_START=1 forbids starting it");
+        return -2;
     }
-    flock(lock, LOCK_UN);
-    close(lock);
-    return fd;
-}
-
-/* The hello: a new client (token all zero, with the store and the access
- * groups this process asks for) or another connection of this one. */
-/* KEYSHARE_DEBUG as the in-process log reads it (Sources/PKCS11/Log.swift). */
-static int debug_log_wanted(void) {
-    const char *v = getenv("KEYSHARE_DEBUG");
-    return v && *v && strcmp(v, "0") != 0;
-}
-
-/* The descriptor the in-process module would log to: KEYSHARE_LOG opened by
- * this process (its cwd, its permissions), else stderr. */
-static int debug_log_fd(int *opened) {
-    const char *path = getenv("KEYSHARE_LOG");
-    *opened = 0;
-    if (path && *path) {
-        int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-        if (fd >= 0) { *opened = 1; return fd; }
+    if (fd < -1) client_note("%s", why);
+    if (fd >= 0) {
+        int shared;
+        char base[512];
+        if (!getenv("KEYSHARE_AGENT_SOCKET") && ksa_agent_base(base, sizeof base, &shared) == 0 && shared)
+            client_note("XDG_RUNTIME_DIR is unset: using the agent directory %s (checked: ours, mode 0700)", base);
     }
-    return STDERR_FILENO;
+    return fd < -1 ? -2 : fd;
 }
 
-/* A store path of the client's environment as the agent must read it: a
- * relative one is resolved against the CLIENT's working directory, as the
- * in-process mode would open it (the agent's cwd is not the client's).
- * Returns `v` itself when it is absolute, empty or unset; else a malloc'd
- * copy in *owned (NULL when the cwd is unknown: then `v` as is). */
-static const char *absolute_path(const char *v, char **owned) {
-    *owned = NULL;
-    if (v == NULL || v[0] == '\0' || v[0] == '/') return v;
-    char *cwd = getcwd(NULL, 0);
-    if (cwd == NULL) return v;
-    size_t n = strlen(cwd) + 1 + strlen(v) + 1;
-    char *out = malloc(n);
-    if (out != NULL) snprintf(out, n, "%s/%s", cwd, v);
-    free(cwd);
-    *owned = out;
-    return out != NULL ? out : v;
+/* An agent of an older protocol answers our hello with its version: ask it
+ * to leave (docs/agent.md, "Upgrades"). Its pid is the listener's
+ * (SO_PEERCRED at connect), of our uid (checked), and must be a `keyshare
+ * agent` by its command line. SIGTERM makes a keyshare agent retire: it stops
+ * listening at once and exits when its last client goes (an agent of 0.3.0
+ * and before simply exits). Then the caller starts a new one. */
+static int retire_old_agent(pid_t pid, unsigned version) {
+    char path[64], cmd[256];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, cmd, sizeof cmd - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    cmd[n] = '\0';
+    const char *arg0 = cmd, *slash = strrchr(arg0, '/');
+    const char *arg1 = cmd + strlen(cmd) + 1;
+    if (strcmp(slash ? slash + 1 : arg0, "keyshare") != 0 || arg1 >= cmd + n || strcmp(arg1, "agent") != 0) {
+        client_note("the agent at pid %d speaks protocol %u, not %d, and is not a `keyshare agent`: not touching it",
+                    (int)pid, version, KSA_VERSION);
+        return -1;
+    }
+    client_note("the keyshare agent pid %d speaks protocol %u, this module %d: asking it to retire", (int)pid, version, KSA_VERSION);
+    if (kill(pid, SIGTERM) != 0) return -1;
+    /* Its socket goes at once (a retiring agent unlinks it); wait for that, bounded. */
+    char sock[128];
+    if (ksa_socket_path(sock, sizeof sock)) return -1;
+    for (int i = 0; i < 300; i++) {
+        int alive = kill(pid, 0) == 0;
+        struct stat st;
+        if (!alive || lstat(sock, &st) != 0) return 0;
+        sleep_ms(10);
+    }
+    return -1;
 }
 
-/* *shm: the connection's shared region when the agent gave one (shm.c). */
-static int hello(int fd, int attach, ksa_shm **shm) {
+/* The hello: a new client (token all zero, with the access groups this
+ * process asks for) or another connection of this one. *shm: the
+ * connection's shared region when the agent gave one (shm.c). Returns 0, or
+ * -1 broken / no answer, -2 refused (policy, unknown token: CKR_TOKEN_NOT_PRESENT),
+ * -3 the store cannot be opened safely, -4 another protocol version (*version). */
+static int hello(int fd, int attach, ksa_shm **shm, unsigned *version) {
     *shm = NULL;
     ksa_buf b;
     ksa_buf_init(&b);
@@ -301,26 +264,11 @@ static int hello(int fd, int attach, ksa_shm **shm) {
      * writes this client's call lines to the descriptor sent after the hello. */
     int log = !attach && debug_log_wanted();
     int want_shm = ksa_shm_wanted();
-    ksa_put_u32(&b, KSA_MAGIC);
-    ksa_put_u16(&b, KSA_VERSION);
-    ksa_put_u16(&b, (uint16_t)((log ? KSA_HELLO_LOG : 0) | (want_shm ? KSA_HELLO_SHM : 0)));
     static const uint8_t zero[KSA_TOKEN_LEN];
-    ksa_put_raw(&b, attach ? kc_token : zero, KSA_TOKEN_LEN);
-    if (!attach) {
-        char *owned[3];
-        const char *home = absolute_path(getenv("KEYSHARE_HOME"), &owned[0]);
-        const char *groups = getenv("KEYSHARE_ACCESS_GROUPS");
-        const char *xdg = absolute_path(getenv("XDG_DATA_HOME"), &owned[1]);
-        const char *h = absolute_path(getenv("HOME"), &owned[2]);
-        const char *vals[] = {home, xdg, h, groups};
-        for (int i = 0; i < 4; i++) {
-            ksa_put_u8(&b, vals[i] != NULL);
-            size_t n = vals[i] ? strlen(vals[i]) : 0;
-            ksa_put_u32(&b, (uint32_t)n);
-            if (n) ksa_put_raw(&b, vals[i], n);
-        }
-        for (int i = 0; i < 3; i++) free(owned[i]);
-    }
+    uint16_t flags = (uint16_t)((log ? KSA_HELLO_LOG : 0) | (want_shm ? KSA_HELLO_SHM : 0));
+    ksa_hello_build(&b, flags, attach ? kc_token : zero, attach ? NULL : getenv("KEYSHARE_ACCESS_GROUPS"));
+    /* A hello that gets no answer (an agent stuck or flooded) ends, bounded. */
+    ksa_set_timeout(fd, ksa_timeout_ms("KEYSHARE_AGENT_TIMEOUT", KSA_HELLO_TIMEOUT_MS) < KSA_HELLO_TIMEOUT_MS ? ksa_timeout_ms("KEYSHARE_AGENT_TIMEOUT", KSA_HELLO_TIMEOUT_MS) : KSA_HELLO_TIMEOUT_MS);
     int rc = -1, sent = !b.failed && ksa_write_frame(fd, b.data, b.len) == 0;
     if (sent && log) {
         int opened, lfd = debug_log_fd(&opened);
@@ -328,12 +276,12 @@ static int hello(int fd, int attach, ksa_shm **shm) {
         if (opened) close(lfd);
     }
     if (sent && ksa_read_frame(fd, &b) == 0) {
-        ksa_rd r = {b.data, b.len, 0};
-        uint32_t magic = ksa_get_u32(&r);
-        uint16_t version = ksa_get_u16(&r);
-        uint16_t status = ksa_get_u16(&r);
-        const uint8_t *token = ksa_get_raw(&r, KSA_TOKEN_LEN);
-        if (!r.failed && magic == KSA_MAGIC && version == KSA_VERSION && status == 0) {
+        ksa_hello_reply h;
+        int p = ksa_hello_reply_parse(b.data, b.len, &h);
+        if (p == -2) {
+            *version = h.version;
+            rc = -4;
+        } else if (p == 0 && h.status == 0) {
             rc = 0;
             /* The region's descriptor (or the byte alone: none). */
             if (want_shm) {
@@ -344,21 +292,32 @@ static int hello(int fd, int attach, ksa_shm **shm) {
                     close(sfd);
                 }
             }
-            if (rc == 0 && !attach) memcpy(kc_token, token, KSA_TOKEN_LEN);
-        } else if (!r.failed && status == KSA_HELLO_STORE_UNSAFE) {
-            rc = -3; /* the store cannot be opened safely */
-        } else if (!r.failed && status != 0) {
-            rc = -2; /* refused (policy, unknown token) */
+            if (rc == 0 && !attach) memcpy(kc_token, h.token, KSA_TOKEN_LEN);
+        } else if (p == 0) {
+            client_note("the keyshare agent refused this process: %s", h.reason[0] ? h.reason : "no reason given");
+            rc = h.status == KSA_HELLO_STORE_UNSAFE ? -3 : -2;
         }
+    } else if (sent && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ETIMEDOUT)) {
+        client_note("the keyshare agent did not answer the hello in time");
     }
     ksa_buf_free(&b);
     return rc;
 }
 
+/* A call's reply timeout (KEYSHARE_AGENT_TIMEOUT seconds, default 120): a
+ * stuck agent ends the call with CKR_DEVICE_ERROR, never a hang. A blocking
+ * C_WaitForSlotEvent waits as long as it must (0: none). */
+static int call_timeout_ms(uint32_t fn, ksa_arg *args) {
+    if (fn == KSA_FN_WaitForSlotEvent && !(args[0].ul & CKF_DONT_BLOCK)) return 0;
+    return ksa_timeout_ms("KEYSHARE_AGENT_TIMEOUT", KSA_CALL_TIMEOUT_MS);
+}
+
 /* One call on one connection, in the connection's buffer `b` (kept, so a
  * call makes no allocation once it has grown; wiped after each call: a
- * request may hold a PIN). -1: the connection is broken. */
-static int exchange_in(ksa_chan *ch, ksa_buf *bp, uint32_t fn, ksa_arg *args, CK_RV *rv) {
+ * request may hold a PIN). -1: the connection is broken; -2: no reply in time. */
+static int exchange_in(struct kc_conn *c, uint32_t fn, ksa_arg *args, CK_RV *rv) {
+    ksa_chan *ch = &c->ch;
+    ksa_buf *bp = &c->buf;
     ksa_buf_reset(bp);
     uint32_t id = __atomic_add_fetch(&kc_next_id, 1, __ATOMIC_RELAXED);
     ksa_put_u32(bp, id);
@@ -368,6 +327,11 @@ static int exchange_in(ksa_chan *ch, ksa_buf *bp, uint32_t fn, ksa_arg *args, CK
         ksa_buf_reset(bp);
         *rv = erv;
         return 0;
+    }
+    int timeout = call_timeout_ms(fn, args);
+    if (timeout != c->timeout_ms) {
+        ksa_set_timeout(ch->fd, timeout);
+        c->timeout_ms = timeout;
     }
     int rc = -1;
     /* Through the shared region when the agent polls for it, else the
@@ -381,6 +345,8 @@ static int exchange_in(ksa_chan *ch, ksa_buf *bp, uint32_t fn, ksa_arg *args, CK
             *rv = ksa_apply_reply(fn, args, &r);
             rc = 0;
         }
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ETIMEDOUT) {
+        rc = -2;
     }
     ksa_buf_reset(bp);
     /* An idle connection keeps a small buffer, not the one a big call grew. */
@@ -396,27 +362,52 @@ static void drop_idle_locked(void) {
     }
 }
 
+/* Lazy: C_Initialize found no store and no agent (docs/agent.md, "No store,
+ * no agent"): a module load that only lists slots creates nothing and starts
+ * nothing. Such calls are answered by the in-process module over an empty,
+ * in-memory view of a store (ks_lazy_*, Support.swift); the first call that
+ * needs a store (C_InitToken, C_OpenSession, ...) starts the agent. */
+static int kc_lazy;
+
 /* A new client at the agent: connect (starting it), hello, C_Initialize.
  * Called with kc_lock held. A hello that meets an agent just exiting (idle)
- * is retried. */
-static CK_RV start_client_locked(struct kc_conn **out) {
+ * is retried, and one that meets an agent of another protocol retires it
+ * (when it is older) and starts ours. */
+static CK_RV start_client_locked(struct kc_conn **out, int allow_start) {
     for (int attempt = 0; attempt < 3; attempt++) {
-        int fd = connect_or_start();
+        pid_t peer = 0;
+        int fd = connect_agent(allow_start, &peer);
+        if (fd == -1) return CKR_DEVICE_ERROR;
         if (fd < 0) return CKR_DEVICE_ERROR;
         ksa_shm *shm;
-        int h = hello(fd, 0, &shm);
+        unsigned version = 0;
+        int h = hello(fd, 0, &shm, &version);
         if (h == -2) { close(fd); return CKR_TOKEN_NOT_PRESENT; }
         if (h == -3) { close(fd); return CKR_DEVICE_ERROR; }
+        if (h == -4) {
+            close(fd);
+            if (version < KSA_VERSION && retire_old_agent(peer, version) == 0) continue;
+            client_note("the keyshare agent speaks protocol %u and this module %d: restart it (keyshare agent restart)",
+                        version, KSA_VERSION);
+            return CKR_DEVICE_ERROR;
+        }
         if (h != 0) { close(fd); ksa_shm_unmap(shm); sleep_ms(20); continue; }
         struct kc_conn *c = conn_new_locked(fd, shm, kc_generation);
         if (!c) { close(fd); ksa_shm_unmap(shm); return CKR_HOST_MEMORY; }
         ksa_arg a[1] = {{.ul = 0}};
         CK_RV rv;
-        if (exchange_in(&c->ch, &c->buf, KSA_FN_Initialize, a, &rv) != 0) { conn_free_locked(c); sleep_ms(20); continue; }
+        int x = exchange_in(c, KSA_FN_Initialize, a, &rv);
+        if (x == -2) {
+            client_note("the keyshare agent did not answer C_Initialize in time");
+            conn_free_locked(c);
+            return CKR_DEVICE_ERROR;
+        }
+        if (x != 0) { conn_free_locked(c); sleep_ms(20); continue; }
         if (rv != CKR_OK) { conn_free_locked(c); return rv; }
         *out = c;
         return CKR_OK;
     }
+    client_note("cannot reach the keyshare agent after 3 attempts");
     return CKR_DEVICE_ERROR;
 }
 
@@ -427,15 +418,17 @@ static CK_RV acquire(struct kc_conn **out) {
         pthread_mutex_unlock(&kc_lock);
         return CKR_CRYPTOKI_NOT_INITIALIZED;
     }
-    if (kc_lost) {
-        /* The agent died: a fresh client at a new agent (started if need be). */
+    if (kc_lost || kc_lazy) {
+        /* The agent died, or there was none yet: a fresh client at an agent (started if need be). */
         struct kc_conn *c = NULL;
-        CK_RV rv = start_client_locked(&c);
+        CK_RV rv = start_client_locked(&c, 1);
         if (rv != CKR_OK) {
             pthread_mutex_unlock(&kc_lock);
-            return CKR_DEVICE_REMOVED;
+            return kc_lazy ? rv : CKR_DEVICE_REMOVED;
         }
+        if (kc_lazy) (void)ks_C_Finalize(NULL);
         kc_lost = 0;
+        kc_lazy = 0;
         *out = c;
         pthread_mutex_unlock(&kc_lock);
         return CKR_OK;
@@ -449,10 +442,11 @@ static CK_RV acquire(struct kc_conn **out) {
     unsigned gen = kc_generation;
     pthread_mutex_unlock(&kc_lock);
     /* Another connection of this client, for a concurrent call. */
-    char path[128];
-    int fd = ksa_socket_path(path, sizeof path) == 0 ? connect_socket(path) : -1;
+    pid_t peer = 0;
+    int fd = connect_agent(0, &peer);
     ksa_shm *shm = NULL;
-    if (fd >= 0 && hello(fd, 1, &shm) == 0) {
+    unsigned version = 0;
+    if (fd >= 0 && hello(fd, 1, &shm, &version) == 0) {
         pthread_mutex_lock(&kc_lock);
         struct kc_conn *c = conn_new_locked(fd, shm, gen);
         pthread_mutex_unlock(&kc_lock);
@@ -469,16 +463,19 @@ static CK_RV acquire(struct kc_conn **out) {
     return CKR_DEVICE_REMOVED;
 }
 
+/* broken: 1 the connection broke (the agent is gone: start over at the next
+ * call), 2 it timed out (only this connection is dropped: the agent may still
+ * be busy with the call). */
 static void release(struct kc_conn *c, int broken) {
     pthread_mutex_lock(&kc_lock);
-    if (broken) {
+    if (broken == 1) {
         if (c->generation == kc_generation && kc_initialized) {
             kc_lost = 1;
             kc_generation++;
             drop_idle_locked();
         }
         conn_free_locked(c);
-    } else if (c->generation != kc_generation || !kc_initialized) {
+    } else if (broken || c->generation != kc_generation || !kc_initialized) {
         conn_free_locked(c);
     } else {
         c->next = kc_idle;
@@ -487,13 +484,40 @@ static void release(struct kc_conn *c, int broken) {
     pthread_mutex_unlock(&kc_lock);
 }
 
+/* The calls a lazy client (no store, no agent) answers itself. */
+static int lazy_call(uint32_t fn) {
+    switch (fn) {
+    case KSA_FN_GetInfo: case KSA_FN_GetSlotList: case KSA_FN_GetSlotInfo: case KSA_FN_GetTokenInfo:
+    case KSA_FN_GetMechanismList: case KSA_FN_GetMechanismInfo:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 static CK_RV kc_call(uint32_t fn, ksa_arg *args) {
+    if (__atomic_load_n(&kc_lazy, __ATOMIC_ACQUIRE) && lazy_call(fn)) {
+        /* The in-process module over the empty view (Module.initialize: no store). */
+        switch (fn) {
+        case KSA_FN_GetInfo: return ks_C_GetInfo(args[0].ptr);
+        case KSA_FN_GetSlotList: return ks_C_GetSlotList((CK_BBOOL)(args[0].ul != 0), args[1].ptr, args[1].plen);
+        case KSA_FN_GetSlotInfo: return ks_C_GetSlotInfo(args[0].ul, args[1].ptr);
+        case KSA_FN_GetTokenInfo: return ks_C_GetTokenInfo(args[0].ul, args[1].ptr);
+        case KSA_FN_GetMechanismList: return ks_C_GetMechanismList(args[0].ul, args[1].ptr, args[1].plen);
+        case KSA_FN_GetMechanismInfo: return ks_C_GetMechanismInfo(args[0].ul, args[1].ul, args[2].ptr);
+        }
+    }
     struct kc_conn *c;
     CK_RV rv = acquire(&c);
     if (rv != CKR_OK) return rv;
-    int broken = exchange_in(&c->ch, &c->buf, fn, args, &rv) != 0;
-    release(c, broken);
-    return broken ? CKR_DEVICE_REMOVED : rv;
+    int x = exchange_in(c, fn, args, &rv);
+    release(c, x == -1 ? 1 : x == -2 ? 2 : 0);
+    if (x == -2) {
+        client_note("the keyshare agent did not answer call %u within %d ms (KEYSHARE_AGENT_TIMEOUT): CKR_DEVICE_ERROR",
+                    fn, call_timeout_ms(fn, args));
+        return CKR_DEVICE_ERROR;
+    }
+    return x ? CKR_DEVICE_REMOVED : rv;
 }
 
 /* ---- fork --------------------------------------------------------------------- */
@@ -508,6 +532,7 @@ static CK_RV kc_call(uint32_t fn, ksa_arg *args) {
 static void kc_fork_prepare(void) { pthread_mutex_lock(&kc_lock); }
 static void kc_fork_parent(void) { pthread_mutex_unlock(&kc_lock); }
 static void kc_fork_child(void) {
+    kc_lazy = 0;   /* the in-process module's own fork handlers drop its runtime */
     kc_idle = NULL;
     while (kc_all) conn_free_locked(kc_all);
     kc_initialized = 0;
@@ -541,8 +566,27 @@ static CK_RV kc_C_Initialize(CK_VOID_PTR pInitArgs) {
         pthread_mutex_unlock(&kc_lock);
         return CKR_CRYPTOKI_ALREADY_INITIALIZED;
     }
+    /* No store and no agent: list the free slot from an empty view, start
+     * nothing, create nothing (docs/agent.md, "No store, no agent"). */
+    if (!store_exists()) {
+        pid_t peer;
+        int fd = connect_agent(0, &peer);
+        if (fd == -2) {
+            pthread_mutex_unlock(&kc_lock);
+            return CKR_DEVICE_ERROR;
+        }
+        if (fd >= 0) close(fd);
+        if (fd == -1 && ks_C_Initialize(NULL) == CKR_OK) {
+            kc_initialized = 1;
+            kc_lost = 0;
+            __atomic_store_n(&kc_lazy, 1, __ATOMIC_RELEASE);
+            client_note("no store at this process's KEYSHARE_HOME and no agent: listing only, nothing started or created");
+            pthread_mutex_unlock(&kc_lock);
+            return CKR_OK;
+        }
+    }
     struct kc_conn *c = NULL;
-    CK_RV rv = start_client_locked(&c);
+    CK_RV rv = start_client_locked(&c, 1);
     if (rv == CKR_OK) {
         kc_initialized = 1;
         kc_lost = 0;
@@ -562,7 +606,7 @@ static CK_RV kc_C_Finalize(CK_VOID_PTR pReserved) {
      * as in-process. Not when the agent is lost: nothing to finalise there. */
     struct kc_conn *c = NULL;
     pthread_mutex_lock(&kc_lock);
-    int need = kc_initialized && !kc_lost && !kc_idle;
+    int need = kc_initialized && !kc_lost && !kc_lazy && !kc_idle;
     pthread_mutex_unlock(&kc_lock);
     if (need && acquire(&c) != CKR_OK) c = NULL;
     pthread_mutex_lock(&kc_lock);
@@ -576,6 +620,10 @@ static CK_RV kc_C_Finalize(CK_VOID_PTR pReserved) {
         kc_idle = c->next;
     }
     int lost = kc_lost;
+    if (kc_lazy) {
+        (void)ks_C_Finalize(NULL);
+        __atomic_store_n(&kc_lazy, 0, __ATOMIC_RELEASE);
+    }
     kc_initialized = 0;
     kc_lost = 0;
     kc_generation++;
@@ -587,7 +635,7 @@ static CK_RV kc_C_Finalize(CK_VOID_PTR pReserved) {
         if (!lost) {
             ksa_arg a[1] = {{0}};
             CK_RV rv;
-            (void)exchange_in(&c->ch, &c->buf, KSA_FN_Finalize, a, &rv);
+            (void)exchange_in(c, KSA_FN_Finalize, a, &rv);
         }
         pthread_mutex_lock(&kc_lock);
         conn_free_locked(c);

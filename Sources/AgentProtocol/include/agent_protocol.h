@@ -6,13 +6,11 @@
  * versus empty, per-attribute results) is then the module's own.
  *
  * Frame: u32 little-endian length (<= KSA_MAX_FRAME) + payload.
- * Hello (client -> agent): u32 magic, u16 version, u16 flags, 16-byte token
- *   (all zero: a new client), then for a new client: I home, I access groups.
- * Hello reply: u32 magic, u16 version, u16 status (0 ok), 16-byte token.
- *   Status: 1 other protocol version, 2 unknown client token, 3 refused (the
- *   caller check or the policy: C_Initialize is CKR_TOKEN_NOT_PRESENT), 4 the
- *   agent failed, 5 the client's store cannot be opened safely (C_Initialize is
- *   CKR_DEVICE_ERROR, as in-process on the same store).
+ * Hello and its reply: hello.c. Reply status: 1 other protocol version, 2
+ *   unknown client token, 3 refused (the caller check or the policy:
+ *   C_Initialize is CKR_TOKEN_NOT_PRESENT), 4 the agent failed, 5 the store
+ *   cannot be opened safely (C_Initialize is CKR_DEVICE_ERROR, as in-process on
+ *   the same store), 6 busy (too many connections of this client).
  * Call: u32 call id, u32 function id, arguments by the function's signature.
  * Reply: u32 call id, u64 rv, u8 outputs present, outputs by the signature.
  *
@@ -30,8 +28,10 @@
 #ifndef KEYSHARE_AGENT_PROTOCOL_H
 #define KEYSHARE_AGENT_PROTOCOL_H
 
+#include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include "../../../pkcs11/types/pkcs11_shim.h"
 
 #define KSA_MAGIC 0x3141534bu /* "KSA1" little-endian */
@@ -39,8 +39,10 @@
  * 3: the symmetric, EdDSA and RSA-AES parameters, message-based functions
  *    with their parameters (N X Y Z), raw parameters copied by the agent.
  * 4: the shared region (KSA_HELLO_SHM, shm.c): an agent of version 3 would
- *    not send the byte a version-4 client waits for. */
-#define KSA_VERSION 4
+ *    not send the byte a version-4 client waits for.
+ * 5: the hello names no store (the agent serves the one it was started for)
+ *    and carries tagged fields; the reply carries a one-line reason (hello.c). */
+#define KSA_VERSION 5
 #define KSA_MAX_FRAME (16u << 20)
 /* The largest single buffer the agent allocates for an output (a bigger
  * capacity is served with this much: the frame could not carry more). */
@@ -179,17 +181,106 @@ CK_RV ksa_call_3_2(uint32_t fn, ksa_arg *a);
 /* The mechanisms whose parameter is pointer-free and may cross as raw bytes. */
 int ksa_mechanism_param_is_raw(CK_MECHANISM_TYPE type);
 
-/* ---- where the agent listens (paths.c) ---- */
+/* ---- which agent, which store (paths.c); reaching it (connect.c) ---- */
 
-/* The agent's directory: $KEYSHARE_AGENT_SOCKET's directory, else
- * $XDG_RUNTIME_DIR/keyshare, else /tmp/keyshare-agent-UID. 0 or -1 (too long). */
+/* The store a process names (KEYSHARE_HOME, else XDG_DATA_HOME/keyshare, else
+ * HOME/.local/share/keyshare), absolute, symlinks resolved when it exists. 0 or -1. */
+int ksa_store_home(char *out, size_t n);
+/* 1 when `store` is the effective user's default store (PASSWD HOME/.local/share/keyshare). */
+int ksa_store_is_default(const char *store);
+/* $XDG_RUNTIME_DIR/keyshare, else /tmp/keyshare-agent-EUID (*shared_tmp = 1). */
+int ksa_agent_base(char *dir, size_t n, int *shared_tmp);
+/* The agent's directory: $KEYSHARE_AGENT_SOCKET's directory; else BASE for the
+ * default store and BASE/s.<hash of the store's path> for any other. 0 or -1 (too long). */
 int ksa_agent_dir(char *dir, size_t n);
 /* The socket path: $KEYSHARE_AGENT_SOCKET, else DIR/agent.sock. */
 int ksa_socket_path(char *path, size_t n);
-/* Creates the directory 0700 if missing and checks it: a directory (not a
- * link) owned by this uid with no group or other access. 0, or -1 with errno
- * (EPERM for a wrong owner or mode). */
+/* Creates the directory 0700 if missing (create) and checks it: a directory,
+ * not a link, owned by the effective uid, no group or other access, every
+ * ancestor (symlinks resolved) owned by us or root and not writable by others
+ * unless sticky. 0, or -1 with errno and one line in `why` naming the path,
+ * its owner and mode. */
+int ksa_check_dir(const char *dir, int create, char *why, size_t n);
+/* ksa_check_dir without the line. */
 int ksa_prepare_dir(const char *dir, int create);
+
+/* Connects to the socket at path, waiting at most timeout_ms for a full
+ * backlog, and checks the listener is of our effective uid (SO_PEERCRED). The
+ * descriptor (blocking, close-on-exec); -1 no agent there; -2 refused (`why`);
+ * -3 the agent does not accept (`why`). */
+int ksa_connect(const char *path, int timeout_ms, pid_t *peer_pid, char *why, size_t n);
+/* The one way to reach the agent: checks the directory, connects, and when
+ * nothing listens and allow_start, starts `program agent --daemonize` under
+ * DIR/start.lock with the minimal environment (connect.c) and connects. The
+ * descriptor, -1 no agent (allow_start 0), else -2/-3 with `why`. */
+int ksa_connect_or_start(const char *program, int allow_start, int timeout_ms, pid_t *peer_pid, char *why, size_t n);
+/* Whether an environment entry (NAME=VALUE) is passed to an agent it starts. */
+int ksa_agent_env_kept(const char *entry);
+/* SO_RCVTIMEO and SO_SNDTIMEO (0: none). */
+int ksa_set_timeout(int fd, int ms);
+/* A duration in seconds from the environment, in ms (fallback when unset or invalid). */
+int ksa_timeout_ms(const char *name, int fallback_ms);
+/* Client defaults: connecting and the hello, and a call's reply (KEYSHARE_AGENT_TIMEOUT). */
+#define KSA_CONNECT_TIMEOUT_MS 5000
+#define KSA_HELLO_TIMEOUT_MS 10000
+#define KSA_CALL_TIMEOUT_MS 120000
+/* Once a frame's first bytes are in, the rest must follow within this (both sides). */
+#define KSA_FRAME_TIMEOUT_MS 10000
+
+/* ---- the hello (hello.c) ---- */
+
+#define KSA_HELLO_MAX_FRAME (64u << 10)
+#define KSA_HELLO_MAX_FIELDS 32
+#define KSA_HELLO_MAX_FIELD 4096
+#define KSA_HELLO_MAX_REASON 512
+/* Field tags. */
+#define KSA_HELLO_GROUPS 1u
+typedef struct {
+    uint32_t magic;
+    uint16_t version, flags;
+    const uint8_t *token;      /* KSA_TOKEN_LEN bytes in the frame */
+    const uint8_t *groups;     /* KEYSHARE_ACCESS_GROUPS (no NUL), or NULL */
+    uint32_t groups_len;
+} ksa_hello;
+typedef struct {
+    uint16_t version, status;
+    const uint8_t *token;
+    char reason[KSA_HELLO_MAX_REASON + 1];
+} ksa_hello_reply;
+void ksa_hello_build(ksa_buf *b, uint16_t flags, const uint8_t token[KSA_TOKEN_LEN], const char *groups);
+/* 0 ok; -1 malformed or not a hello; -2 another protocol version (h->version set). */
+int ksa_hello_parse(const uint8_t *p, size_t n, ksa_hello *h);
+void ksa_hello_reply_build(ksa_buf *b, uint16_t status, const uint8_t token[KSA_TOKEN_LEN], const char *reason);
+/* 0 ok; -1 malformed; -2 another protocol version (version and status set). */
+int ksa_hello_reply_parse(const uint8_t *p, size_t n, ksa_hello_reply *h);
+
+/* ---- the gate: accepted connections until their first frame (gate.c) ---- */
+
+/* The CLI's control requests (Sources/KeyshareAgent/ControlProtocol.swift): "KSC1". */
+#define KSA_CONTROL_MAGIC 0x3143534bu
+enum { KSA_GATE_HELLO = 1, KSA_GATE_CONTROL = 2 };
+typedef struct ksa_gate ksa_gate;
+typedef struct {
+    int fd;
+    pid_t pid;
+    int kind;          /* KSA_GATE_HELLO or _CONTROL; 0: refused */
+    const char *why;   /* refused: the reason ("" when the peer just closed) */
+    uint8_t *data;     /* the frame's payload (malloc'd, now the taker's), len bytes of cap */
+    size_t len, cap;
+} ksa_gate_event;
+ksa_gate *ksa_gate_new(unsigned max_pending, unsigned max_per_pid, size_t byte_budget, int deadline_ms);
+/* 0: the connection waits in the gate (made non-blocking); -1 refused (why; the caller closes fd). */
+int ksa_gate_add(ksa_gate *g, int fd, pid_t pid, const char **why);
+unsigned ksa_gate_count(const ksa_gate *g);
+size_t ksa_gate_bytes(const ksa_gate *g);
+/* The waiting connections as pollfds (POLLIN); the count written. */
+int ksa_gate_pollfds(const ksa_gate *g, struct pollfd *out, int max);
+/* Milliseconds until the earliest deadline, -1 when nothing waits. */
+int ksa_gate_timeout_ms(const ksa_gate *g);
+/* Reads the ready ones, ends the finished, refused and late ones as events. */
+void ksa_gate_service(ksa_gate *g, const struct pollfd *pfds, int n);
+/* The next event: 1 (and *ev), 0 none. A done event's socket is blocking again. */
+int ksa_gate_take(ksa_gate *g, ksa_gate_event *ev);
 
 /* ---- frames (frame.c) ---- */
 
