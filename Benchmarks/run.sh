@@ -28,7 +28,7 @@ export XDG_RUNTIME_DIR=$WORK/run
 mkdir -m 0700 "$XDG_RUNTIME_DIR"
 stop_agent() {
   local p
-  p=$(cat "$XDG_RUNTIME_DIR/keyshare/agent.pid" 2>/dev/null) || true
+  p=$(cat "$(agent_dir)/agent.pid" 2>/dev/null) || true
   if [ -n "$p" ] && tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q " agent"; then kill "$p"; fi
 }
 trap 'stop_agent; rm -rf "$WORK"' EXIT
@@ -70,7 +70,7 @@ REF=(--module "SoftHSM2=$SOFTHSM")
 # shellcheck disable=SC2086
 ${BENCH_WRAP:-} "$BENCH" --module "$SUBJECT=$MODULE" "${REF[@]}" --token bench \
   --cli "$KEYSHARE" --cli-home "$WORK/keyshare-cli"
-if [ -e "$XDG_RUNTIME_DIR/keyshare/agent.pid" ]; then echo "keyshare ran through its agent"; else echo "keyshare ran in-process"; fi
+if [ -e "$(agent_dir)/agent.pid" ]; then echo "keyshare ran through its agent"; else echo "keyshare ran in-process"; fi
 # Post-quantum rows (issue 18): pqbench, linked with the module's OpenSSL, in this run's mode and in-process.
 PQBENCH=${PQBENCH:-$HERE/pqbench}
 if [ -x "$PQBENCH" ] && [ "${BENCH_NO_PQ:-0}" = 0 ]; then

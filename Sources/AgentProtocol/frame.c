@@ -19,7 +19,7 @@ static int read_rest(int fd, uint8_t *p, size_t n) {
             n -= (size_t)r;
             continue;
         }
-        if (r == 0) return -1;
+        if (r == 0) { errno = ECONNRESET; return -1; }   /* EOF: not a timeout */
         if (errno == EINTR) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
         int64_t now = (int64_t)(ksa_mono_ns() / 1000000u);
@@ -37,6 +37,7 @@ static int read_all(int fd, uint8_t *p, size_t n) {
     if (!n) return 0;
     ssize_t r;
     do r = recv(fd, p, n, 0); while (r < 0 && errno == EINTR);
+    if (r == 0) errno = ECONNRESET;   /* EOF: not a timeout */
     if (r <= 0) return -1;
     return read_rest(fd, p + r, n - (size_t)r);
 }
@@ -110,6 +111,7 @@ int ksa_read_frame_next(int fd, ksa_buf *b) {
     if (ensure_cap(b, 4096)) return -1;
     ssize_t got;
     do got = recv(fd, b->data, b->cap, 0); while (got < 0 && errno == EINTR);
+    if (got == 0) errno = ECONNRESET;   /* EOF: not a timeout */
     if (got <= 0) return -1;
     if (got < 4 && read_rest(fd, b->data + got, 4 - (size_t)got)) return -1;
     if (got < 4) got = 4;

@@ -18,7 +18,7 @@ struct AgentCommand: ParsableCommand {
             in a directory of its own under it; $KEYSHARE_AGENT_SOCKET names a socket outright. Applications reach it
             through libkeyshare-pkcs11.so. See keyshare-agent(8).
             """,
-        subcommands: [Run.self, Status.self, Stop.self, Restart.self],
+        subcommands: [Run.self, Status.self, Stop.self, Restart.self, Socket.self],
         defaultSubcommand: Run.self)
 
     struct Run: ParsableCommand {
@@ -126,6 +126,18 @@ struct AgentCommand: ParsableCommand {
             usleep(50_000)
         }
         throw CLIError("the keyshare agent (pid \(pid)) did not stop within 5 s")
+    }
+
+    struct Socket: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print the agent socket this environment's store is served on (to bind into a sandbox or container).",
+            discussion: "Nothing is started or checked: the path is computed as the module computes it.")
+        @Flag(help: "Print its directory (the agent's pid file and log are there) instead.") var dir = false
+
+        func run() throws {
+            let path = AgentCommand.socketPath
+            Console.out(dir ? (path as NSString).deletingLastPathComponent : path)
+        }
     }
 
     struct Stop: ParsableCommand {

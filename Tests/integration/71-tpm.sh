@@ -30,7 +30,7 @@ if [ "${KEYSHARE_AGENT:-}" = 1 ]; then
   mkdir -m 0700 "$XDG_RUNTIME_DIR"
 fi
 export PIN=1234-user SOPIN=9876-so WRONG=0000-wrong TPMSIGN_PIN=1234-user
-agent_stop() { local p; p=$(cat "${XDG_RUNTIME_DIR:-/nonexistent}/keyshare/agent.pid" 2>/dev/null); [ -n "$p" ] && kill "$p" 2>/dev/null; sleep 0.2; }
+agent_stop() { local p; p=$(cat "$(agent_dir)/agent.pid" 2>/dev/null); [ -n "$p" ] && kill "$p" 2>/dev/null; sleep 0.2; }
 cleanup() { [ -n "${LIVE:-}" ] && kill "$LIVE" 2>/dev/null; agent_stop; tpm_stop "$WORK/tpmA"; tpm_stop "$WORK/tpmB"; rm -rf "$KEYSHARE_HOME" "$WORK"; }
 trap cleanup EXIT
 PA=$(tpm_start_free "$WORK/tpmA") || { bad "swtpm starts"; finish; exit 1; }

@@ -21,7 +21,7 @@ export KEYSHARE_AGENT_IDLE_TIMEOUT=60 KEYSHARE_AGENT_PROGRAM=$KS
 unset KEYSHARE_IN_PROCESS KEYSHARE_AGENT
 export PIN=1234-user SOPIN=9876-so P12PASS=keyshare-test KEYSHARE_TEST_PIN=1234-user
 pids=()
-agent_pid() { cat "$XDG_RUNTIME_DIR/keyshare/agent.pid" 2>/dev/null; }
+agent_pid() { cat "$(agent_dir)/agent.pid" 2>/dev/null; }
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
   p=$(agent_pid)

@@ -23,7 +23,7 @@ unset KEYSHARE_IN_PROCESS KEYSHARE_AGENT
 export KS_IT_STARTER_SECRET=starter-secret-4711
 export PIN=1234-user SOPIN=9876-so P12PASS=keyshare-test KEYSHARE_TEST_PIN=1234-user
 pids=()
-agent_pid() { cat "$XDG_RUNTIME_DIR/keyshare/agent.pid" 2>/dev/null; }
+agent_pid() { cat "$(agent_dir)/agent.pid" 2>/dev/null; }
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
   p=$(agent_pid); [ -n "$p" ] && kill "$p" 2>/dev/null
@@ -43,7 +43,7 @@ check "compile the signing host" cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -o
 for i in $(seq 8); do pkcs11-tool --module "$MODULE" -L >"$WORK/l$i" 2>&1 & pids+=($!); done
 okc=0; for p in "${pids[@]}"; do wait "$p" && okc=$((okc + 1)); done; pids=()
 [ "$okc" = 8 ] && ok "8 concurrent first users all list the token" || bad "8 concurrent first users" "$(cat "$WORK"/l*)"
-n=$(grep -c "listening on" "$XDG_RUNTIME_DIR/keyshare/agent.log")
+n=$(grep -c "listening on" "$(agent_dir)/agent.log")
 running=$(pgrep -c -f -- "^$KS agent" || true)
 [ "$n" = 1 ] && [ "$running" = 1 ] && ok "exactly one agent started (log: $n listening, $running running)" \
   || bad "exactly one agent started" "listening lines: $n, processes: $running"
@@ -55,8 +55,8 @@ if grep -q '^XDG_RUNTIME_DIR=' <<<"$env_of_agent" && ! grep -Eq '^(KS_IT_STARTER
 else
   bad "the auto-started agent's environment is minimal" "$(grep -Eo '^[A-Z0-9_]+=' <<<"$env_of_agent" | tr '\n' ' ')"
 fi
-[ -S "$XDG_RUNTIME_DIR/keyshare/agent.sock" ] && [ "$(stat -c %a "$XDG_RUNTIME_DIR/keyshare")" = 700 ] \
-  && ok "socket in \$XDG_RUNTIME_DIR/keyshare (0700)" || bad "socket directory"
+[ -S "$(agent_dir)/agent.sock" ] && [ "$(stat -c %a "$XDG_RUNTIME_DIR/keyshare")" = 700 ] && [ "$(stat -c %a "$(agent_dir)")" = 700 ] \
+  && ok "socket in \$XDG_RUNTIME_DIR/keyshare/s.<store> (0700)" || bad "socket directory"
 
 # A relative KEYSHARE_HOME names the store under the CLIENT's working
 # directory (as in-process), not under the agent's: the module sends it absolute.
@@ -67,8 +67,9 @@ grep -Eq "token label +: agent$" <<<"$out" && ok "a relative KEYSHARE_HOME (./$(
 
 # --- another uid is refused ---------------------------------------------------------
 U=65534
-chmod 0711 "$XDG_RUNTIME_DIR" "$XDG_RUNTIME_DIR/keyshare"; chmod 0666 "$XDG_RUNTIME_DIR/keyshare/agent.sock"
-out=$(setpriv --reuid $U --regid $U --clear-groups /usr/bin/python3 - "$XDG_RUNTIME_DIR/keyshare/agent.sock" <<'PY'
+AD=$(agent_dir)
+chmod 0711 "$XDG_RUNTIME_DIR" "$XDG_RUNTIME_DIR/keyshare" "$AD"; chmod 0666 "$AD/agent.sock"
+out=$(setpriv --reuid $U --regid $U --clear-groups /usr/bin/python3 - "$(agent_dir)/agent.sock" <<'PY'
 import socket, struct, sys
 s = socket.socket(socket.AF_UNIX)
 s.connect(sys.argv[1])
@@ -81,8 +82,8 @@ except (ConnectionResetError, BrokenPipeError):
     print('closed')
 PY
 )
-chmod 0700 "$XDG_RUNTIME_DIR" "$XDG_RUNTIME_DIR/keyshare"; chmod 0600 "$XDG_RUNTIME_DIR/keyshare/agent.sock"
-[ "$out" = closed ] && grep -q "uid $U is not the agent's uid" "$XDG_RUNTIME_DIR/keyshare/agent.log" \
+chmod 0700 "$XDG_RUNTIME_DIR" "$XDG_RUNTIME_DIR/keyshare" "$AD"; chmod 0600 "$AD/agent.sock"
+[ "$out" = closed ] && grep -q "uid $U is not the agent's uid" "$(agent_dir)/agent.log" \
   && ok "a client of another uid is refused (SO_PEERCRED), even with the directory opened" \
   || bad "another uid is refused" "client saw: $out"
 

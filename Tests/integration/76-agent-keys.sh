@@ -18,7 +18,7 @@ export KEYSHARE_AGENT=1 KEYSHARE_AGENT_IDLE_TIMEOUT=60 KEYSHARE_AGENT_PROGRAM=$K
 unset KEYSHARE_IN_PROCESS
 export PIN=1234-user SOPIN=9876-so P12PASS=keyshare-test KEYSHARE_TEST_PIN=1234-user
 HP=
-agent_pid() { cat "$XDG_RUNTIME_DIR/keyshare/agent.pid" 2>/dev/null; }
+agent_pid() { cat "$(agent_dir)/agent.pid" 2>/dev/null; }
 cleanup() {
   [ -n "$HP" ] && kill "$HP" 2>/dev/null
   p=$(agent_pid)
@@ -86,7 +86,7 @@ say() { echo "$1" >&"${HOST[1]}"; read -r -t 20 r <&"${HOST[0]}"; echo "$r"; }
 
 # What is locked depends on RLIMIT_MEMLOCK: all (mlockall), the key material
 # (a secure heap: VmLck > 0), or nothing (said so). The log names the case.
-LOG="$XDG_RUNTIME_DIR/keyshare/agent.log"
+LOG="$(agent_dir)/agent.log"
 locked_kb=$(awk '/^VmLck:/ {print $2}' "/proc/$(agent_pid)/status")
 if grep -q "key material is locked" "$LOG"; then
   [ "${locked_kb:-0}" -gt 0 ] && ok "the agent locks its key material (log says so; VmLck $locked_kb kB, RLIMIT_MEMLOCK $(ulimit -l) kB)" \
@@ -123,7 +123,7 @@ after() {
     r=0x0
   elif [ "$ev" = exit ]; then
     exec {HOST[1]}>&-; wait "$HP" 2>/dev/null; HP=
-    for _ in $(seq 50); do grep -q "client pid .* gone" "$XDG_RUNTIME_DIR/keyshare/agent.log" && break; sleep 0.1; done
+    for _ in $(seq 50); do grep -q "client pid .* gone" "$(agent_dir)/agent.log" && break; sleep 0.1; done
     r=0x0
   else
     r=$(say "$ev")

@@ -22,8 +22,8 @@ unset KEYSHARE_IN_PROCESS
 export PIN=1234-user SOPIN=9876-so
 cleanup() { rm -rf "$WORK" "$KEYSHARE_HOME" "${HOME2:-}"; }
 trap cleanup EXIT
-LOG=$XDG_RUNTIME_DIR/keyshare/agent.log
-SOCK=$XDG_RUNTIME_DIR/keyshare/agent.sock
+LOG=$(agent_dir)/agent.log
+SOCK=$(agent_dir)/agent.sock
 ks() { "$KS" "$@"; }
 
 check "token work" ks token create --label work --pin-source env:PIN --so-pin-source env:SOPIN
@@ -32,7 +32,7 @@ for t in allowed denied third; do cp "$(command -v pkcs11-tool)" "$WORK/$t-tool"
 check "compile the race helper" cc -O1 -Wall -Werror -I "$ROOT/Sources/AgentProtocol/include" -o "$WORK/allowed-race" "$ROOT/Tests/integration/c/policyrace.c"
 cp "$WORK/allowed-race" "$WORK/denied-race"
 labels() { "$WORK/$1-tool" --module "$MODULE" -L 2>&1 | awk -F': *' '/token label/ {print $2}' | sort | tr '\n' ' '; }
-logged() { grep -c -- "$1" "$LOG" 2>/dev/null || true; }
+logged() { grep -c -- "$1" "${2:-$LOG}" 2>/dev/null || true; }
 
 # --- no policy: every program sees every token -----------------------------------------
 check_out "policy list: none" "no policy" ks policy list
@@ -93,19 +93,21 @@ check_out "a socket that could outlive an exec is refused even to an allowed pro
 # --- the policy's home is the store: planted, symlinked, malformed --------------------------------
 HOME2=$(mktemp -d /tmp/keyshare-it2.XXXXXX)
 ln -s "$KEYSHARE_HOME/keychain.db" "$HOME2/keychain.db"
+# One agent per store (docs/agent.md, "Which agent, which store"): HOME2's agent logs there.
+LOG2=$(KEYSHARE_HOME=$HOME2 agent_dir)/agent.log
 out=$(KEYSHARE_HOME=$HOME2 "$WORK/allowed-tool" --module "$MODULE" -L 2>&1)
-grep -q CKR_DEVICE_ERROR <<<"$out" && [ "$(logged "policy of store $HOME2 cannot be read.*symbolic link")" -ge 1 ] \
-  && ok "a symlinked store (and its policy) refuses the client" || bad "symlinked store refused" "$out / $(tail -2 "$LOG")"
+grep -q CKR_DEVICE_ERROR <<<"$out" && [ "$(logged "policy of store $HOME2 cannot be read.*symbolic link" "$LOG2")" -ge 1 ] \
+  && ok "a symlinked store (and its policy) refuses the client" || bad "symlinked store refused" "$out / $(tail -2 "$LOG2")"
 check_fail "the CLI refuses the symlinked store too" "symbolic link" env KEYSHARE_HOME="$HOME2" "$KS" policy list
 rm -f "$HOME2/keychain.db"; cp -a "$KEYSHARE_HOME/." "$HOME2/"; chmod 0777 "$HOME2"
 out=$(KEYSHARE_HOME=$HOME2 "$WORK/allowed-tool" --module "$MODULE" -L 2>&1)
-grep -q CKR_DEVICE_ERROR <<<"$out" && [ "$(logged "policy of store $HOME2 cannot be read.*world-writable")" -ge 1 ] \
-  && ok "a store others could have planted (world-writable) refuses the client" || bad "planted store refused" "$out / $(tail -2 "$LOG")"
+grep -q CKR_DEVICE_ERROR <<<"$out" && [ "$(logged "policy of store $HOME2 cannot be read.*world-writable" "$LOG2")" -ge 1 ] \
+  && ok "a store others could have planted (world-writable) refuses the client" || bad "planted store refused" "$out / $(tail -2 "$LOG2")"
 chmod 0700 "$HOME2"
 sqlite3 "$HOME2/keychain.db" "UPDATE meta SET value = CAST('keyshare-agent-policy 1' || char(10) || 'allow' AS BLOB) WHERE key = 'agent-policy'"
 out=$(KEYSHARE_HOME=$HOME2 "$WORK/allowed-tool" --module "$MODULE" -L 2>&1)
-grep -q CKR_DEVICE_ERROR <<<"$out" && [ "$(logged "policy of store $HOME2 cannot be read.*malformed")" -ge 1 ] \
-  && ok "a malformed policy refuses the client (fails closed)" || bad "malformed policy refused" "$out / $(tail -2 "$LOG")"
+grep -q CKR_DEVICE_ERROR <<<"$out" && [ "$(logged "policy of store $HOME2 cannot be read.*malformed" "$LOG2")" -ge 1 ] \
+  && ok "a malformed policy refuses the client (fails closed)" || bad "malformed policy refused" "$out / $(tail -2 "$LOG2")"
 
 # --- no secrets in the log ---------------------------------------------------------------------------
 ! grep -qF -f <(printf '%s\n' "$PIN" "$SOPIN") "$LOG" && ok "the agent log holds no PIN" || bad "no PIN in the log"

@@ -21,7 +21,7 @@ export PIN=1234-user SOPIN=9876-so WRONG=0000-wrong KEYSHARE_TEST_PIN=1234-user
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$WORK" "$KEYSHARE_HOME"; }
 trap cleanup EXIT
-LOG=$XDG_RUNTIME_DIR/keyshare/agent.log
+LOG=$(agent_dir)/agent.log
 ks() { "$KS" "$@"; }
 printf 'unlocked signing\n' >"$WORK/data"
 p11sign() {  # signs without --login; the DER signature is verified by openssl

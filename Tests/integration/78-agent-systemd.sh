@@ -39,13 +39,15 @@ grep -q '^ListenStream=%t/keyshare/agent.sock$' "$WORK/units/keyshare-agent.sock
 # --- socket activation ---------------------------------------------------------------
 check "token create" "$KS" token create --label sd --pin-source env:PIN --so-pin-source env:SOPIN
 check "import an RSA identity" "$KS" import "$ID/device-ds-ke.modern.p12" --pin-source env:PIN --password-source env:P12PASS
-mkdir -m 0700 "$XDG_RUNTIME_DIR/keyshare"
+# One agent per store: this store's socket is in a directory of its own (agent_dir).
+mkdir -m 0700 "$XDG_RUNTIME_DIR/keyshare" "$(agent_dir)"
 # As the socket unit: the manager makes the directory and the socket, and
 # starts the agent (exec'd in its place, so its PID is $SA) on the first
-# connection. systemd-socket-activate passes the agent no XDG_RUNTIME_DIR.
-systemd-socket-activate -l "$XDG_RUNTIME_DIR/keyshare/agent.sock" "$KS" agent --idle-timeout 60 2>"$WORK/agent.err" &
+# connection. systemd-socket-activate passes the agent no XDG_RUNTIME_DIR; the
+# store is the agent's own environment's (-E KEYSHARE_HOME, as a unit's Environment=).
+systemd-socket-activate -E KEYSHARE_HOME -l "$(agent_dir)/agent.sock" "$KS" agent --idle-timeout 60 2>"$WORK/agent.err" &
 SA=$!
-for _ in $(seq 50); do [ -S "$XDG_RUNTIME_DIR/keyshare/agent.sock" ] && break; sleep 0.1; done
+for _ in $(seq 50); do [ -S "$(agent_dir)/agent.sock" ] && break; sleep 0.1; done
 export KEYSHARE_AGENT_NO_START=1
 check_out "pkcs11-tool lists the token through the activated agent" "token label +: sd" \
   pkcs11-tool --module "$MODULE" -L
@@ -58,17 +60,17 @@ check "pkcs11-tool logs in and signs (RSA) through it" pkcs11-tool --module "$MO
 check "the signature verifies with the certificate's key" sh -c \
   "openssl pkcs12 -in '$ID/device-ds-ke.modern.p12' -nokeys -passin env:P12PASS -clcerts 2>/dev/null | openssl x509 -pubkey -noout >'$WORK/pub.pem' &&
    openssl dgst -sha256 -verify '$WORK/pub.pem' -signature '$WORK/sig' '$WORK/data'"
-[ "$(cat "$XDG_RUNTIME_DIR/keyshare/agent.pid" 2>/dev/null)" = "$SA" ] && [ -e "$XDG_RUNTIME_DIR/keyshare/agent.lock" ] \
+[ "$(cat "$(agent_dir)/agent.pid" 2>/dev/null)" = "$SA" ] && [ -e "$(agent_dir)/agent.lock" ] \
   && ok "its lock and pid file are next to the socket it was handed (one agent per socket)" \
-  || bad "the activated agent's lock and pid file are next to its socket" "$(ls -la "$XDG_RUNTIME_DIR/keyshare"; cat "$WORK/agent.err")"
-[ "$(stat -c %a "$XDG_RUNTIME_DIR/keyshare/agent.sock")" = 600 ] && ok "the socket is 0600" \
-  || bad "the socket is 0600" "$(stat -c %a "$XDG_RUNTIME_DIR/keyshare/agent.sock")"
+  || bad "the activated agent's lock and pid file are next to its socket" "$(ls -la "$(agent_dir)"; cat "$WORK/agent.err")"
+[ "$(stat -c %a "$(agent_dir)/agent.sock")" = 600 ] && ok "the socket is 0600" \
+  || bad "the socket is 0600" "$(stat -c %a "$(agent_dir)/agent.sock")"
 # With auto-start allowed, a client finds the activated agent and starts no other.
 unset KEYSHARE_AGENT_NO_START
 check "a client with auto-start allowed uses it" pkcs11-tool --module "$MODULE" -L
 # An auto-started agent would log to DIR/agent.log and take over the pid file.
-[ ! -e "$XDG_RUNTIME_DIR/keyshare/agent.log" ] && [ "$(cat "$XDG_RUNTIME_DIR/keyshare/agent.pid" 2>/dev/null)" = "$SA" ] \
+[ ! -e "$(agent_dir)/agent.log" ] && [ "$(cat "$(agent_dir)/agent.pid" 2>/dev/null)" = "$SA" ] \
   && ok "still exactly one agent (none auto-started beside it)" \
-  || bad "still exactly one agent" "$(cat "$XDG_RUNTIME_DIR/keyshare/agent.log" 2>/dev/null)"
+  || bad "still exactly one agent" "$(cat "$(agent_dir)/agent.log" 2>/dev/null)"
 kill "$SA" 2>/dev/null; wait "$SA" 2>/dev/null; SA=
 finish

@@ -30,7 +30,7 @@ check "EC key" ks key generate --type ec --label e1 --tag e1 --pin-source env:PI
 ks key public --tag e1 >"$WORK/e1.pub"
 printf 'signed by the agent\n' >"$WORK/doc"
 check "the CLI starts the agent (unlock --for 1s)" ks unlock --for 1s --pin-source env:PIN
-APID=$(cat "$XDG_RUNTIME_DIR/keyshare/agent.pid" 2>/dev/null)
+APID=$(cat "$(agent_dir)/agent.pid" 2>/dev/null)
 [ -n "$APID" ] && tr '\0' '\n' <"/proc/$APID/environ" | grep -q '^KEYSHARE_HOME=' && ! tr '\0' '\n' <"/proc/$APID/environ" | grep -q '^PIN=' \
   && ok "the agent started by the CLI does not inherit the PIN's variable (env:PIN)" || bad "agent environment without the PIN variable"
 
@@ -82,7 +82,7 @@ KSABS=$(realpath "$KS")
 export WRONG=nope-wrong
 check_fail "sign with a wrong PIN: one line, counted" "incorrect user PIN for token cli \([0-9]+ attempts? left" ks key sign --tag e1 "$WORK/doc" "$WORK/x.sig" --pin-source env:WRONG
 [ ! -e "$WORK/x.sig" ] && ok "a refused sign writes nothing" || bad "a refused sign writes nothing"
-grep -q "signed with tag e1" "$XDG_RUNTIME_DIR/keyshare/agent.log" && ok "the agent logs the CLI's signature" || bad "sign logged"
+grep -q "signed with tag e1" "$(agent_dir)/agent.log" && ok "the agent logs the CLI's signature" || bad "sign logged"
 
 # --- export: a core of the CLI holds none of the key ---------------------------------------------
 NEEDLE=$(openssl pkcs12 -in "$ID/device-ds-ke.modern.p12" -nocerts -nodes -passin env:P12PASS 2>/dev/null |

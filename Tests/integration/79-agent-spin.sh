@@ -24,7 +24,7 @@ export KEYSHARE_AGENT_IDLE_TIMEOUT=60 KEYSHARE_AGENT_PROGRAM=$KS
 unset KEYSHARE_IN_PROCESS KEYSHARE_AGENT KEYSHARE_AGENT_SPIN_US
 export PIN=1234-user SOPIN=9876-so KEYSHARE_TEST_PIN=1234-user
 HOSTPID=
-agent_pid() { cat "$XDG_RUNTIME_DIR/keyshare/agent.pid" 2>/dev/null; }
+agent_pid() { cat "$(agent_dir)/agent.pid" 2>/dev/null; }
 stop_agent() {
   local p; p=$(agent_pid)
   if [ -n "$p" ] && tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q " agent"; then
@@ -52,7 +52,7 @@ round() {  # $1: label, $2: KEYSHARE_AGENT_SPIN_US ("" = unset), $3: the budget 
            # $4: KEYSHARE_AGENT_SHM ("" = unset: the region on)
   local label=$1 knob=$2 want=$3 shm=${4:-} line a0 h0 a1 h1 run kg envs=()
   stop_agent
-  if [ -d "$XDG_RUNTIME_DIR/keyshare" ]; then : >"$XDG_RUNTIME_DIR/keyshare/agent.log"; fi
+  if [ -d "$XDG_RUNTIME_DIR/keyshare" ]; then : >"$(agent_dir)/agent.log"; fi
   [ -n "$knob" ] && envs+=(KEYSHARE_AGENT_SPIN_US="$knob")
   [ -n "$shm" ] && envs+=(KEYSHARE_AGENT_SHM="$shm")
   coproc HOST { exec env "${envs[@]}" "$WORK/spinhost" "$MODULE" 2000; }
@@ -60,9 +60,9 @@ round() {  # $1: label, $2: KEYSHARE_AGENT_SPIN_US ("" = unset), $3: the budget 
   read -r -t 60 line <&"${HOST[0]}"
   [ "${line%% *}" = ready ] && ok "$label: 2,000 empty calls through the agent (${line#ready } us per call)" \
     || bad "$label: empty calls through the agent" "$line"
-  grep -q "poll $want us" "$XDG_RUNTIME_DIR/keyshare/agent.log" \
+  grep -q "poll $want us" "$(agent_dir)/agent.log" \
     && ok "$label: the agent polls at most $want us (its log says so)" \
-    || bad "$label: the agent names its poll budget $want us" "$(grep listening "$XDG_RUNTIME_DIR/keyshare/agent.log")"
+    || bad "$label: the agent names its poll budget $want us" "$(grep listening "$(agent_dir)/agent.log")"
   # Idle right after a burst: both processes must sleep, not poll.
   echo run >&"${HOST[1]}"; read -r -t 60 run <&"${HOST[0]}"
   AP=$(agent_pid)
@@ -83,7 +83,7 @@ round() {  # $1: label, $2: KEYSHARE_AGENT_SPIN_US ("" = unset), $3: the budget 
     || bad "$label: a long call costs the client little CPU" "$kg"
   exec {HOST[1]}>&-; wait "$HOSTPID" 2>/dev/null; HOSTPID=
   # The agent's line at the connection's end: how many frames went through the region.
-  local log=$XDG_RUNTIME_DIR/keyshare/agent.log closed= calls=0 viashm=0
+  local log=$(agent_dir)/agent.log closed= calls=0 viashm=0
   for _ in $(seq 50); do closed=$(grep -m1 "connection closed after" "$log"); [ -n "$closed" ] && break; sleep 0.1; done
   if [[ $closed =~ after\ ([0-9]+)\ calls:\ ([0-9]+)\ calls ]]; then calls=${BASH_REMATCH[1]}; viashm=${BASH_REMATCH[2]}; fi
   if [ "$shm" = 0 ]; then
@@ -116,7 +116,7 @@ coproc HOST { exec "$WORK/spinhost" "$MODULE" 200; }
 HOSTPID=$HOST_PID
 read -r -t 60 line <&"${HOST[0]}"
 AP=$(agent_pid)
-out=$("$WORK/shmhostile" "$XDG_RUNTIME_DIR/keyshare/agent.sock" 2>&1)
+out=$("$WORK/shmhostile" "$(agent_dir)/agent.sock" 2>&1)
 [[ $out == *"region "*" bytes"* && $out == *"sealed (Operation not permitted)"* ]] \
   && ok "a client's region cannot be shrunk or grown (sealed memfd: $(echo "$out" | head -1))" \
   || bad "the region is sealed" "$out"

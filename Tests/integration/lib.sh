@@ -81,15 +81,24 @@ if [ -n "${1:-}" ] && [ -x "$1" ] && [ -z "${KEYSHARE_AGENT_PROGRAM:-}" ]; then
   KEYSHARE_AGENT_PROGRAM=$(realpath "$1"); export KEYSHARE_AGENT_PROGRAM
 fi
 
-# stop_agent DIR: stops the agent serving DIR/keyshare (by its PID file), waits for it.
+# agent_dir: the directory of the agent that serves this environment's store
+# (its agent.pid, agent.log, agent.sock): one agent per store (docs/agent.md,
+# "Which agent, which store"), so it depends on KEYSHARE_HOME.
+agent_dir() { "${KEYSHARE_AGENT_PROGRAM:-keyshare}" agent socket --dir; }
+
+# stop_agent DIR: stops every agent under DIR/keyshare (one per store: DIR/keyshare
+# and DIR/keyshare/s.*), by its PID file, and waits for each.
 stop_agent() {
-  local dir=${1:-$XDG_RUNTIME_DIR} pid i
-  pid=$(cat "$dir/keyshare/agent.pid" 2>/dev/null) || return 0
-  case $pid in ''|*[!0-9]*) return 0 ;; esac
-  { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -Eq '(^|/)keyshare agent( |$)' || return 0
-  kill "$pid" 2>/dev/null || return 0
-  for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
-  kill -9 "$pid" 2>/dev/null
+  local dir=${1:-$XDG_RUNTIME_DIR} pidfile pid i
+  for pidfile in "$dir"/keyshare/agent.pid "$dir"/keyshare/s.*/agent.pid; do
+    pid=$(cat "$pidfile" 2>/dev/null) || continue
+    case $pid in ''|*[!0-9]*) continue ;; esac
+    { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -Eq '(^|/)keyshare agent( |$)' || continue
+    kill "$pid" 2>/dev/null || continue
+    for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null
+  done
+  return 0
 }
 
 ks_it_isolation_exit() {

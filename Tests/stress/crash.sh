@@ -64,7 +64,7 @@ verify() {
 # run the new one (a PIN change landing after its verify). So wait until the
 # agent has let go of the killed client: its "gone" line, or, when it never
 # got as far as an "allowed" (killed before its hello), a short grace.
-AGENT_LOG=${XDG_RUNTIME_DIR:-/nonexistent}/keyshare/agent.log
+AGENT_LOG=$(agent_dir)/agent.log
 agent_done_with() {
   local pid=$1 t
   [ -f "$AGENT_LOG" ] || return 0

@@ -334,6 +334,8 @@ static int exchange_in(struct kc_conn *c, uint32_t fn, ksa_arg *args, CK_RV *rv)
         c->timeout_ms = timeout;
     }
     int rc = -1;
+    errno = 0;
+    uint64_t began = ksa_mono_ns();
     /* Through the shared region when the agent polls for it, else the
      * socket; the reply likewise, polled for a little before blocking
      * (shm.c, spin.c: bounded, adaptive). */
@@ -345,8 +347,9 @@ static int exchange_in(struct kc_conn *c, uint32_t fn, ksa_arg *args, CK_RV *rv)
             *rv = ksa_apply_reply(fn, args, &r);
             rc = 0;
         }
-    } else if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ETIMEDOUT) {
-        rc = -2;
+    } else if (timeout > 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ETIMEDOUT) &&
+               ksa_mono_ns() - began >= (uint64_t)timeout * 900000u) {
+        rc = -2;   /* no reply within the timeout (not a broken connection: the agent may still be busy) */
     }
     ksa_buf_reset(bp);
     /* An idle connection keeps a small buffer, not the one a big call grew. */

@@ -1,7 +1,7 @@
 /* A new client's hello frame to the agent, as the module sends it (Sources/AgentProtocol,
  * agent_protocol.h), for the test hosts that speak the protocol themselves (policyrace.c,
- * shmhostile.c): magic, version, flags, an all-zero token, then the store's environment
- * (KEYSHARE_HOME, no XDG_DATA_HOME, HOME, KEYSHARE_ACCESS_GROUPS). */
+ * shmhostile.c): magic, version, flags, an all-zero token, then the tagged fields
+ * (KEYSHARE_ACCESS_GROUPS when set; hello.c). */
 #ifndef KS_IT_AGENT_HELLO_H
 #define KS_IT_AGENT_HELLO_H
 #include <stdint.h>
@@ -18,13 +18,13 @@ static size_t agent_hello(uint8_t *msg, uint16_t flags) {
     uint16_t version = KSA_VERSION;
     uint8_t token[16] = {0};
     hello_put(&p, &magic, 4); hello_put(&p, &version, 2); hello_put(&p, &flags, 2); hello_put(&p, token, 16);
-    const char *vals[4] = {getenv("KEYSHARE_HOME"), NULL, getenv("HOME"), getenv("KEYSHARE_ACCESS_GROUPS")};
-    for (int i = 0; i < 4; i++) {
-        uint8_t present = vals[i] != NULL;
-        n = vals[i] ? (uint32_t)strlen(vals[i]) : 0;
+    const char *groups = getenv("KEYSHARE_ACCESS_GROUPS");
+    uint16_t count = groups != NULL, tag = KSA_HELLO_GROUPS;
+    hello_put(&p, &count, 2);
+    if (groups) {
+        n = (uint32_t)strlen(groups);
         if (n > 2048) n = 0;
-        hello_put(&p, &present, 1); hello_put(&p, &n, 4);
-        if (n) hello_put(&p, vals[i], n);
+        hello_put(&p, &tag, 2); hello_put(&p, &n, 4); hello_put(&p, groups, n);
     }
     n = (uint32_t)(p - msg - 4);
     memcpy(msg, &n, 4);

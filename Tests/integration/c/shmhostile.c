@@ -73,7 +73,7 @@ static int session(const char *path, double until, int first, int *frames) {
     /* The hello, as the module sends it, asking for a region. */
     uint8_t msg[8192];
     size_t len = agent_hello(msg, KSA_HELLO_SHM);
-    uint8_t r[4 + 24];
+    uint8_t r[4 + 26];   /* the reply frame with an empty reason (hello.c) */
     int ok = write(fd, msg, len) == (ssize_t)len;
     for (size_t got = 0; ok && got < sizeof r;) {
         ssize_t k = read(fd, r + got, sizeof r - got);
