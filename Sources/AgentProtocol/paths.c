@@ -164,12 +164,46 @@ static int check_ancestor(const char *dir, const char *subject, char *why, size_
     return 0;
 }
 
+/* `path` (symlinks resolved) and every directory above it up to /, by the ancestor rule. */
+static int check_chain(const char *path, const char *subject, char *why, size_t n) {
+    char real[PATH_MAX];
+    if (!realpath(path, real)) {
+        snprintf(why, n, "cannot resolve %s: %s", path, strerror(errno));
+        return -1;
+    }
+    for (;;) {
+        if (check_ancestor(real, subject, why, n)) return -1;
+        char *slash = strrchr(real, '/');
+        if (!slash || (slash == real && real[1] == '\0')) return 0;
+        if (slash == real) real[1] = '\0';
+        else *slash = '\0';
+    }
+}
+
+static void parent_of(const char *path, char *out, size_t n) {
+    snprintf(out, n, "%s", path);
+    char *slash = strrchr(out, '/');
+    if (!slash) snprintf(out, n, ".");
+    else if (slash == out) out[1] = '\0';
+    else *slash = '\0';
+}
+
 int ksa_check_dir(const char *dir, int create, char *why, size_t n) {
-    char tmp[PATH_MAX];
+    char tmp[PATH_MAX], parent[PATH_MAX];
     if (snprintf(tmp, sizeof tmp, "%s", dir) >= (int)sizeof tmp) {
         snprintf(why, n, "refusing the agent directory: its path is too long");
         return -1;
     }
+    /* What exists above the directory is judged before anything is made in
+     * it: nothing of ours is created under a directory another user controls. */
+    parent_of(dir, parent, sizeof parent);
+    struct stat st;
+    while (lstat(parent, &st) != 0 && strcmp(parent, "/") != 0 && strcmp(parent, ".") != 0) {
+        char up[PATH_MAX];
+        parent_of(parent, up, sizeof up);
+        snprintf(parent, sizeof parent, "%s", up);
+    }
+    if (check_chain(parent, dir, why, n)) { errno = EPERM; return -1; }
     if (create) {
         /* mkdir -p with 0700 for what is missing; what exists is judged below. */
         for (char *p = tmp + 1; *p; p++) {
@@ -183,7 +217,6 @@ int ksa_check_dir(const char *dir, int create, char *why, size_t n) {
             return -1;
         }
     }
-    struct stat st;
     if (lstat(dir, &st) != 0) {
         snprintf(why, n, "the agent directory %s: %s", dir, strerror(errno));
         return -1;
@@ -205,18 +238,9 @@ int ksa_check_dir(const char *dir, int create, char *why, size_t n) {
         errno = EPERM;
         return -1;
     }
-    /* Every ancestor, symlinks resolved, up to / (SecureDirectory's rule). */
-    char real[PATH_MAX];
-    if (!realpath(dir, real)) {
-        snprintf(why, n, "cannot resolve the agent directory %s: %s", dir, strerror(errno));
-        return -1;
-    }
-    for (char *slash = strrchr(real, '/'); slash; slash = strrchr(real, '/')) {
-        if (slash == real) { real[1] = '\0'; }
-        else *slash = '\0';
-        if (check_ancestor(real, dir, why, n)) { errno = EPERM; return -1; }
-        if (slash == real) break;
-    }
+    /* Every ancestor again, now that all of them exist (symlinks resolved). */
+    parent_of(dir, parent, sizeof parent);
+    if (check_chain(parent, dir, why, n)) { errno = EPERM; return -1; }
     return 0;
 }
 

@@ -125,6 +125,19 @@ after() {
     exec {HOST[1]}>&-; wait "$HP" 2>/dev/null; HP=
     for _ in $(seq 50); do grep -q "client pid .* gone" "$(agent_dir)/agent.log" && break; sleep 0.1; done
     r=0x0
+  elif [ "$ev" = "death with a thread blocked in C_WaitForSlotEvent" ]; then
+    # Issue 26 defect 5: the process dies (kill -9) while one of its threads
+    # waits in the agent; its other connections close, the waiting one's
+    # thread stays blocked in the module. The agent finalises it from its
+    # pidfd, which wakes the wait.
+    r=$(say waiter)
+    [ "$r" = 0x0 ] || bad "the host starts a thread blocked in C_WaitForSlotEvent" "rv $r"
+    kill -9 "$HP"; wait "$HP" 2>/dev/null; HP=
+    local t0=$SECONDS
+    for _ in $(seq 50); do grep -q "client pid .* gone" "$(agent_dir)/agent.log" && break; sleep 0.1; done
+    grep -q "client pid .* gone" "$(agent_dir)/agent.log" && ok "the dead client (a thread blocked in C_WaitForSlotEvent) is finalised ($((SECONDS - t0)) s after kill -9)" \
+      || bad "the dead client with a blocked wait is finalised" "$(tail -3 "$(agent_dir)/agent.log")"
+    r=0x0
   else
     r=$(say "$ev")
   fi
@@ -143,5 +156,16 @@ after finalize
 after lock
 after expiry
 after exit
+# A new host, then its death with a wait blocked in the agent (issue 26 defect 5).
+: >"$(agent_dir)/agent.log"
+coproc HOST { exec "$WORK/agenthost" "$MODULE"; }
+HP=$HOST_PID
+read -r -t 20 line <&"${HOST[0]}"
+[ "${line%% *}" = ready ] && ok "a second host logs in and signs" || bad "a second host signs" "$line"
+after "death with a thread blocked in C_WaitForSlotEvent"
+# No client is left behind (before the fix it stayed, so the agent never reached its idle exit).
+st=$("$KS" agent status --json 2>&1)
+grep -q '"clients" : "0"' <<<"$st" && ok "after the dead client the agent holds no client (agent status: clients 0)" \
+  || bad "the agent holds no client after the dead client" "$st"
 check "the store passes integrity_check" sh -c "sqlite3 '$KEYSHARE_HOME/keychain.db' 'PRAGMA integrity_check' | grep -qx ok"
 finish

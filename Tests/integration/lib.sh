@@ -84,7 +84,7 @@ fi
 # agent_dir: the directory of the agent that serves this environment's store
 # (its agent.pid, agent.log, agent.sock): one agent per store (docs/agent.md,
 # "Which agent, which store"), so it depends on KEYSHARE_HOME.
-agent_dir() { "${KEYSHARE_AGENT_PROGRAM:-keyshare}" agent socket --dir; }
+agent_dir() { "${KEYSHARE_AGENT_PROGRAM:-keyshare}" agent socket --dir 2>/dev/null || echo "${XDG_RUNTIME_DIR:-/tmp/keyshare-agent-$(id -u)}/keyshare"; }  # (before 0.4: one directory)
 
 # stop_agent DIR: stops every agent under DIR/keyshare (one per store: DIR/keyshare
 # and DIR/keyshare/s.*), by its PID file, and waits for each.

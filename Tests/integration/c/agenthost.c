@@ -11,13 +11,17 @@
  *           `keyshare unlock` logs it in), prints the CK_RV
  *   "ec"     signs with the first EC private key (ECDSA) on the same
  *           session, prints the CK_RV (75-agent-core: RSA and EC in one host)
+ *   "waiter" starts a thread blocked in C_WaitForSlotEvent (no flags) and
+ *           prints 0x0 (76-agent-keys: the process then dies with it blocked)
  * EOF ends it. Used for the core-dump check (gcore while it holds a logged-in
  * session) and the agent-restart check (kill -9 of the agent in between).
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "pkcs11_shim.h"
 
 static CK_FUNCTION_LIST_PTR f;
@@ -56,6 +60,13 @@ find:;
     return f->C_Sign(s, data, sizeof data - 1, sig, &sl);
 }
 
+static void *waiter(void *arg) {
+    (void)arg;
+    CK_SLOT_ID any;
+    f->C_WaitForSlotEvent(0, &any, NULL);   /* blocks until an event or C_Finalize */
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     void *h = dlopen(argv[1], RTLD_NOW);
@@ -77,6 +88,12 @@ int main(int argc, char **argv) {
             if (rv == CKR_OK) rv = f->C_Initialize(NULL);
         } else if (strncmp(line, "shared", 6) == 0) rv = session_and_sign(1, 0, 0);
         else if (strncmp(line, "ec", 2) == 0) rv = session_and_sign(0, 1, 1);
+        else if (strncmp(line, "waiter", 6) == 0) {
+            pthread_t t;
+            rv = pthread_create(&t, NULL, waiter, NULL) == 0 ? CKR_OK : CKR_GENERAL_ERROR;
+            struct timespec ts = {0, 200000000};
+            nanosleep(&ts, NULL);   /* let it reach the agent and block there */
+        }
         else rv = session_and_sign(strncmp(line, "renew", 5) == 0, 1, 0);
         printf("0x%lx\n", rv);
         fflush(stdout);
