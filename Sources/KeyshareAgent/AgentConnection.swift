@@ -108,22 +108,26 @@ struct AgentConnection {
         // connecting process still holds this socket close-on-exec, so it has
         // not exec'd since connect).
         var check = CallerCheck()
-        let exe: String
+        let program: ProgramIdentity
         switch check.verify(connection: fd, pid: pid) {
-        case .success(let e): exe = e
+        case .success(let caller):
+            program = caller.program
+            if let why = caller.unverified { AgentLog.line("pid \(pid) exe \(program): \(why)") }
         case .failure(let refusal):
             if logFD >= 0 { close(logFD) }
             AgentLog.line("refused pid \(pid): \(refusal.reason)")
             reply(status: 3, token: token)
             return nil
         }
+        // The program by what it is (AgentPolicy.bound(to:)); its name in the log and the policy.
+        let exe = program.description
         let home = Self.storeHome(keyshareHome: fields[0], xdgDataHome: fields[1], home: fields[2])
         // The policy of the client's store (docs/agent.md, "Policy"); a store or
         // policy that cannot be read safely refuses the client (fail closed), with
         // the answer the in-process module gives for that store: CKR_DEVICE_ERROR
         // at C_Initialize (issue 12 item 6), not "no token".
         let policy: AgentPolicy
-        do { policy = try agent.policy(home: home) } catch {
+        do { policy = try agent.policy(home: home).bound(to: program) } catch {
             if logFD >= 0 { close(logFD) }
             AgentLog.line("refused pid \(pid) exe \(exe): the policy of store \(home ?? "default") cannot be read: \(error)")
             reply(status: UInt16(KSA_HELLO_STORE_UNSAFE), token: token)
