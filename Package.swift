@@ -64,7 +64,7 @@ let package = Package(
         .target(name: "PKCS11", dependencies: ["Tokens", "Keychain", "KeyshareCrypto", "KeyshareTPM", "CPKCS11"], swiftSettings: strict),
         .target(
             name: "KeySharing",
-            dependencies: ["Tokens", "Keychain", "KeyshareCrypto", .product(name: "ZIPFoundation", package: "ZIPFoundation")],
+            dependencies: ["Tokens", "Keychain", "KeyshareCrypto", "CLinux", .product(name: "ZIPFoundation", package: "ZIPFoundation")],
             swiftSettings: strict),
 
         // The public Swift API (SecItem / SecKey / SecTrust counterparts), a facade over the layers.

@@ -141,6 +141,39 @@ static void describe_owner(char *out, size_t n, uid_t uid) {
         snprintf(out, n, "uid %u", (unsigned)uid);
 }
 
+/* In a user namespace other than the initial one (a sandbox, a rootless
+ * container), files of uids not mapped into it show as the overflow uid:
+ * root's /, /tmp and /run among them. Such an ancestor cannot be told from
+ * another user's; it is accepted (its mode is still judged), because what
+ * keeps a PIN from another uid is the listener's credentials (SO_PEERCRED,
+ * checked at connect), and the agent's own directory must still be ours. */
+static uid_t unmapped_owner(void) {
+    static int known;
+    static uid_t overflow = (uid_t)-1;
+    if (!__atomic_load_n(&known, __ATOMIC_ACQUIRE)) {
+        uid_t o = (uid_t)-1;
+        char map[256] = "";
+        FILE *f = fopen("/proc/self/uid_map", "re");
+        if (f) {
+            size_t got = fread(map, 1, sizeof map - 1, f);
+            map[got] = '\0';
+            fclose(f);
+        }
+        unsigned long a, b, c;
+        int initial = sscanf(map, "%lu %lu %lu", &a, &b, &c) == 3 && a == 0 && b == 0 && c == 4294967295ul &&
+                      !strchr(strchr(map, '\n') ? strchr(map, '\n') + 1 : "", ' ');
+        if (!initial) {
+            FILE *g = fopen("/proc/sys/kernel/overflowuid", "re");
+            unsigned long v = 65534;
+            if (g) { if (fscanf(g, "%lu", &v) != 1) v = 65534; fclose(g); }
+            o = (uid_t)v;
+        }
+        overflow = o;
+        __atomic_store_n(&known, 1, __ATOMIC_RELEASE);
+    }
+    return overflow;
+}
+
 /* One ancestor: owned by us or root, and not writable by others unless sticky. */
 static int check_ancestor(const char *dir, const char *subject, char *why, size_t n) {
     struct stat st;
@@ -150,7 +183,7 @@ static int check_ancestor(const char *dir, const char *subject, char *why, size_
     }
     char owner[128];
     describe_owner(owner, sizeof owner, st.st_uid);
-    if (st.st_uid != geteuid() && st.st_uid != 0) {
+    if (st.st_uid != geteuid() && st.st_uid != 0 && st.st_uid != unmapped_owner()) {
         snprintf(why, n, "refusing %s: its parent %s is owned by %s (mode %04o), not by uid %u or root: "
                  "another user controls it (set XDG_RUNTIME_DIR to a directory of your own)",
                  subject, dir, owner, (unsigned)(st.st_mode & 07777), (unsigned)geteuid());

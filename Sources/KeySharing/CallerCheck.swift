@@ -10,13 +10,16 @@ import Foundation
 /// the service looks (a busy service accepts late). Linux records no exec count
 /// a server can read, so the check rests on what an exec does to descriptors:
 ///
-/// 1. Read /proc/PID/exe (the program to judge).
+/// 1. Read /proc/PID/exe and open it: the program to judge, by what it is
+///    (ProgramIdentity: the file's device and inode, and its content's
+///    SHA-256), whatever the process's mount namespace makes its path say.
 /// 2. Open /proc/PID/auxv. The kernel opens it under the process's
 ///    exec_update_lock (mm_access), which an exec holds for writing from the
 ///    moment the new program becomes visible until its close-on-exec
 ///    descriptors are closed: the open waits out an exec in progress.
 /// 3. Find this connection's client socket (its inode is our socket's peer,
-///    from sock_diag) among /proc/PID/fd, open *close-on-exec*.
+///    from sock_diag, asked in the socket's own network namespace:
+///    UnixSocketDiag) among /proc/PID/fd, open *close-on-exec*.
 /// 4. With SO_PEERPIDFD (Linux 6.5+), the pidfd of the connecting process is
 ///    not readable yet: the process has not exited, so /proc/PID was it all along.
 ///
@@ -31,6 +34,12 @@ import Foundation
 /// allowed program would have to do that itself), and a process of the same
 /// user that ptraces an allowed one (see docs/password-service.md).
 ///
+/// When step 3 cannot be made (the connection lives in a network namespace
+/// this process cannot enter: one root made, for an agent that is not root),
+/// the caller is still served, known by SO_PEERCRED and, where the kernel has
+/// it, SO_PEERPIDFD (step 4: the pid is still the process that connected), and
+/// `Caller.unverified` says that the exec race was not ruled out, and why.
+///
 /// One view of a process (steps 1-3) serves every request that process has
 /// waiting in one poll round, so a process with thousands of descriptors and
 /// connections costs one directory scan per round, not one per request.
@@ -42,7 +51,7 @@ public struct CallerCheck {
 
     /// A process's state, read in the order the argument above needs.
     private struct ProcessView {
-        var exe: String
+        var program: ProgramIdentity
         /// Socket inode -> the descriptors holding it.
         var sockets: [UInt64: [Int32]]
     }
@@ -52,12 +61,20 @@ public struct CallerCheck {
     static let maxDescriptorsScanned = 65536
     private var views: [Int32: Result<ProcessView, Refusal>] = [:]
 
-    /// The executable of the process that connected on `connection` (our
-    /// accepted socket), if that process still holds the connection and has
-    /// not exec'd since it connected; otherwise why not.
+    /// The verified caller.
+    public struct Caller: Sendable {
+        public let program: ProgramIdentity
+        /// nil: checked race-free. Else why the connect-then-exec race could
+        /// not be ruled out (the caller is known by its credentials only): one log line.
+        public let unverified: String?
+    }
+
     public init() {}
 
-    public mutating func verify(connection: Int32, pid: Int32) -> Result<String, Refusal> {
+    /// The program of the process that connected on `connection` (our
+    /// accepted socket), if that process still holds the connection and has
+    /// not exec'd since it connected; otherwise why not.
+    public mutating func verify(connection: Int32, pid: Int32) -> Result<Caller, Refusal> {
         let view: ProcessView
         switch views[pid] ?? Self.look(at: pid) {
         case .failure(let refusal):
@@ -67,8 +84,19 @@ public struct CallerCheck {
             views[pid] = .success(v)
             view = v
         }
-        guard let peer = UnixSocketDiag.peerInode(ofSocket: connection) else {
-            return .failure(Refusal(reason: "the caller's end of the connection cannot be identified (sock_diag)"))
+        let peer: UInt64
+        switch UnixSocketDiag.peer(of: connection, pid: pid) {
+        case .inode(let p): peer = p
+        case .unknown(let why):
+            return .failure(Refusal(reason: "the caller's end of the connection cannot be identified (sock_diag: \(why))"))
+        case .unreachable(let why):
+            switch Self.peerHasExited(connection) {
+            case true?: return .failure(Refusal(reason: "pid \(pid) has exited"))
+            case false?:
+                return .success(Caller(program: view.program, unverified: "exec race not ruled out: \(why); known by SO_PEERCRED and SO_PEERPIDFD only"))
+            case nil:
+                return .success(Caller(program: view.program, unverified: "exec race not ruled out: \(why); known by SO_PEERCRED only (no SO_PEERPIDFD before Linux 6.5)"))
+            }
         }
         let holders = view.sockets[peer] ?? []
         guard !holders.isEmpty else {
@@ -80,7 +108,7 @@ public struct CallerCheck {
         if let exited = Self.peerHasExited(connection), exited {
             return .failure(Refusal(reason: "pid \(pid) has exited"))
         }
-        return .success(view.exe)
+        return .success(Caller(program: view.program, unverified: nil))
     }
 
     /// Steps 1-3 for one process.
@@ -88,6 +116,15 @@ public struct CallerCheck {
         let base = "/proc/\(pid)"
         guard let exe = readLink(base + "/exe") else {
             return .failure(Refusal(reason: "cannot read \(base)/exe: \(String(cString: strerror(errno)))"))
+        }
+        // The file itself (the magic link leads to it from any mount
+        // namespace); opened to be hashed below, or only stat'ed when it
+        // cannot be read (an execute-only program).
+        let exeFD = open(base + "/exe", O_RDONLY | O_CLOEXEC | O_NOCTTY)
+        defer { if exeFD >= 0 { close(exeFD) } }
+        var st = stat()
+        guard (exeFD >= 0 ? fstat(exeFD, &st) : stat(base + "/exe", &st)) == 0 else {
+            return .failure(Refusal(reason: "cannot stat \(base)/exe: \(String(cString: strerror(errno)))"))
         }
         // The exec barrier: opening auxv waits for an exec in progress to finish.
         let barrier = open(base + "/auxv", O_RDONLY | O_CLOEXEC)
@@ -119,7 +156,8 @@ public struct CallerCheck {
                   let inode = UInt64(target.dropFirst(8).dropLast()) else { continue }
             sockets[inode, default: []].append(fd)
         }
-        return .success(ProcessView(exe: exe, sockets: sockets))
+        let digest = exeFD >= 0 ? ProgramDigests.digest(fd: exeFD) : nil
+        return .success(ProcessView(program: ProgramIdentity(path: exe, file: FileIdentity(st), digest: digest), sockets: sockets))
     }
 
     /// /proc/PID/fdinfo/FD: still this socket (the descriptor number may have
@@ -159,48 +197,5 @@ public struct CallerCheck {
         var buf = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let n = readlink(path, &buf, Int(PATH_MAX))
         return n > 0 ? String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : nil
-    }
-}
-
-/// The peer of a Unix-domain socket, from the kernel's sock_diag netlink
-/// interface (what `ss -x` shows): no privilege needed for one's own sockets.
-enum UnixSocketDiag {
-    /// The inode of the socket at the other end of `fd`, or nil.
-    static func peerInode(ofSocket fd: Int32) -> UInt64? {
-        var st = stat()
-        guard fstat(fd, &st) == 0 else { return nil }
-        let netlinkSockDiag: Int32 = 4, sockDiagByFamily: UInt16 = 20
-        let nlmFRequest: UInt16 = 1, udiagShowPeer: UInt32 = 4, unixDiagPeer: UInt16 = 2
-        let nl = socket(AF_NETLINK, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), netlinkSockDiag)
-        guard nl >= 0 else { return nil }
-        defer { close(nl) }
-        var tv = timeval(tv_sec: 1, tv_usec: 0)
-        setsockopt(nl, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        // nlmsghdr (16 bytes) + unix_diag_req (24 bytes), native byte order.
-        var msg: [UInt8] = []
-        func put<T: FixedWidthInteger>(_ v: T) { withUnsafeBytes(of: v) { msg += $0 } }
-        put(UInt32(40)); put(sockDiagByFamily); put(nlmFRequest); put(UInt32(1)); put(UInt32(0))
-        put(UInt8(AF_UNIX)); put(UInt8(0)); put(UInt16(0))
-        put(UInt32.max)                    // udiag_states: any
-        put(UInt32(truncatingIfNeeded: st.st_ino))
-        put(udiagShowPeer)
-        put(UInt32.max); put(UInt32.max)   // no cookie
-        guard msg.withUnsafeBytes({ send(nl, $0.baseAddress, $0.count, 0) }) == msg.count else { return nil }
-        var reply = [UInt8](repeating: 0, count: 8192)
-        let n = reply.withUnsafeMutableBytes { recv(nl, $0.baseAddress, $0.count, 0) }
-        guard n >= 16 + 16 else { return nil }
-        func u16(_ at: Int) -> UInt16 { reply.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: at, as: UInt16.self) } }
-        func u32(_ at: Int) -> UInt32 { reply.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: at, as: UInt32.self) } }
-        let length = min(Int(u32(0)), n)
-        guard u16(4) == sockDiagByFamily, u32(16 + 4) == UInt32(truncatingIfNeeded: st.st_ino) else { return nil }
-        // unix_diag_msg is 16 bytes; then rtattrs, 4-byte aligned.
-        var at = 16 + 16
-        while at + 4 <= length {
-            let len = Int(u16(at)), type = u16(at + 2)
-            guard len >= 4, at + len <= length else { return nil }
-            if type == unixDiagPeer, len >= 8 { return UInt64(u32(at + 4)) }
-            at += (len + 3) & ~3
-        }
-        return nil
     }
 }

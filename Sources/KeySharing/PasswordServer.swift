@@ -234,10 +234,11 @@ public final class PasswordServer: @unchecked Sendable {
                     switch check.verify(connection: c.fd, pid: cred.pid) {
                     case .failure(let refusal):
                         decision = AccessDecision(state: .blocked, reason: refusal.reason)
-                    case .success(let program):
-                        exe = program
+                    case .success(let caller):
+                        exe = caller.program.path
+                        if let why = caller.unverified { log("pid \(cred.pid): \(why)") }
                         var peer = unseen
-                        peer.exe = program
+                        peer.exe = caller.program.path
                         decision = AccessPolicy.decide(policy, peer: peer, serviceUID: serviceUID)
                     }
                 }

@@ -100,17 +100,21 @@ struct AgentConnection {
         // connecting process still holds this socket close-on-exec, so it has
         // not exec'd since connect).
         var check = CallerCheck()
-        let exe: String
+        let program: ProgramIdentity
         switch check.verify(connection: fd, pid: pid) {
-        case .success(let e): exe = e
+        case .success(let caller):
+            program = caller.program
+            if let why = caller.unverified { AgentLog.line("pid \(pid) exe \(program): \(why)") }
         case .failure(let refusal): return fail(3, refusal.reason)
         }
+        // The program by what it is (AgentPolicy.bound(to:)); its name in the log and the policy.
+        let exe = program.description
         // The policy of the agent's store (docs/agent.md, "Policy"); a store or
         // policy that cannot be read safely refuses the client (fail closed), with
         // the answer the in-process module gives for that store: CKR_DEVICE_ERROR
         // at C_Initialize (issue 12 item 6), not "no token".
         let policy: AgentPolicy
-        do { policy = try agent.policy() } catch {
+        do { policy = try agent.policy().bound(to: program) } catch {
             return fail(UInt16(KSA_HELLO_STORE_UNSAFE), "exe \(exe): the policy of store \(agent.storeHome) cannot be read: \(error)")
         }
         if let why = policy.refusal(exe: exe) { return fail(3, "exe \(exe): \(why)") }

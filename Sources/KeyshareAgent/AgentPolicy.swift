@@ -1,9 +1,21 @@
 import Keychain
+import KeySharing
 
 /// Which programs may use which tokens and access groups through the agent
 /// (`keyshare policy allow|deny|list`, docs/agent.md "Policy"). The program is
 /// the executable the agent verified at the hello (CallerCheck: race-free),
-/// never anything the client says about itself.
+/// never anything the client says about itself, and is judged by what it is
+/// (ProgramIdentity), not by the path it shows (issue 26, defect 7): a rule
+/// names a program when the file at the rule's path NOW, in the agent's own
+/// mount namespace, is the program's file (same device and inode: an upgrade
+/// in place keeps the rule), or when the program's content has the SHA-256
+/// recorded with the rule or that of the file at the path now (a copy of the
+/// same program is the same program: a deny is not escaped by copying
+/// python3 elsewhere, and an allow of a copy allows nothing new).
+///
+/// A policy is bound to one program at its hello (`bound(to:)`): the decisions
+/// below take that program's name (AgentClient.exe); any other name is a
+/// program no rule names.
 ///
 /// The rule, per token T and executable E:
 /// - a `deny` rule for E naming T (or every token) hides T from E;
@@ -25,7 +37,7 @@ public struct AgentPolicy: Sendable, Equatable {
 
     public struct Rule: Sendable, Equatable, CustomStringConvertible {
         public var effect: Effect
-        /// The resolved executable path (as /proc/PID/exe shows it).
+        /// The resolved executable path, in the agent's mount namespace.
         public var exe: String
         /// nil: every token.
         public var tokenID: TokenID?
@@ -33,13 +45,21 @@ public struct AgentPolicy: Sendable, Equatable {
         public var tokenLabel: String?
         /// nil: every group (allow rules only).
         public var groups: [String]?
+        /// SHA-256 of the file at `exe` when the rule was written (nil: rules
+        /// of format 1, or a file that could not be hashed).
+        public var digest: [UInt8]?
+        /// That file's device and inode then (shown; matching uses the file at `exe` now).
+        public var file: FileIdentity?
 
-        public init(effect: Effect, exe: String, tokenID: TokenID? = nil, tokenLabel: String? = nil, groups: [String]? = nil) {
+        public init(effect: Effect, exe: String, tokenID: TokenID? = nil, tokenLabel: String? = nil, groups: [String]? = nil,
+                    digest: [UInt8]? = nil, file: FileIdentity? = nil) {
             self.effect = effect
             self.exe = exe
             self.tokenID = tokenID
             self.tokenLabel = tokenLabel
             self.groups = groups
+            self.digest = digest
+            self.file = file
         }
 
         public var description: String {
@@ -50,21 +70,56 @@ public struct AgentPolicy: Sendable, Equatable {
         }
 
         func covers(_ token: TokenID) -> Bool { tokenID == nil || tokenID == token }
+
+        /// How this rule names `program`, if it does (the type's comment says when).
+        public func names(_ program: ProgramIdentity) -> Match? {
+            if FileIdentity(path: exe) == program.file { return .file }
+            guard let d = program.digest else { return nil }
+            if d == digest || d == ProgramDigests.file(at: exe)?.digest { return .content }
+            return nil
+        }
     }
 
+    /// How a rule names a program: the file at its path is the program's, or the content is the same.
+    public enum Match: String, Sendable { case file = "same file", content = "same content" }
+
     public var rules: [Rule]
+    /// The program this policy is bound to (bound(to:)): its name and how each rule names it.
+    private var subject: Subject?
+
+    private struct Subject: Sendable, Equatable {
+        let name: String
+        let matches: [Match?]
+    }
 
     public init(rules: [Rule] = []) { self.rules = rules }
+
+    /// This policy for one program, its name `program.description`: the rules
+    /// are matched once, here (a stat, and a digest the first time a file is seen).
+    public func bound(to program: ProgramIdentity) -> AgentPolicy {
+        var p = self
+        p.subject = Subject(name: program.description, matches: rules.map { $0.names(program) })
+        return p
+    }
+
+    /// How rule `i` names the program called `exe` (nil: it does not).
+    private func match(_ i: Int, _ exe: String) -> Match? {
+        guard let subject, subject.name == exe, i < subject.matches.count else { return nil }
+        return subject.matches[i]
+    }
+
+    private func indices(_ effect: Effect, naming exe: String, where cond: (Rule) -> Bool = { _ in true }) -> [Int] {
+        rules.indices.filter { rules[$0].effect == effect && cond(rules[$0]) && match($0, exe) != nil }
+    }
 
     // MARK: decisions
 
     /// Whether E is refused as a whole, and why (nil: not refused).
     public func refusal(exe: String) -> String? {
-        if let r = rules.first(where: { $0.effect == .deny && $0.exe == exe && $0.tokenID == nil }) {
-            return "denied by rule \"\(r)\""
+        if let i = indices(.deny, naming: exe, where: { $0.tokenID == nil }).first {
+            return "denied by rule \"\(rules[i])\" (\(match(i, exe)?.rawValue ?? ""))"
         }
-        if rules.contains(where: { $0.effect == .allow && $0.tokenID == nil }),
-           !rules.contains(where: { $0.effect == .allow && $0.exe == exe }) {
+        if rules.contains(where: { $0.effect == .allow && $0.tokenID == nil }), indices(.allow, naming: exe).isEmpty {
             return "not in an allow rule, and allow rules cover every token"
         }
         return nil
@@ -72,14 +127,14 @@ public struct AgentPolicy: Sendable, Equatable {
 
     /// Whether E may see token T.
     public func allows(exe: String, token: TokenID) -> Bool {
-        if rules.contains(where: { $0.effect == .deny && $0.exe == exe && $0.covers(token) }) { return false }
-        let allowing = rules.filter { $0.effect == .allow && $0.covers(token) }
-        return allowing.isEmpty || allowing.contains { $0.exe == exe }
+        if !indices(.deny, naming: exe, where: { $0.covers(token) }).isEmpty { return false }
+        let allowing = rules.contains { $0.effect == .allow && $0.covers(token) }
+        return !allowing || !indices(.allow, naming: exe, where: { $0.covers(token) }).isEmpty
     }
 
     /// The access groups E may use; nil: every group.
     public func groups(exe: String) -> Set<String>? {
-        let mine = rules.filter { $0.effect == .allow && $0.exe == exe }
+        let mine = indices(.allow, naming: exe).map { rules[$0] }
         if mine.isEmpty || mine.contains(where: { $0.groups == nil }) { return nil }
         return Set(mine.flatMap { $0.groups ?? [] })
     }
@@ -87,13 +142,16 @@ public struct AgentPolicy: Sendable, Equatable {
     // MARK: editing
 
     /// Adds a rule, replacing any rule for the same executable and token.
+    /// (Editing unbinds: a bound policy is for deciding.)
     public mutating func set(_ rule: Rule) {
+        subject = nil
         rules.removeAll { $0.exe == rule.exe && $0.tokenID == rule.tokenID }
         rules.append(rule)
     }
 
     /// Removes the rules of an executable (for one token, or all of them). Returns how many.
     public mutating func remove(exe: String, tokenID: TokenID?) -> Int {
+        subject = nil
         let before = rules.count
         rules.removeAll { $0.exe == exe && (tokenID == nil || $0.tokenID == tokenID) }
         return before - rules.count
@@ -101,14 +159,19 @@ public struct AgentPolicy: Sendable, Equatable {
 
     // MARK: storage (KeychainStore.agentPolicyData: the store's meta table)
 
-    static let header = "keyshare-agent-policy 1"
+    /// Format 2 adds the program's SHA-256 and device:inode to format 1's
+    /// fields; format 1 is still read (its rules match by path only).
+    static let header = "keyshare-agent-policy 2"
+    static let header1 = "keyshare-agent-policy 1"
 
-    /// One line per rule, tab-separated: effect, exe, token ID or *, label, groups or *.
+    /// One line per rule, tab-separated: effect, exe, token ID or *, label,
+    /// groups or *, SHA-256 (hex) or -, device:inode or -.
     public func encoded() -> [UInt8] {
         var lines = [Self.header]
         for r in rules {
             lines.append([r.effect.rawValue, r.exe, r.tokenID?.description ?? "*", r.tokenLabel ?? "",
-                          r.groups?.joined(separator: ",") ?? "*"].joined(separator: "\t"))
+                          r.groups?.joined(separator: ",") ?? "*", r.digest.map(ProgramDigests.hex) ?? "-",
+                          r.file.map { "\($0.device):\($0.inode)" } ?? "-"].joined(separator: "\t"))
         }
         return Array((lines.joined(separator: "\n") + "\n").utf8)
     }
@@ -120,12 +183,32 @@ public struct AgentPolicy: Sendable, Equatable {
     public init(decoding bytes: [UInt8]) throws {
         let text = String(decoding: bytes, as: UTF8.self)
         var lines = text.split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
-        guard lines.first == Self.header else { throw Malformed(description: "the agent policy has an unknown format") }
+        let fieldCount: Int
+        switch lines.first {
+        case Self.header: fieldCount = 7
+        case Self.header1: fieldCount = 5
+        default: throw Malformed(description: "the agent policy has an unknown format")
+        }
         lines.removeFirst()
         rules = try lines.map { line in
             let f = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
-            guard f.count == 5, let effect = Effect(rawValue: f[0]), f[1].hasPrefix("/") else {
+            guard f.count == fieldCount, let effect = Effect(rawValue: f[0]), f[1].hasPrefix("/") else {
                 throw Malformed(description: "the agent policy has a malformed rule")
+            }
+            var digest: [UInt8]?
+            var file: FileIdentity?
+            if fieldCount == 7 {
+                if f[5] != "-" {
+                    guard let d = ProgramDigests.unhex(f[5]) else { throw Malformed(description: "the agent policy has a malformed digest") }
+                    digest = d
+                }
+                if f[6] != "-" {
+                    let parts = f[6].split(separator: ":", omittingEmptySubsequences: false)
+                    guard parts.count == 2, let dev = UInt64(parts[0]), let ino = UInt64(parts[1]) else {
+                        throw Malformed(description: "the agent policy has a malformed file identity")
+                    }
+                    file = FileIdentity(device: dev, inode: ino)
+                }
             }
             var token: TokenID?
             if f[2] != "*" {
@@ -133,7 +216,8 @@ public struct AgentPolicy: Sendable, Equatable {
                 token = t
             }
             let groups = f[4] == "*" ? nil : f[4].split(separator: ",").map(String.init)
-            return Rule(effect: effect, exe: f[1], tokenID: token, tokenLabel: f[3].isEmpty ? nil : f[3], groups: groups)
+            return Rule(effect: effect, exe: f[1], tokenID: token, tokenLabel: f[3].isEmpty ? nil : f[3], groups: groups,
+                        digest: digest, file: file)
         }
     }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Keychain
+import KeySharing
 import KeyshareAgent
 import Tokens
 
@@ -19,7 +20,7 @@ struct AgentPolicyCommand: ParsableCommand {
         subcommands: [Allow.self, Deny.self, Remove.self, List.self])
 
     struct RuleOptions: ParsableArguments {
-        @Option(help: "The program (resolved to its real path, as /proc/PID/exe shows it).") var exe: String
+        @Option(help: "The program (resolved to its real path; the rule also records its SHA-256: copies with the same content are the same program).") var exe: String
         @Option(name: .customLong("token"), help: "Only this token (label or token ID); default: every token.") var token: String?
 
         func executable() throws -> String {
@@ -34,6 +35,13 @@ struct AgentPolicyCommand: ParsableCommand {
                 throw CLIError("\(path) is not an executable file")
             }
             return path
+        }
+
+        /// The program's identity now: its file and SHA-256 (nil: not readable or
+        /// too large; the rule then names the file at the path only).
+        func program(_ path: String) -> (file: FileIdentity?, digest: [UInt8]?) {
+            let found = ProgramDigests.file(at: path)
+            return (found?.file, found?.digest)
         }
 
         func tokenRecord(_ ctx: Context) throws -> TokenRecord? {
@@ -53,6 +61,12 @@ struct AgentPolicyCommand: ParsableCommand {
         Console.out(message)
     }
 
+    /// What the rule recorded of the program, for the confirmation line.
+    static func programNote(_ r: AgentPolicy.Rule) -> String {
+        guard let d = r.digest else { return " (not hashed: matched by the file at that path only)" }
+        return " (sha256 \(ProgramDigests.hex(d).prefix(16))…)"
+    }
+
     struct Allow: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Allow a program a token (or every token), optionally only some access groups.")
         @OptionGroup var rule: RuleOptions
@@ -66,10 +80,11 @@ struct AgentPolicyCommand: ParsableCommand {
             }
             try AgentPolicyCommand.edit { policy, ctx in
                 let t = try rule.tokenRecord(ctx)
+                let p = rule.program(exe)
                 let r = AgentPolicy.Rule(effect: .allow, exe: exe, tokenID: t?.tokenID, tokenLabel: t?.label,
-                                         groups: accessGroups.isEmpty ? nil : accessGroups)
+                                         groups: accessGroups.isEmpty ? nil : accessGroups, digest: p.digest, file: p.file)
                 policy.set(r)
-                return "policy: \(r)"
+                return "policy: \(r)\(AgentPolicyCommand.programNote(r))"
             }
         }
     }
@@ -82,9 +97,11 @@ struct AgentPolicyCommand: ParsableCommand {
             let exe = try rule.executable()
             try AgentPolicyCommand.edit { policy, ctx in
                 let t = try rule.tokenRecord(ctx)
-                let r = AgentPolicy.Rule(effect: .deny, exe: exe, tokenID: t?.tokenID, tokenLabel: t?.label)
+                let p = rule.program(exe)
+                let r = AgentPolicy.Rule(effect: .deny, exe: exe, tokenID: t?.tokenID, tokenLabel: t?.label,
+                                         digest: p.digest, file: p.file)
                 policy.set(r)
-                return "policy: \(r)"
+                return "policy: \(r)\(AgentPolicyCommand.programNote(r))"
             }
         }
     }
@@ -114,12 +131,15 @@ struct AgentPolicyCommand: ParsableCommand {
             do { policy = try AgentPolicy.load(from: ctx.store) } catch { throw CLIError("\(error)") }
             let rows = policy.rules.map {
                 ["effect": $0.effect.rawValue, "exe": $0.exe, "token": $0.tokenID?.description ?? "*",
-                 "label": $0.tokenLabel ?? "", "groups": $0.groups?.joined(separator: ",") ?? "*"]
+                 "label": $0.tokenLabel ?? "", "groups": $0.groups?.joined(separator: ",") ?? "*",
+                 "sha256": $0.digest.map(ProgramDigests.hex) ?? "",
+                 "file": $0.file.map { "\($0.device):\($0.inode)" } ?? ""]
             }
             if json { return try Console.json(["rules": rows]) }
             if rows.isEmpty { Console.out("no policy: every program of yours may use every token"); return }
-            Console.table(["EFFECT", "EXE", "TOKEN", "LABEL", "GROUPS"],
-                          rows.map { [$0["effect"]!, $0["exe"]!, $0["token"]!, $0["label"]!, $0["groups"]!] })
+            Console.table(["EFFECT", "EXE", "TOKEN", "LABEL", "GROUPS", "SHA256"],
+                          rows.map { [$0["effect"]!, $0["exe"]!, $0["token"]!, $0["label"]!, $0["groups"]!,
+                                      $0["sha256"]!.isEmpty ? "-" : $0["sha256"]!.prefix(16) + "…"] })
         }
     }
 }

@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 import Testing
 @testable import KeySharing
@@ -257,7 +258,13 @@ private struct Scratch {
         defer { close(a); close(l) }
         var check = CallerCheck()
         let me = try #require(CallerCheck.readLink("/proc/self/exe"))
-        #expect(try check.verify(connection: a, pid: getpid()).get() == me)
+        let caller = try check.verify(connection: a, pid: getpid()).get()
+        #expect(caller.program.path == me && caller.unverified == nil)
+        // The program by what it is: the file /proc/self/exe leads to, and its content.
+        var st = stat()
+        #expect(stat("/proc/self/exe", &st) == 0)
+        #expect(caller.program.file == FileIdentity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino)))
+        #expect(caller.program.digest == ProgramDigests.file(at: me)?.digest && caller.program.digest?.count == 32)
         #expect(CallerCheck.peerHasExited(a) != true)
         // Not held any more (closed, or close-on-exec and exec'd): refused.
         close(c)
@@ -280,6 +287,52 @@ private struct Scratch {
             return
         }
         #expect(r.reason.contains("close-on-exec"))
+    }
+
+    /// A program's digest is its content's SHA-256; a changed file is hashed again.
+    @Test func programDigestIsTheContentsSHA256() throws {
+        let s = try Scratch()
+        defer { s.remove() }
+        let path = s.path + "/prog"
+        #expect(FileManager.default.createFile(atPath: path, contents: Data("abc".utf8)))
+        let abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"  // FIPS 180-2 B.1
+        #expect(ProgramDigests.file(at: path).flatMap { $0.digest }.map(ProgramDigests.hex) == abc)
+        #expect(ProgramDigests.unhex(abc).map(ProgramDigests.hex) == abc)
+        #expect(ProgramDigests.unhex(String(abc.dropLast())) == nil && ProgramDigests.unhex("x" + abc.dropFirst()) == nil)
+        let fd = open(path, O_WRONLY | O_APPEND)
+        #expect(fd >= 0 && write(fd, "d", 1) == 1)
+        close(fd)
+        let abcd = "88d4266fd4e6338d13b845fcf289579d209c897823b9217da3e161936f031589"
+        #expect(ProgramDigests.file(at: path).flatMap { $0.digest }.map(ProgramDigests.hex) == abcd)
+    }
+
+    /// The netlink socket made in a network namespace through a child
+    /// (keyshare_sock_diag_in_netns): in our own, root gets one that answers;
+    /// anyone else may not enter even their own (EPERM), which the agent
+    /// never asks (its own namespace is asked directly).
+    @Test func aSockDiagSocketMadeInANamespaceAnswers() throws {
+        let ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)
+        #expect(ns >= 0)
+        defer { close(ns) }
+        let nl = keyshare_sock_diag_in_netns(ns, 2000)
+        guard getuid() == 0 else {
+            #expect(nl == -EPERM)
+            return
+        }
+        #expect(nl >= 0)
+        defer { close(nl) }
+        #expect(fcntl(nl, F_GETFD) & FD_CLOEXEC != 0)
+        var pair: [Int32] = [0, 0]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
+        defer { close(pair[0]); close(pair[1]) }
+        var a = stat(), b = stat()
+        fstat(pair[0], &a)
+        fstat(pair[1], &b)
+        guard case .peer(let peer) = UnixSocketDiag.query(nl, inode: UInt32(truncatingIfNeeded: a.st_ino), seq: 7) else {
+            Issue.record("no answer from the namespace's sock_diag")
+            return
+        }
+        #expect(peer == UInt64(b.st_ino))
     }
 
     /// Another process (same user) that does not hold the connection is not its caller.
