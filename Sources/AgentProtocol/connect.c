@@ -198,6 +198,16 @@ int ksa_connect_or_start(const char *program, int allow_start, int timeout_ms, p
     }
     int fd = ksa_connect(path, timeout_ms, peer_pid, why, n);
     if (fd != -1 || !allow_start) return fd;
+    /* A sandboxed process (its own user namespace: bwrap, flatpak, unshare -U,
+     * a rootless container) starts no agent: the agent would see the
+     * sandbox's files, where the sandbox can put any program at the path a
+     * policy rule names. It uses the agent socket bound into it, or none. */
+    if (ksa_in_user_namespace()) {
+        snprintf(why, n, "no keyshare agent at %s, and a process in a user namespace of its own (a sandbox or container) "
+                 "does not start one: start it outside (keyshare agent, or the systemd socket unit) and bind its socket in "
+                 "(keyshare agent socket)", path);
+        return -2;
+    }
     if (!program || !*program) {
         snprintf(why, n, "the keyshare agent is not running and no keyshare program was found to start it");
         return -2;

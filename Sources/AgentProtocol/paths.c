@@ -174,6 +174,8 @@ static uid_t unmapped_owner(void) {
     return overflow;
 }
 
+int ksa_in_user_namespace(void) { return unmapped_owner() != (uid_t)-1; }
+
 /* One ancestor: owned by us or root, and not writable by others unless sticky. */
 static int check_ancestor(const char *dir, const char *subject, char *why, size_t n) {
     struct stat st;

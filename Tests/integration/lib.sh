@@ -108,11 +108,14 @@ ks_it_isolation_exit() {
 }
 
 # The scripts set their own EXIT trap after sourcing this file: `trap CMD EXIT`
-# is wrapped so the script's CMD runs first, then the isolation's exit (other
-# forms of trap pass through unchanged).
+# is wrapped so the agents under the runtime directory are stopped first (a
+# script's CMD may remove the directory that holds their pid files), then the
+# script's CMD runs, then the isolation's exit (other forms of trap pass
+# through unchanged).
 trap() {
   if [ "$#" -eq 2 ] && [ "$2" = EXIT ]; then
-    builtin trap "$1
+    builtin trap "stop_agent \"\${XDG_RUNTIME_DIR:-\$KS_IT_RUNTIME_DIR}\"
+$1
 ks_it_isolation_exit" EXIT
   else
     builtin trap "$@"

@@ -201,6 +201,9 @@ int ksa_socket_path(char *path, size_t n);
  * unless sticky. 0, or -1 with errno and one line in `why` naming the path,
  * its owner and mode. */
 int ksa_check_dir(const char *dir, int create, char *why, size_t n);
+/* 1 in a user namespace other than the initial one (a sandbox, a rootless
+ * container): such a process never starts an agent (connect.c). */
+int ksa_in_user_namespace(void);
 /* ksa_check_dir without the line. */
 int ksa_prepare_dir(const char *dir, int create);
 
