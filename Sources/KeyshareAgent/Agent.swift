@@ -656,21 +656,24 @@ public final class Agent: @unchecked Sendable {
             if clients[client.token] === client { clients[client.token] = nil }
             return true
         }
-        if last && client.markGone() {
-            if client.module.isInitialized { try? client.module.finalize() }
-            AgentLog.line("client pid \(client.pid) (\(client.exe)) gone")
-        }
+        guard last else { return }
+        if client.markGone(), client.module.isInitialized { try? client.module.finalize() }
+        // Logged when the last connection's call has ended too: "gone" means the
+        // agent is done with the client (61-crash waits for this line).
+        AgentLog.line("client pid \(client.pid) (\(client.exe)) gone")
     }
 
     /// The client's process has exited (its pidfd): finalised now, whatever
     /// its connection threads are doing. A thread blocked in
     /// C_WaitForSlotEvent is woken by the finalize (CKR_CRYPTOKI_NOT_INITIALIZED),
-    /// its reply goes nowhere, and its connection ends.
+    /// its reply goes nowhere, and its connection ends; a call in flight
+    /// finishes on its runtime (as a network HSM finishes a write). "gone" is
+    /// logged by `detach` when the last connection has ended.
     private func processGone(_ client: AgentClient) {
         lock.withLock { if clients[client.token] === client { clients[client.token] = nil } }
         guard client.markGone() else { return }
         if client.module.isInitialized { try? client.module.finalize() }
-        AgentLog.line("client pid \(client.pid) (\(client.exe)) gone (process exited)")
+        AgentLog.line("client pid \(client.pid) (\(client.exe)): its process exited; its logins and sessions are dropped (calls in flight finish, then it is gone)")
     }
 
     // MARK: status
