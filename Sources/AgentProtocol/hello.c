@@ -7,8 +7,10 @@
  *         client), u16 field count (<= KSA_HELLO_MAX_FIELDS), then per field
  *         u16 tag, u32 length (<= KSA_HELLO_MAX_FIELD), bytes. Unknown tags
  *         are skipped (a later client may say more); nothing may follow.
- *         There is no store field: the agent serves the store it was started
- *         for (paths.c), never one a client names.
+ *         Fields: 1 KEYSHARE_ACCESS_GROUPS, 2 a display variable NAME=VALUE
+ *         (at most KSA_HELLO_MAX_DISPLAY, names from a fixed list), 3 the
+ *         client's terminal (/dev/...). There is no store field: the agent
+ *         serves the store it was started for (paths.c), never one a client names.
  * Reply:  u32 magic, u16 version, u16 status, 16-byte token, u16 length,
  *         a one-line reason (status != 0; <= 512 bytes, printable).
  * The first 24 bytes of both are what protocol 4 had, so a client or agent of
@@ -17,19 +19,44 @@
 #include <string.h>
 #include "agent_protocol.h"
 
-void ksa_hello_build(ksa_buf *b, uint16_t flags, const uint8_t token[KSA_TOKEN_LEN], const char *groups) {
+int ksa_hello_display_name(const char *name, size_t n) {
+    static const char *const names[] = {"DISPLAY", "WAYLAND_DISPLAY", "XAUTHORITY", "XDG_SESSION_TYPE",
+                                        "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS", "TERM", "LANG"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strlen(names[i]) == n && memcmp(names[i], name, n) == 0) return 1;
+    return 0;
+}
+
+static void put_field(ksa_buf *b, uint16_t tag, const char *v) {
+    size_t len = strlen(v);
+    if (len > KSA_HELLO_MAX_FIELD) len = KSA_HELLO_MAX_FIELD;
+    ksa_put_u16(b, tag);
+    ksa_put_u32(b, (uint32_t)len);
+    ksa_put_raw(b, v, len);
+}
+
+void ksa_hello_build_full(ksa_buf *b, uint16_t flags, const uint8_t token[KSA_TOKEN_LEN], const char *groups,
+                          char *const *env, const char *tty) {
     ksa_put_u32(b, KSA_MAGIC);
     ksa_put_u16(b, KSA_VERSION);
     ksa_put_u16(b, flags);
     ksa_put_raw(b, token, KSA_TOKEN_LEN);
-    size_t glen = groups ? strlen(groups) : 0;
-    if (glen > KSA_HELLO_MAX_FIELD) glen = KSA_HELLO_MAX_FIELD;
-    ksa_put_u16(b, groups ? 1 : 0);
-    if (groups) {
-        ksa_put_u16(b, KSA_HELLO_GROUPS);
-        ksa_put_u32(b, (uint32_t)glen);
-        ksa_put_raw(b, groups, glen);
+    const char *display[KSA_HELLO_MAX_DISPLAY];
+    uint16_t nd = 0;
+    for (char *const *e = env; e && *e && nd < KSA_HELLO_MAX_DISPLAY; e++) {
+        const char *eq = strchr(*e, '=');
+        if (eq && eq > *e && strlen(*e) <= KSA_HELLO_MAX_FIELD && ksa_hello_display_name(*e, (size_t)(eq - *e)))
+            display[nd++] = *e;
     }
+    int has_tty = tty && strncmp(tty, "/dev/", 5) == 0 && strlen(tty) < 256;
+    ksa_put_u16(b, (uint16_t)((groups ? 1 : 0) + nd + (has_tty ? 1 : 0)));
+    if (groups) put_field(b, KSA_HELLO_GROUPS, groups);
+    for (uint16_t i = 0; i < nd; i++) put_field(b, KSA_HELLO_DISPLAY, display[i]);
+    if (has_tty) put_field(b, KSA_HELLO_TTY, tty);
+}
+
+void ksa_hello_build(ksa_buf *b, uint16_t flags, const uint8_t token[KSA_TOKEN_LEN], const char *groups) {
+    ksa_hello_build_full(b, flags, token, groups, NULL, NULL);
 }
 
 int ksa_hello_parse(const uint8_t *p, size_t n, ksa_hello *h) {
@@ -54,6 +81,14 @@ int ksa_hello_parse(const uint8_t *p, size_t n, ksa_hello *h) {
             if (memchr(v, 0, len)) return -1;
             h->groups = v;
             h->groups_len = len;
+        } else if (tag == KSA_HELLO_DISPLAY) {
+            const uint8_t *eq = memchr(v, '=', len);
+            if (!eq || eq == v || memchr(v, 0, len) || h->display_count >= KSA_HELLO_MAX_DISPLAY) return -1;
+            if (!ksa_hello_display_name((const char *)v, (size_t)(eq - v))) return -1;
+            h->display[h->display_count++] = (ksa_span){v, len};
+        } else if (tag == KSA_HELLO_TTY) {
+            if (h->tty.p || len < 6 || len > 255 || memchr(v, 0, len) || memcmp(v, "/dev/", 5) != 0) return -1;
+            h->tty = (ksa_span){v, len};
         }
     }
     if (r.left != 0) return -1;

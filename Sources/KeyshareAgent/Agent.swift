@@ -747,12 +747,16 @@ final class AgentClient: @unchecked Sendable {
     let logFD: Int32
     /// A pidfd of the client's process (-1: none), watched by the agent's loop.
     let pidfd: Int32
+    /// Where the client's person can be asked (its display, its terminal).
+    let display: ClientDisplay
     /// Guarded by Agent.lock.
     var connections = 1
     private let goneLock = Lock()
     private var isGone = false
 
-    init(token: [UInt8], pid: pid_t, exe: String, module: Module, policy: AgentPolicy, logFD: Int32 = -1, pidfd: Int32 = -1) {
+    init(token: [UInt8], pid: pid_t, exe: String, module: Module, policy: AgentPolicy, logFD: Int32 = -1, pidfd: Int32 = -1,
+         display: ClientDisplay = ClientDisplay()) {
+        self.display = display
         self.token = token
         self.pid = pid
         self.exe = exe
@@ -777,6 +781,14 @@ final class AgentClient: @unchecked Sendable {
         if logFD >= 0 { close(logFD) }
         if pidfd >= 0 { close(pidfd) }
     }
+}
+
+/// A client's display: the variables of hello field 2 (DISPLAY,
+/// WAYLAND_DISPLAY, XAUTHORITY, ...) and its terminal (field 3).
+public struct ClientDisplay: Sendable, Equatable {
+    public var variables: [String: String] = [:]
+    public var tty: String?
+    public init() {}
 }
 
 /// The agent's log: one line per decision on stderr (the journal under

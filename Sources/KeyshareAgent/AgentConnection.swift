@@ -78,6 +78,7 @@ struct AgentConnection {
             return (c, wantsRegion)
         }
         let groupsField: String? = h.groups.map { String(decoding: UnsafeBufferPointer(start: $0, count: Int(h.groups_len)), as: UTF8.self) }
+        let display = Self.display(of: h)
         // The client's debug log (docs/agent.md, "Debug log"): the descriptor
         // the client sent right after the hello, written to with the client's pid.
         var logFD: Int32 = -1
@@ -131,12 +132,33 @@ struct AgentConnection {
         let module = Module(home: agent.storeHome, accessGroups: groups, handleBase: base,
                             hidden: { [policy] token in !policy.allows(exe: hiddenFor, token: token) },
                             storeCheck: { store in try agent.verify(store) })
-        let client = AgentClient(token: newToken, pid: pid, exe: exe, module: module, policy: policy, logFD: logFD, pidfd: pidfd)
+        let client = AgentClient(token: newToken, pid: pid, exe: exe, module: module, policy: policy, logFD: logFD, pidfd: pidfd,
+                                 display: display)
         agent.register(client)
         let hiddenNote = Self.hiddenNote(policy, exe: exe)
         AgentLog.line("client pid \(pid) exe \(exe): allowed (store \(agent.storeHome), groups \(Self.describe(groups))\(hiddenNote)\(pidfd >= 0 ? "" : ", no pidfd: cleaned up when its connections close"))")
         reply(status: 0, token: newToken)
         return (client, wantsRegion)
+    }
+
+    /// Where the client's person can be asked (hello fields 2 and 3): its display
+    /// variables (checked names, hello.c) and its terminal, as gpg-agent takes
+    /// them from each client, never from whoever started the agent.
+    static func display(of h: ksa_hello) -> ClientDisplay {
+        var out = ClientDisplay()
+        withUnsafeBytes(of: h.display) { raw in
+            let spans = raw.bindMemory(to: ksa_span.self)
+            for i in 0..<min(Int(h.display_count), spans.count) {
+                guard let p = spans[i].p else { continue }
+                let entry = String(decoding: UnsafeBufferPointer(start: p, count: Int(spans[i].len)), as: UTF8.self)
+                guard let eq = entry.firstIndex(of: "=") else { continue }
+                out.variables[String(entry[..<eq])] = String(entry[entry.index(after: eq)...])
+            }
+        }
+        if let p = h.tty.p {
+            out.tty = String(decoding: UnsafeBufferPointer(start: p, count: Int(h.tty.len)), as: UTF8.self)
+        }
+        return out
     }
 
     /// A refusal: one line in the agent's log, and the same reason in the

@@ -266,7 +266,17 @@ static int hello(int fd, int attach, ksa_shm **shm, unsigned *version) {
     int want_shm = ksa_shm_wanted();
     static const uint8_t zero[KSA_TOKEN_LEN];
     uint16_t flags = (uint16_t)((log ? KSA_HELLO_LOG : 0) | (want_shm ? KSA_HELLO_SHM : 0));
-    ksa_hello_build(&b, flags, attach ? kc_token : zero, attach ? NULL : getenv("KEYSHARE_ACCESS_GROUPS"));
+    if (attach) {
+        ksa_hello_build(&b, flags, kc_token, NULL);
+    } else {
+        /* Where a person can be asked (the agent's prompt, issue 27): this
+         * process's display variables and terminal, never the agent starter's. */
+        char tty[256];
+        const char *t = NULL;
+        for (int fd = 0; fd <= 2 && !t; fd++)
+            if (isatty(fd) && ttyname_r(fd, tty, sizeof tty) == 0) t = tty;
+        ksa_hello_build_full(&b, flags, zero, getenv("KEYSHARE_ACCESS_GROUPS"), environ, t);
+    }
     /* A hello that gets no answer (an agent stuck or flooded) ends, bounded. */
     ksa_set_timeout(fd, ksa_timeout_ms("KEYSHARE_AGENT_TIMEOUT", KSA_HELLO_TIMEOUT_MS) < KSA_HELLO_TIMEOUT_MS ? ksa_timeout_ms("KEYSHARE_AGENT_TIMEOUT", KSA_HELLO_TIMEOUT_MS) : KSA_HELLO_TIMEOUT_MS);
     int rc = -1, sent = !b.failed && ksa_write_frame(fd, b.data, b.len) == 0;

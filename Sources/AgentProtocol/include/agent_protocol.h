@@ -238,19 +238,41 @@ int ksa_timeout_ms(const char *name, int fallback_ms);
 #define KSA_HELLO_MAX_REASON 512
 /* Field tags. */
 #define KSA_HELLO_GROUPS 1u
+/* One NAME=VALUE of the client's environment that says where a person can be
+ * asked (issue 27: the agent's prompt goes to the client's display, never to
+ * whoever started the agent): only the names ksa_hello_display_name accepts. */
+#define KSA_HELLO_DISPLAY 2u
+/* The client's controlling terminal (a path under /dev), for a terminal prompt. */
+#define KSA_HELLO_TTY 3u
+#define KSA_HELLO_MAX_DISPLAY 8
+typedef struct {
+    const uint8_t *p;
+    uint32_t len;
+} ksa_span;
 typedef struct {
     uint32_t magic;
     uint16_t version, flags;
     const uint8_t *token;      /* KSA_TOKEN_LEN bytes in the frame */
     const uint8_t *groups;     /* KEYSHARE_ACCESS_GROUPS (no NUL), or NULL */
     uint32_t groups_len;
+    ksa_span display[KSA_HELLO_MAX_DISPLAY];   /* NAME=VALUE entries, checked names, no NUL */
+    uint32_t display_count;
+    ksa_span tty;              /* p NULL: none */
 } ksa_hello;
+/* 1 when NAME (n bytes) is one of the display variables a hello may carry:
+ * DISPLAY, WAYLAND_DISPLAY, XAUTHORITY, XDG_SESSION_TYPE, XDG_RUNTIME_DIR,
+ * DBUS_SESSION_BUS_ADDRESS, TERM, LANG. */
+int ksa_hello_display_name(const char *name, size_t n);
 typedef struct {
     uint16_t version, status;
     const uint8_t *token;
     char reason[KSA_HELLO_MAX_REASON + 1];
 } ksa_hello_reply;
 void ksa_hello_build(ksa_buf *b, uint16_t flags, const uint8_t token[KSA_TOKEN_LEN], const char *groups);
+/* A new client's hello with its display: the display variables of `env`
+ * (NULL-terminated NAME=VALUE entries; others are skipped) and its tty (or NULL). */
+void ksa_hello_build_full(ksa_buf *b, uint16_t flags, const uint8_t token[KSA_TOKEN_LEN], const char *groups,
+                          char *const *env, const char *tty);
 /* 0 ok; -1 malformed or not a hello; -2 another protocol version (h->version set). */
 int ksa_hello_parse(const uint8_t *p, size_t n, ksa_hello *h);
 void ksa_hello_reply_build(ksa_buf *b, uint16_t status, const uint8_t token[KSA_TOKEN_LEN], const char *reason);
