@@ -54,32 +54,27 @@ int ksa_connect(const char *path, int timeout_ms, pid_t *peer_pid, char *why, si
                  (unsigned)geteuid(), (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
         return -2;
     }
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) return -1;
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     strncpy(sa.sun_path, path, sizeof sa.sun_path - 1);
-    int rc = connect(fd, (struct sockaddr *)&sa, sizeof sa);
-    if (rc != 0 && (errno == EAGAIN || errno == EINPROGRESS)) {
-        /* A full backlog: the agent is not accepting. Wait, bounded. */
-        struct pollfd p = {fd, POLLOUT, 0};
-        int r;
-        do r = poll(&p, 1, timeout_ms); while (r < 0 && errno == EINTR);
-        int err = 0;
-        socklen_t len = sizeof err;
-        if (r == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) rc = 0;
-        else {
-            close(fd);
-            if (r == 0) {
-                snprintf(why, n, "the keyshare agent at %s accepts no connection (waited %d ms): it is stuck or flooded",
-                         path, timeout_ms);
-                return -3;
-            }
-            return -1;
-        }
-    }
-    if (rc != 0) {
+    /* A full backlog (the agent is not accepting: stopped, or flooded) makes
+     * a non-blocking connect fail with EAGAIN and leaves the socket
+     * unconnected (AF_UNIX queues nothing, and polling it for POLLOUT says
+     * nothing): try again on a new socket, bounded. */
+    int64_t end = now_ms() + timeout_ms;
+    int fd;
+    for (;;) {
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) return -1;
+        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) break;
+        int e = errno;
         close(fd);
-        return -1;
+        if (e != EAGAIN) return -1;
+        if (now_ms() >= end) {
+            snprintf(why, n, "the keyshare agent at %s accepts no connection (waited %d ms): it is stuck or flooded",
+                     path, timeout_ms);
+            return -3;
+        }
+        nap_ms(10);
     }
     struct ucred cred;
     socklen_t len = sizeof cred;

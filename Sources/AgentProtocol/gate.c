@@ -6,7 +6,11 @@
  * connections costs a thousand descriptors and no thread, and is bounded:
  *
  * - at most `max_pending` connections wait, at most `max_per_pid` of one
- *   process (SO_PEERCRED at accept);
+ *   process (SO_PEERCRED at accept); when all `max_pending` wait, a new one
+ *   takes the place of the one that has waited longest (a real client sends
+ *   its hello at once, so it is through long before 255 newer connections
+ *   could push it out: several processes holding silent connections must
+ *   not lock every new client out until the deadline);
  * - each must complete its first frame within `deadline_ms` of its accept;
  * - the frame's length is checked against its kind (a hello is small, a
  *   control request may carry data) when its first 8 bytes are in, and its
@@ -61,7 +65,9 @@ ksa_gate *ksa_gate_new(unsigned max_pending, unsigned max_per_pid, size_t byte_b
     ksa_gate *g = calloc(1, sizeof *g);
     if (!g) return NULL;
     g->slots = calloc(max_pending ? max_pending : 1, sizeof *g->slots);
-    g->events = calloc((max_pending ? max_pending : 1), sizeof *g->events);
+    /* Between two takes: an event per slot (service), and one per
+     * connection pushed out by ksa_gate_add. */
+    g->events = calloc(2 * (max_pending ? max_pending : 1), sizeof *g->events);
     if (!g->slots || !g->events) {
         free(g->slots);
         free(g->events);
@@ -69,7 +75,7 @@ ksa_gate *ksa_gate_new(unsigned max_pending, unsigned max_per_pid, size_t byte_b
         return NULL;
     }
     g->max = max_pending;
-    g->cap_events = max_pending ? max_pending : 1;
+    g->cap_events = 2 * (max_pending ? max_pending : 1);
     g->per_pid = max_per_pid;
     g->budget = byte_budget;
     g->deadline_ms = deadline_ms;
@@ -79,13 +85,18 @@ ksa_gate *ksa_gate_new(unsigned max_pending, unsigned max_per_pid, size_t byte_b
 unsigned ksa_gate_count(const ksa_gate *g) { return g->count; }
 size_t ksa_gate_bytes(const ksa_gate *g) { return g->used; }
 
+static void finish(ksa_gate *g, unsigned i, const char *why);
+
 int ksa_gate_add(ksa_gate *g, int fd, pid_t pid, const char **why) {
-    if (g->count >= g->max) {
+    if (!g->max) {
         *why = "too many connections are waiting for their first frame";
         return -1;
     }
-    unsigned mine = 0;
-    for (unsigned i = 0; i < g->count; i++) mine += g->slots[i].pid == pid;
+    unsigned mine = 0, oldest = 0;
+    for (unsigned i = 0; i < g->count; i++) {
+        mine += g->slots[i].pid == pid;
+        if (g->slots[i].deadline < g->slots[oldest].deadline) oldest = i;
+    }
     if (mine >= g->per_pid) {
         *why = "this process already has the most connections that may wait for their first frame";
         return -1;
@@ -95,6 +106,8 @@ int ksa_gate_add(ksa_gate *g, int fd, pid_t pid, const char **why) {
         *why = "cannot make the connection non-blocking";
         return -1;
     }
+    if (g->count >= g->max)
+        finish(g, oldest, "pushed out of the full gate by a newer connection (the longest waiting)");
     pending *p = &g->slots[g->count++];
     memset(p, 0, sizeof *p);
     p->fd = fd;

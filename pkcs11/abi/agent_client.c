@@ -254,8 +254,10 @@ static int retire_old_agent(pid_t pid, unsigned version) {
 /* The hello: a new client (token all zero, with the access groups this
  * process asks for) or another connection of this one. *shm: the
  * connection's shared region when the agent gave one (shm.c). Returns 0, or
- * -1 broken / no answer, -2 refused (policy, unknown token: CKR_TOKEN_NOT_PRESENT),
- * -3 the store cannot be opened safely, -4 another protocol version (*version). */
+ * -1 broken (EOF: an agent just exiting), -2 refused (policy, unknown token:
+ * CKR_TOKEN_NOT_PRESENT), -3 the store cannot be opened safely, -4 another
+ * protocol version (*version), -5 no answer within the timeout (an agent
+ * stuck or flooded: not retried, the caller's wait is that one timeout). */
 static int hello(int fd, int attach, ksa_shm **shm, unsigned *version) {
     *shm = NULL;
     ksa_buf b;
@@ -309,6 +311,7 @@ static int hello(int fd, int attach, ksa_shm **shm, unsigned *version) {
         }
     } else if (sent && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ETIMEDOUT)) {
         client_note("the keyshare agent did not answer the hello in time");
+        rc = -5;
     }
     ksa_buf_free(&b);
     return rc;
@@ -383,9 +386,10 @@ static void drop_idle_locked(void) {
 static int kc_lazy;
 
 /* A new client at the agent: connect (starting it), hello, C_Initialize.
- * Called with kc_lock held. A hello that meets an agent just exiting (idle)
- * is retried, and one that meets an agent of another protocol retires it
- * (when it is older) and starts ours. */
+ * Called with kc_lock held. A hello that meets an agent just exiting (idle:
+ * EOF) is retried, one that meets an agent of another protocol retires it
+ * (when it is older) and starts ours; one that gets no answer in time ends
+ * the call at once (CKR_DEVICE_ERROR): three attempts would triple the wait. */
 static CK_RV start_client_locked(struct kc_conn **out, int allow_start) {
     for (int attempt = 0; attempt < 3; attempt++) {
         pid_t peer = 0;
@@ -396,7 +400,7 @@ static CK_RV start_client_locked(struct kc_conn **out, int allow_start) {
         unsigned version = 0;
         int h = hello(fd, 0, &shm, &version);
         if (h == -2) { close(fd); return CKR_TOKEN_NOT_PRESENT; }
-        if (h == -3) { close(fd); return CKR_DEVICE_ERROR; }
+        if (h == -3 || h == -5) { close(fd); ksa_shm_unmap(shm); return CKR_DEVICE_ERROR; }
         if (h == -4) {
             close(fd);
             if (version < KSA_VERSION && retire_old_agent(peer, version) == 0) continue;
