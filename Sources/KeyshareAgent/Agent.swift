@@ -50,11 +50,16 @@ public final class Agent: @unchecked Sendable {
     static let maxServing = 2048
     /// Connections of one client process (its threads' concurrent calls).
     static let maxConnectionsPerClient = 128
+    /// Served connections of one process, whatever it says in its hellos: a
+    /// process that sends hello after hello (each a new client) is bounded too.
+    static let maxServingPerProcess = 256
 
     let options: Options
     let lock = Lock()
     private var clients: [[UInt8]: AgentClient] = [:]
     private var serving = 0
+    /// Served connections by process. Guarded by `lock`.
+    private var servingByPID: [pid_t: Int] = [:]
     private var lastActivity = Agent.monotonic()
     private(set) var socketPath = ""
     private(set) var directory = ""
@@ -437,15 +442,19 @@ public final class Agent: @unchecked Sendable {
     }
 
     private func startConnection(_ ev: ksa_gate_event, _ refusals: inout RefusalLog) {
-        let over = lock.withLock { () -> Bool in
-            guard serving < Self.maxServing else { return true }
+        let over = lock.withLock { () -> String? in
+            guard serving < Self.maxServing else { return "the agent serves its most connections (\(Self.maxServing))" }
+            guard servingByPID[ev.pid, default: 0] < Self.maxServingPerProcess else {
+                return "this process already has \(Self.maxServingPerProcess) connections served"
+            }
             serving += 1
+            servingByPID[ev.pid, default: 0] += 1
             lastActivity = Agent.monotonic()
-            return false
+            return nil
         }
         var frame = ksa_buf(data: ev.data, len: ev.len, cap: ev.cap, failed: 0)
-        if over {
-            refusals.note("pid \(ev.pid): the agent serves its most connections (\(Self.maxServing))")
+        if let over {
+            refusals.note("pid \(ev.pid): \(over)")
             ksa_buf_free(&frame)
             close(ev.fd)
             return
@@ -465,14 +474,16 @@ public final class Agent: @unchecked Sendable {
             let b = Unmanaged<ConnectionBox>.fromOpaque(box).takeRetainedValue()
             ksa_buf_free(&b.frame)
             close(ev.fd)
-            connectionEnded()
+            connectionEnded(pid: ev.pid)
             refusals.note("pid \(ev.pid): cannot start a thread: \(String(cString: strerror(rc)))")
         }
     }
 
-    func connectionEnded() {
+    func connectionEnded(pid: pid_t) {
         lock.withLock {
             serving -= 1
+            let left = servingByPID[pid, default: 1] - 1
+            servingByPID[pid] = left > 0 ? left : nil
             lastActivity = Agent.monotonic()
         }
         if lock.withLock({ retired }) { wake() }

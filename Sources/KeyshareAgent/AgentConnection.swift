@@ -21,7 +21,7 @@ struct AgentConnection {
         defer {
             ksa_buf_free(&buf)
             close(fd)
-            agent.connectionEnded()
+            agent.connectionEnded(pid: pid)
         }
         // The CLI's control requests (ControlServer.swift) have a magic of their own.
         if kind == Int32(KSA_GATE_CONTROL) {

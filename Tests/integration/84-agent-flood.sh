@@ -125,6 +125,16 @@ kill -USR1 "$FLOOD"; wait "$FLOOD"; FLOOD=
   && ok "a real client signs while 69 processes hold 1,100 silent connections (the gate full): ${SECS} s (< 10 s)" \
   || bad "a real client signs while 69 processes hold 1,100 silent connections: ${SECS} s, exit $RC (want < 10 s)" "$(head -5 "$WORK/sign.out")"
 
+# --- (a3) one process completing 1,100 hellos (each a new client) ---------------------------------
+"$WORK/agentflood" "$SOCK" hello -n 1100 -s 40 >"$WORK/flood-a3" 2>&1 &
+FLOOD=$!
+wait_ready "$WORK/flood-a3" || bad "the flooder completed its hellos" "$(cat "$WORK/flood-a3")"
+sign 15
+kill -USR1 "$FLOOD"; wait "$FLOOD"; FLOOD=
+[ "$RC" = 0 ] && awk -v s="$SECS" 'BEGIN {exit !(s < 10)}' \
+  && ok "a real client signs while one process holds 1,100 completed hellos (256 served per process): ${SECS} s (< 10 s)" \
+  || bad "a real client signs while one process completes 1,100 hellos: ${SECS} s, exit $RC (want < 10 s)" "$(head -5 "$WORK/sign.out"; grep refused "$LOG" | tail -3)"
+
 # --- (b) 8 stalled 16 MiB first frames, 2 hello headers ----------------------------------------------
 r0=$(rss_kb "$AGENT")
 "$WORK/agentflood" "$SOCK" big -n 8 -z 2 -s 40 >"$WORK/flood-b" 2>&1 &
