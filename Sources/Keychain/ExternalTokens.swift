@@ -3,7 +3,9 @@ import KeyshareCrypto
 /// Store support for tokens that come and go: external (PKCS #11 driver)
 /// tokens, whose items are copies that must vanish with the card, and the
 /// driver configuration, kept in the `meta` table so no schema change is
-/// needed (rows `driver:<name>` = module path, `driver-status:<name>`).
+/// needed (rows `driver:<name>` = module path, `driver-status:<name>`,
+/// `driver-env:<name>` = its variables, DriverEnvironment; an older
+/// keyshare ignores that row).
 extension KeychainStore {
     /// An external token disappeared: every item of it is deleted (their
     /// derived references are not retired, so the same card gets them back),
@@ -110,6 +112,15 @@ extension KeychainStore {
         public var modulePath: String
         /// Empty when fine; otherwise why the last poll failed (crash, hang, error).
         public var status: String
+        /// The variables the module is given wherever it is loaded (DriverEnvironment).
+        public var environment: [String: String]
+
+        public init(name: String, modulePath: String, status: String, environment: [String: String] = [:]) {
+            self.name = name
+            self.modulePath = modulePath
+            self.status = status
+            self.environment = environment
+        }
     }
 
     public func drivers() throws -> [DriverConfig] {
@@ -121,16 +132,41 @@ extension KeychainStore {
                 let status = try db.query("SELECT value FROM meta WHERE key = ?", [.text("driver-status:" + name)]) {
                     String(decoding: $0.blob(0), as: UTF8.self)
                 }.first ?? ""
-                return DriverConfig(name: name, modulePath: path, status: status)
+                let env = try db.query("SELECT value FROM meta WHERE key = ?", [.text("driver-env:" + name)]) {
+                    DriverEnvironment.decode($0.blob(0))
+                }.first ?? [:]
+                return DriverConfig(name: name, modulePath: path, status: status, environment: env)
             }
         }
     }
 
-    public func addDriver(name: String, modulePath: String) throws {
+    public func addDriver(name: String, modulePath: String, environment: [String: String] = [:]) throws {
+        if let why = DriverEnvironment.problem(environment) { throw KeychainError.invalidArgument(why) }
         try write {
             let exists = try !db.query("SELECT 1 FROM meta WHERE key = ?", [.text("driver:" + name)]) { _ in true }.isEmpty
             guard !exists else { throw KeychainError.invalidArgument("a driver named \(name) already exists") }
             try db.run("INSERT INTO meta (key, value) VALUES (?, ?)", [.text("driver:" + name), .blob(Array(modulePath.utf8))])
+            try putDriverEnvironment(name, environment)
+        }
+    }
+
+    /// Replaces a driver's variables (`keyshare driver set-env`).
+    public func setDriverEnvironment(name: String, _ environment: [String: String]) throws {
+        if let why = DriverEnvironment.problem(environment) { throw KeychainError.invalidArgument(why) }
+        try write {
+            let exists = try !db.query("SELECT 1 FROM meta WHERE key = ?", [.text("driver:" + name)]) { _ in true }.isEmpty
+            guard exists else { throw KeychainError.invalidArgument("no driver named \(name)") }
+            try putDriverEnvironment(name, environment)
+        }
+    }
+
+    /// Called inside a write.
+    private func putDriverEnvironment(_ name: String, _ environment: [String: String]) throws {
+        if environment.isEmpty {
+            try db.run("DELETE FROM meta WHERE key = ?", [.text("driver-env:" + name)])
+        } else {
+            try db.run("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                       [.text("driver-env:" + name), .blob(DriverEnvironment.encode(environment))])
         }
     }
 
@@ -139,6 +175,7 @@ extension KeychainStore {
             try db.run("DELETE FROM meta WHERE key = ?", [.text("driver:" + name)])
             guard db.changes == 1 else { throw KeychainError.invalidArgument("no driver named \(name)") }
             try db.run("DELETE FROM meta WHERE key = ?", [.text("driver-status:" + name)])
+            try db.run("DELETE FROM meta WHERE key = ?", [.text("driver-env:" + name)])
         }
     }
 

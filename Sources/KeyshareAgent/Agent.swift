@@ -200,6 +200,9 @@ public final class Agent: @unchecked Sendable {
         let storeNote = KeychainStore.exists(home: storeHome) ? "store \(storeHome)" : "store \(storeHome) (none yet: created by C_InitToken or keyshare token create)"
         AgentLog.line("listening on \(socketPath) (pid \(getpid()), protocol \(KSA_VERSION), \(storeNote), idle timeout \(options.idleTimeout)s, poll \(spinMicroseconds) us, shared memory \(sharedRegions ? "on" : "off"), \(files) descriptors\(activated ? ", socket-activated" : ""))")
         ready("1")
+        // What a client's card login cannot do for a reason the user must fix
+        // (a driver that does not show a token it mirrored) is in this log too.
+        Log.warningSink = { AgentLog.line($0) }
         serve()
         if !lock.withLock({ retired }) {
             if !activated { unlink(socketPath) }

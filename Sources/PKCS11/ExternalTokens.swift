@@ -75,7 +75,7 @@ extension Runtime {
     func externalLogin(_ s: Session, role: TokenKey.Role, pin: [UInt8]) throws {
         guard role == .user else { throw PKCS11Error.functionNotSupported }
         if login(for: s.tokenID) != nil { throw PKCS11Error(CKR_USER_ALREADY_LOGGED_IN) }
-        let card = try Self.cardCall { try ExternalTokenSession(store: store, tokenID: s.tokenID) }
+        let card = try Self.cardCall { try openCard(s.tokenID) }
         try Self.cardCall { try card.login(pin: pin) }
         let marker = try store.externalLoginKey(s.tokenID)
         let old = try lock.withLock { () throws -> ExternalTokenSession? in
@@ -86,6 +86,24 @@ extension Runtime {
             return external.sessions[s.tokenID]
         }
         old?.close()
+    }
+
+    /// The card session a login opens, through the driver loaded here with
+    /// its stored variables. A driver that does not show a token the
+    /// keychain lists as present is logged (which driver, which variables,
+    /// what to do) and answered CKR_TOKEN_NOT_PRESENT: before, this was a
+    /// bare CKR_DEVICE_REMOVED with nothing in any log (defect 9b). A driver
+    /// that cannot be loaded here is logged too.
+    func openCard(_ id: TokenID) throws -> ExternalTokenSession {
+        do {
+            return try ExternalTokenSession(store: store, tokenID: id)
+        } catch let e as UnreachableToken {
+            Log.warning(e.description)
+            throw PKCS11Error(CKR_TOKEN_NOT_PRESENT)
+        } catch let e as ExternalModuleError {
+            Log.warning("token \(id): its driver cannot be used in this process: \(e)")
+            throw e
+        }
     }
 
     /// A card's private keys are hidden before login, as the card hides

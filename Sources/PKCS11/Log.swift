@@ -72,6 +72,18 @@ public enum Log {
         line(text)
     }
 
+    /// Where warnings also go: the agent's log (set once by the agent before
+    /// it serves a client; nil in-process, where the debug log is the only one).
+    nonisolated(unsafe) public static var warningSink: (@Sendable (String) -> Void)?
+
+    /// A configuration the user must fix (a driver that cannot see a token it
+    /// mirrored): to the debug log, and to the agent's log in the agent even
+    /// without KEYSHARE_DEBUG. Never a PIN or key value.
+    public static func warning(_ text: String) {
+        message(text)
+        warningSink?(text)
+    }
+
     /// One write(2) per line, so lines of concurrent threads and processes
     /// sharing a log file do not interleave.
     private static func line(_ text: String) {

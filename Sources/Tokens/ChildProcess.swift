@@ -18,7 +18,10 @@ enum ChildProcess {
     /// so no other child inherits it) and its stderr on /dev/null, or appended
     /// to the file named by KEYSHARE_DRIVER_LOG (a debugging aid: the event
     /// children then log each step there with KEYSHARE_DEBUG=1).
-    static func spawn(_ executable: String, _ arguments: [String]) throws -> (pid: pid_t, output: Int32) {
+    /// `driverEnvironment`: a driver's stored variables, given to the child
+    /// by DriverEnvironment's rule (nil: this process's environment as is).
+    static func spawn(_ executable: String, _ arguments: [String],
+                      driverEnvironment: [String: String]? = nil) throws -> (pid: pid_t, output: Int32) {
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw ExternalModuleError(function: "pipe", rv: 0, message: "cannot create a pipe") }
         // (pipe2 is not visible to Swift's Glibc module; a spawn racing
@@ -33,8 +36,13 @@ enum ChildProcess {
         posix_spawn_file_actions_addopen(&actions, 2, log.isEmpty ? "/dev/null" : log, O_WRONLY | O_APPEND | O_CREAT, 0o600)
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for p in argv { free(p) } }
+        let envp: [UnsafeMutablePointer<CChar>?]? = driverEnvironment.map {
+            DriverEnvironment.childEnvironment($0).map { strdup($0) } + [nil]
+        }
+        defer { for p in envp ?? [] { free(p) } }
         var pid: pid_t = 0
-        let rc = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        let rc = envp.map { posix_spawn(&pid, executable, &actions, nil, argv, $0) }
+            ?? posix_spawn(&pid, executable, &actions, nil, argv, environ)
         close(fds[1])
         guard rc == 0 else {
             close(fds[0])
@@ -43,8 +51,9 @@ enum ChildProcess {
         return (pid, fds[0])
     }
 
-    static func run(_ executable: String, _ arguments: [String], timeout: Double) throws -> Outcome {
-        let (pid, out) = try spawn(executable, arguments)
+    static func run(_ executable: String, _ arguments: [String], driverEnvironment: [String: String]? = nil,
+                    timeout: Double) throws -> Outcome {
+        let (pid, out) = try spawn(executable, arguments, driverEnvironment: driverEnvironment)
         // Waiting for the child can take up to `timeout`: a fork of the host
         // must not wait as long (Keychain.ForkGate).
         return ForkGate.outside { collect(pid: pid, fd: out, timeout: timeout) }

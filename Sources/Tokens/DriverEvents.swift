@@ -210,6 +210,7 @@ final class DriverStreams: @unchecked Sendable {
     private final class Child {
         let name: String
         let modulePath: String
+        let environment: [String: String]
         let pid: pid_t
         let fd: Int32
         var buffer: [UInt8] = []
@@ -217,9 +218,10 @@ final class DriverStreams: @unchecked Sendable {
         var lastHeard: Double
         /// The last FAIL line: why a child that then exits stopped.
         var lastFailure: String?
-        init(name: String, modulePath: String, pid: pid_t, fd: Int32) {
+        init(name: String, modulePath: String, environment: [String: String], pid: pid_t, fd: Int32) {
             self.name = name
             self.modulePath = modulePath
+            self.environment = environment
             self.pid = pid
             self.fd = fd
             lastHeard = monotonicSeconds()
@@ -293,20 +295,21 @@ final class DriverStreams: @unchecked Sendable {
     }
 
     /// Children for the configured drivers: new ones started (when due),
-    /// removed or re-pointed ones stopped.
+    /// removed, re-pointed or reconfigured (`driver set-env`) ones stopped.
     private func reconcile(failed: (String, String) -> Void) {
         guard let drivers = try? poller.store.drivers() else { return }
-        let wanted = Dictionary(drivers.map { ($0.name, $0.modulePath) }, uniquingKeysWith: { a, _ in a })
-        for c in Array(children.values) where wanted[c.name] != c.modulePath {
+        let wanted = Dictionary(drivers.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        for c in Array(children.values)
+        where wanted[c.name]?.modulePath != c.modulePath || wanted[c.name]?.environment != c.environment {
             stop(c)
             children[c.name] = nil
         }
-        for (name, path) in wanted.sorted(by: { $0.key < $1.key }) where children[name] == nil && poller.due(name) {
+        for (name, d) in wanted.sorted(by: { $0.key < $1.key }) where children[name] == nil && poller.due(name) {
             do {
                 let (pid, fd) = try ChildProcess.spawn(executable, [
-                    "driver", "events", "--module", path, "--interval", "\(interval)", "--mode", mode.rawValue,
-                ])
-                children[name] = Child(name: name, modulePath: path, pid: pid, fd: fd)
+                    "driver", "events", "--module", d.modulePath, "--interval", "\(interval)", "--mode", mode.rawValue,
+                ], driverEnvironment: d.environment)
+                children[name] = Child(name: name, modulePath: d.modulePath, environment: d.environment, pid: pid, fd: fd)
             } catch {
                 fail(name, "\(error)", failed)
             }

@@ -46,11 +46,13 @@ public final class DriverPoller: @unchecked Sendable {
         self.owner = owner
     }
 
-    /// One snapshot of a module, isolated as configured.
-    public func snapshot(modulePath: String) throws -> DriverSnapshot {
+    /// One snapshot of a module, isolated as configured, the module given
+    /// `environment` (its stored variables, DriverEnvironment's rule).
+    public func snapshot(modulePath: String, environment: [String: String] = [:]) throws -> DriverSnapshot {
         switch isolation {
         case .childProcess(let exe):
-            switch try ChildProcess.run(exe, ["driver", "snapshot", "--module", modulePath], timeout: timeout) {
+            switch try ChildProcess.run(exe, ["driver", "snapshot", "--module", modulePath], driverEnvironment: environment,
+                                        timeout: timeout) {
             case .exited(0, let out):
                 guard let s = DriverSnapshot(serialized: out) else { throw failure("returned an unreadable snapshot") }
                 return s
@@ -61,7 +63,7 @@ public final class DriverPoller: @unchecked Sendable {
             case .timedOut: throw failure("the module did not answer within \(timeout) s")
             }
         case .inProcess:
-            return try withDeadline(modulePath) { try DriverSnapshot.probe(modulePath: modulePath) }
+            return try withDeadline(modulePath) { try DriverSnapshot.probe(modulePath: modulePath, environment: environment) }
         }
     }
 
@@ -135,6 +137,13 @@ public final class DriverPoller: @unchecked Sendable {
         try? store.setDriverStatus(name: name, "failed: " + reason)
     }
 
+    /// The tokens driver `name` showed at this process's last successful
+    /// poll of it; nil if this process has not polled it successfully.
+    /// `token list` tells from it a token this process's driver cannot see.
+    public func seen(driver name: String) -> Set<TokenID>? {
+        lock.withLock { lastSeen[name] }
+    }
+
     /// Whether a failed driver is due for another try.
     public func due(_ name: String) -> Bool {
         guard let t = lock.withLock({ retryAfter[name] }) else { return true }
@@ -152,7 +161,7 @@ public final class DriverPoller: @unchecked Sendable {
         var failures: [(String, String)] = []
         for d in drivers where due(d.name) {
             do {
-                try apply(try snapshot(modulePath: d.modulePath), driver: d.name)
+                try apply(try snapshot(modulePath: d.modulePath, environment: d.environment), driver: d.name)
             } catch {
                 let reason = "\(error)"
                 failures.append((d.name, reason))

@@ -14,6 +14,11 @@ public enum ExternalDriver {
 
     public static func isExternal(_ id: TokenID) -> Bool { id.driverClass.hasPrefix(classPrefix) }
 
+    /// The name of the driver an external token belongs to.
+    public static func driverName(_ id: TokenID) -> String? {
+        isExternal(id) ? String(id.driverClass.dropFirst(classPrefix.count)) : nil
+    }
+
     /// `libsofthsm2.so` -> `softhsm2`, `opensc-pkcs11.so` -> `opensc-pkcs11`.
     public static func defaultName(modulePath: String) -> String {
         var base = String(modulePath.split(separator: "/").last ?? "")

@@ -18,12 +18,12 @@ public final class ExternalTokenSession: @unchecked Sendable {
     /// module configured for its driver class.
     public init(store: KeychainStore, tokenID: TokenID) throws {
         guard ExternalDriver.isExternal(tokenID) else { throw TokensError.unsupported("\(tokenID) is not an external token") }
-        let name = String(tokenID.driverClass.dropFirst(ExternalDriver.classPrefix.count))
+        let name = ExternalDriver.driverName(tokenID) ?? ""
         guard let driver = try store.drivers().first(where: { $0.name == name }) else {
             throw ExternalModuleError(function: "driver", rv: ExternalModuleError.tokenNotPresent,
                                       message: "no driver \(name) is configured")
         }
-        let lib = try PKCS11Library.shared(driver.modulePath)
+        let lib = try PKCS11Library.shared(driver.modulePath, environment: driver.environment)
         func findSlot() throws -> UInt? {
             for slot in try lib.slots(tokenPresent: true) {
                 guard let info = try? lib.tokenInfo(slot: slot) else { continue }
@@ -38,8 +38,7 @@ public final class ExternalTokenSession: @unchecked Sendable {
             slot = try findSlot()
         }
         guard let slot else {
-            throw ExternalModuleError(function: "C_GetSlotList", rv: ExternalModuleError.tokenNotPresent,
-                                      message: "the token \(tokenID) is not present")
+            throw UnreachableToken(token: tokenID, driver: driver)
         }
         self.tokenID = tokenID
         self.lib = lib
@@ -121,5 +120,23 @@ public final class ExternalTokenSession: @unchecked Sendable {
             let key = try privateKey(keyID)
             return try lib.perform(op, session: session, mechanism: mechanism, parameter: parameter, key: key, input: data)
         }
+    }
+}
+
+/// The driver, loaded in this process with its stored variables, lists no
+/// token with this serial although the keychain shows it present: the card
+/// was just pulled, or the process that mirrored it gave the driver another
+/// configuration (defect 9b: an agent started before SOFTHSM2_CONF was set).
+/// Its description is the one line the module logs.
+public struct UnreachableToken: Error, CustomStringConvertible, Sendable {
+    public let token: TokenID
+    public let driver: KeychainStore.DriverConfig
+
+    public var description: String {
+        let env = driver.environment.isEmpty ? "no variables stored"
+            : driver.environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+        return "token \(token) is listed present but driver \(driver.name) (\(driver.modulePath)), loaded here with \(env), "
+            + "does not show it: the card was removed, or the process that mirrored it configured the driver differently "
+            + "(see keyshare driver list; store the driver's configuration with keyshare driver set-env \(driver.name) --env NAME=VALUE)"
     }
 }

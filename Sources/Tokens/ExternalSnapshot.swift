@@ -59,9 +59,11 @@ public struct DriverSnapshot: Sendable, Equatable {
 
     /// Polls the module at `path` in this process. A module loaded earlier is
     /// re-initialised first when idle, because some (SoftHSM2) only see
-    /// tokens created by other processes at C_Initialize.
-    public static func probe(modulePath path: String) throws -> DriverSnapshot {
-        let (lib, fresh) = try PKCS11Library.sharedAndFresh(path)
+    /// tokens created by other processes at C_Initialize. `environment`: the
+    /// driver's stored variables, applied around its load (nil in a child
+    /// started with them: the environment is already right).
+    public static func probe(modulePath path: String, environment: [String: String]? = nil) throws -> DriverSnapshot {
+        let (lib, fresh) = try PKCS11Library.sharedAndFresh(path, environment: environment)
         if !fresh { lib.rescanIfIdle() }
         return try read(lib)
     }

@@ -66,19 +66,35 @@ final class PKCS11Library: @unchecked Sendable {
     /// hand the same number to another session).
     private(set) var generation = 0
 
-    static func shared(_ path: String) throws -> PKCS11Library {
-        try sharedAndFresh(path).library
+    /// The driver's stored variables, applied around every (re)initialisation
+    /// in this process (DriverEnvironment); nil: the environment as it is.
+    private var environment: [String: String]?
+    /// What the live initialisation was given.
+    private var initializedWith: [String: String]?
+
+    static func shared(_ path: String, environment: [String: String]? = nil) throws -> PKCS11Library {
+        try sharedAndFresh(path, environment: environment).library
     }
 
-    /// The library, and whether this call (re)initialised it.
-    static func sharedAndFresh(_ path: String) throws -> (library: PKCS11Library, fresh: Bool) {
+    /// The library, and whether this call (re)initialised it. A module whose
+    /// stored variables changed since its initialisation (`driver set-env`)
+    /// is initialised again with the new ones when this process may do so
+    /// (idle, initialised here); otherwise it keeps what it read.
+    static func sharedAndFresh(_ path: String, environment: [String: String]? = nil) throws -> (library: PKCS11Library, fresh: Bool) {
         try loadLock.withLock {
             if let l = loaded[path] {
+                if environment != nil { l.environment = environment }
+                if l.live && l.initializedWith != l.environment && l.owned && l.heldSessions.isEmpty && l.initializedBy == getpid() {
+                    _ = l.functions.pointee.C_Finalize?(nil)
+                    l.live = false
+                }
                 if l.live { return (l, false) }
                 try l.initializeLocked()
                 return (l, true)
             }
-            let l = try PKCS11Library(path: path)
+            // Modules may read their configuration when loaded, too.
+            let l = try DriverEnvironment.applying(environment) { try PKCS11Library(path: path) }
+            l.environment = environment
             try l.initializeLocked()
             loaded[path] = l
             if !exitHandlerRegistered {
@@ -115,12 +131,15 @@ final class PKCS11Library: @unchecked Sendable {
         guard !exiting else { throw ExternalModuleError(function: "C_Initialize", rv: UInt(CKR_CRYPTOKI_NOT_INITIALIZED)) }
         var args = CK_C_INITIALIZE_ARGS()
         args.flags = CK_FLAGS(CKF_OS_LOCKING_OK)
-        let irv = functions.pointee.C_Initialize.map { f in withUnsafeMutablePointer(to: &args) { f(UnsafeMutableRawPointer($0)) } }
-            ?? CK_RV(CKR_FUNCTION_NOT_SUPPORTED)
+        // A module reads its configuration (SOFTHSM2_CONF, OPENSC_CONF) here.
+        let irv = DriverEnvironment.applying(environment) {
+            functions.pointee.C_Initialize.map { f in withUnsafeMutablePointer(to: &args) { f(UnsafeMutableRawPointer($0)) } }
+        } ?? CK_RV(CKR_FUNCTION_NOT_SUPPORTED)
         guard irv == CKR_OK || irv == CKR_CRYPTOKI_ALREADY_INITIALIZED else {
             throw ExternalModuleError(function: "C_Initialize", rv: UInt(irv))
         }
         live = true
+        initializedWith = environment
         owned = irv == CKR_OK
         initializedBy = getpid()
         generation += 1

@@ -7,13 +7,17 @@ import Tokens
 struct Context {
     let store: KeychainStore
     let tokens: TokenManager
+    /// The poller that synced the drivers when the context was opened: what
+    /// this process's drivers showed (`token list` states); nil when no
+    /// driver is configured or the sync was skipped.
+    var drivers: DriverPoller? = nil
 
     /// `syncDrivers`: first mirror the cards of configured PKCS #11 modules
     /// (a no-op without drivers), so every command sees the cards present now.
     static func open(syncDrivers: Bool = true) throws -> Context {
         let store = try KeychainStore(home: nil)
-        if syncDrivers { Drivers.sync(store) }
-        return Context(store: store, tokens: TokenManager(store: store))
+        let poller = syncDrivers ? Drivers.sync(store) : nil
+        return Context(store: store, tokens: TokenManager(store: store), drivers: poller)
     }
 
     func token(_ selection: TokenSelection) throws -> TokenRecord {

@@ -54,13 +54,19 @@ struct TokenCommand: ParsableCommand {
             let rows = try ctx.store.tokens().map {
                 var row = TokenRow($0, itemCount: try ctx.store.count(token: $0.tokenID))
                 row.kind = try TokenRow.kind($0, ctx.store)
+                row.state = TokenRow.state($0, drivers: ctx.drivers)
                 return row
             }
             if json { return try Console.json(rows) }
             if rows.isEmpty { return Console.out("no tokens (create one with: keyshare token create --label NAME)") }
             Console.table(
                 ["TOKEN ID", "LABEL", "KIND", "SERIAL", "SLOT", "ITEMS", "STATE", "USER PIN"],
-                rows.map { [$0.tokenID, $0.label, $0.kind, $0.serial, String($0.slotID), String($0.items), $0.present ? "present" : "removed", $0.userPIN] })
+                rows.map { [$0.tokenID, $0.label, $0.kind, $0.serial, String($0.slotID), String($0.items), $0.state, $0.userPIN] })
+            if rows.contains(where: { $0.state == TokenRow.unreachable }) {
+                Console.error("note: a token \(TokenRow.unreachable) is listed present (another process mirrored it) but its driver, "
+                    + "loaded with the variables stored with it, does not show it: check them with keyshare driver list "
+                    + "and set them with keyshare driver set-env NAME --env VAR=VALUE")
+            }
         }
     }
 
@@ -244,6 +250,21 @@ struct TokenRow: Encodable {
     var uri: String
     /// soft, soft (bound to TPM[, PCRs]), tpm or external.
     var kind = ""
+    /// present, removed, or `unreachable` (below).
+    var state: String
+
+    /// An external token the store lists as present whose driver, loaded by
+    /// this process with its stored variables, does not show it: a login
+    /// through the module would fail too (CKR_TOKEN_NOT_PRESENT, logged).
+    static let unreachable = "unreachable by driver"
+
+    /// Only when this process polled the token's driver successfully (no
+    /// designated watcher ran, whose view is then the one recorded).
+    static func state(_ r: TokenRecord, drivers: DriverPoller?) -> String {
+        guard r.present else { return "removed" }
+        guard let name = ExternalDriver.driverName(r.tokenID), let seen = drivers?.seen(driver: name) else { return "present" }
+        return seen.contains(r.tokenID) ? "present" : unreachable
+    }
 
     static func kind(_ r: TokenRecord, _ store: KeychainStore) throws -> String {
         if store.isTPMToken(r) { return "tpm" }
@@ -259,6 +280,7 @@ struct TokenRow: Encodable {
         slotID = r.slotID
         items = itemCount
         present = r.present
+        state = r.present ? "present" : "removed"
         userPIN = !r.hasPINs ? "-" : r.userPINLocked ? "locked" : (r.userPINInitialized ? (r.userPINFailures > 0 ? "\(r.userPINFailures) failed" : "ok") : "not set")
         uri = PKCS11URI.token(r)
     }

@@ -94,6 +94,57 @@ import KeyshareCrypto
         #expect(try store.drivers().isEmpty)
     }
 
+    /// A driver's variables (defect 9b): stored with it, replaced by set-env,
+    /// gone with it; names that change the loader or keyshare are refused.
+    @Test func driverEnvironmentStored() throws {
+        let home = TempHome()
+        let store = try home.store()
+        try store.addDriver(name: "s", modulePath: "/m.so", environment: ["SOFTHSM2_CONF": "/a b/c=d.conf", "X_Y": ""])
+        #expect(try store.drivers().first?.environment == ["SOFTHSM2_CONF": "/a b/c=d.conf", "X_Y": ""])
+        try store.setDriverEnvironment(name: "s", ["OPENSC_CONF": "/o.conf"])
+        #expect(try store.drivers().first?.environment == ["OPENSC_CONF": "/o.conf"])
+        #expect(throws: KeychainError.self) { try store.setDriverEnvironment(name: "s", ["LD_PRELOAD": "/x.so"]) }
+        #expect(throws: KeychainError.self) { try store.setDriverEnvironment(name: "none", [:]) }
+        #expect(throws: KeychainError.self) { try store.addDriver(name: "t", modulePath: "/m.so", environment: ["PATH": "/"]) }
+        try store.setDriverEnvironment(name: "s", [:])
+        #expect(try store.drivers().first?.environment == [:])
+        try store.setDriverEnvironment(name: "s", ["A": "1"])
+        try store.removeDriver(name: "s")
+        try store.addDriver(name: "s", modulePath: "/m.so")
+        #expect(try store.drivers().first?.environment == [:])  // nothing left of the removed driver's
+        for bad in ["LD_PRELOAD", "LD_LIBRARY_PATH", "GLIBC_TUNABLES", "KEYSHARE_HOME", "PATH", "HOME", "MALLOC_CHECK_",
+                    "OPENSSL_CONF", "XDG_DATA_HOME", "1A", "A-B", "", "A=B"] {
+            #expect(DriverEnvironment.refusal(bad) != nil, "\(bad)")
+        }
+        for good in ["SOFTHSM2_CONF", "OPENSC_CONF", "PCSCLITE_CSOCK_NAME", "TPM2_PKCS11_STORE", "_X", "x1"] {
+            #expect(DriverEnvironment.refusal(good) == nil, "\(good)")
+        }
+    }
+
+    /// The in-process rule: the stored variables for the call, the known
+    /// configuration names of this process hidden, everything put back after;
+    /// a child gets the same environment.
+    /// (The environment is the process's: each step holds the lock the
+    /// in-process loads of other suites take.)
+    @Test func driverEnvironmentApplied() {
+        func value(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
+        DriverEnvironment.lock.withLock {
+            setenv("OPENSC_CONF", "/process/opensc.conf", 1)
+            unsetenv("SOFTHSM2_CONF")
+        }
+        let seen = DriverEnvironment.applying(["SOFTHSM2_CONF": "/stored.conf"]) { (value("SOFTHSM2_CONF"), value("OPENSC_CONF")) }
+        #expect(seen.0 == "/stored.conf" && seen.1 == nil)
+        DriverEnvironment.lock.withLock {
+            #expect(value("SOFTHSM2_CONF") == nil && value("OPENSC_CONF") == "/process/opensc.conf")
+            let child = DriverEnvironment.childEnvironment(["SOFTHSM2_CONF": "/stored.conf", "LD_PRELOAD": "/x.so"])
+            #expect(child.contains("SOFTHSM2_CONF=/stored.conf"))
+            #expect(!child.contains { $0.hasPrefix("OPENSC_CONF=") || $0.hasPrefix("LD_PRELOAD=") })
+            #expect(child.contains { $0.hasPrefix("PATH=") })
+        }
+        #expect(DriverEnvironment.applying(nil) { value("OPENSC_CONF") } == "/process/opensc.conf")
+        _ = DriverEnvironment.lock.withLock { unsetenv("OPENSC_CONF") }
+    }
+
     /// A module that does not exist or is not PKCS #11 is a clear error.
     @Test func probeErrors() {
         #expect { _ = try DriverSnapshot.probe(modulePath: "/no/such.so") } throws: { "\($0)".contains("no such file") }

@@ -34,9 +34,11 @@ import KeyshareCrypto
         try FileManager.default.createDirectory(atPath: dir + "/tokens", withIntermediateDirectories: true)
         let conf = dir + "/softhsm2.conf"
         try "directories.tokendir = \(dir)/tokens\nobjectstore.backend = file\nlog.level = ERROR\n".write(toFile: conf, atomically: true, encoding: .utf8)
-        setenv("SOFTHSM2_CONF", conf, 1)
+        // Only stored with the driver (defect 9b): this process's own
+        // environment does not have it, and the in-process load applies it.
+        unsetenv("SOFTHSM2_CONF")
         let store = try home.store()
-        try store.addDriver(name: "softhsm2", modulePath: Self.module)
+        try store.addDriver(name: "softhsm2", modulePath: Self.module, environment: ["SOFTHSM2_CONF": conf])
         let w = TokenWatcher(store: store, interval: 0.05, drivers: DriverPoller(store: store, isolation: .inProcess), driverInterval: 0.1)
         let rec = Recorder()
         w.setInsertionHandler { [weak w] id in
@@ -51,9 +53,9 @@ import KeyshareCrypto
         }
         // A fresh token directory: SoftHSM2's only slot is the free one (index 0).
         try Self.run(Self.tool, ["--module", Self.module, "--slot-index", "0", "--init-token", "--label", "unit",
-                                 "--so-pin", "env:UNIT_SO_PIN"], environment: ["UNIT_SO_PIN": "2222"])
+                                 "--so-pin", "env:UNIT_SO_PIN"], environment: ["UNIT_SO_PIN": "2222", "SOFTHSM2_CONF": conf])
         #expect(waitFor("inserted pkcs11.softhsm2:"))
-        try Self.run(Self.util, ["--delete-token", "--token", "unit"])
+        try Self.run(Self.util, ["--delete-token", "--token", "unit"], environment: ["SOFTHSM2_CONF": conf])
         #expect(waitFor("removed pkcs11.softhsm2:"))
         #expect(rec.all.count == 2)
     }

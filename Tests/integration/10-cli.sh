@@ -219,7 +219,7 @@ if [ -e "$SOFTHSM" ] && command -v pkcs11-tool >/dev/null; then
   "${S[@]}" --init-token --slot-index 0 --label card --so-pin env:SOPIN >/dev/null 2>&1
   "${S[@]}" --token-label card --init-pin --login --login-type so --so-pin env:SOPIN --new-pin env:PIN >/dev/null 2>&1
   "${S[@]}" --token-label card --login --pin env:PIN --write-object "$ID/device-ds-ke.cert.der" --type cert --id 01 --label card-cert >/dev/null 2>&1
-  json=$(ks driver add --module "$SOFTHSM" --json 2>&1)
+  json=$(ks driver add --module "$SOFTHSM" --env "SOFTHSM2_CONF=$SOFTHSM2_CONF" --json 2>&1)
   if python3 -c 'import json,sys; a=json.loads(sys.argv[1])["added"]; t=a["tokens"][0]; assert a["driverClass"]=="pkcs11.softhsm2" and t["kind"]=="external" and t["label"]=="card" and any(i["label"]=="card-cert" and i["uri"].startswith("pkcs11:token=card") and i["reference"] for i in t["items"])' "$json"; then
     ok "driver add --json names the card and its items"; else bad "driver add --json names the card and its items" "$json"; fi
   ks driver remove softhsm2 >/dev/null 2>&1

@@ -17,10 +17,11 @@ export SOFTHSM2_CONF=$WORK/softhsm2.conf
 mkdir -p "$WORK/hsm"
 printf 'directories.tokendir = %s/hsm\nobjectstore.backend = file\nlog.level = ERROR\n' "$WORK" >"$SOFTHSM2_CONF"
 export FAKEMOD_CONTROL=$WORK/fake-control KEYSHARE_DRIVER_TIMEOUT=2
-# The agent (the default mode) loads the external modules: fakemod reads its
-# control file's name from the agent's environment, which keeps only what it
-# is told to (docs/agent.md, "Start"); SOFTHSM2_CONF is kept by name.
-export KEYSHARE_AGENT_ENV=FAKEMOD_CONTROL
+# Every process that loads a driver (the agent, the CLI's and the watcher's
+# children) gives it the variables stored with it (`driver add --env`, docs/agent.md
+# "Driver configuration"): fakemod's FAKEMOD_CONTROL, read at every call, and
+# SOFTHSM2_CONF (exported here for softhsm2-util and pkcs11-tool on SoftHSM2 itself,
+# never taken by a driver from a process's environment).
 echo ok >"$FAKEMOD_CONTROL"
 WATCH_PID=
 cleanup() { [ -n "$WATCH_PID" ] && kill "$WATCH_PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK" "$KEYSHARE_HOME"; }
@@ -58,12 +59,12 @@ check_fail "driver add: missing file" "no such module" ks driver add --module "$
 check_fail "driver add: not a shared library" "cannot be used as a PKCS #11 module" ks driver add --module /etc/hostname
 check_fail "driver add: not PKCS #11" "not a PKCS #11 module" ks driver add --module "$(ls /usr/lib/x86_64-linux-gnu/libz.so.1 2>/dev/null || echo /lib/x86_64-linux-gnu/libz.so.1)"
 echo crash >"$FAKEMOD_CONTROL"
-check_fail "driver add: module that crashes" "crashed" ks driver add --module "$WORK/fakemod.so" --name fake
+check_fail "driver add: module that crashes" "crashed" ks driver add --module "$WORK/fakemod.so" --name fake --env "FAKEMOD_CONTROL=$FAKEMOD_CONTROL"
 echo hang >"$FAKEMOD_CONTROL"
-check_fail "driver add: module that hangs" "did not answer" ks driver add --module "$WORK/fakemod.so" --name fake
+check_fail "driver add: module that hangs" "did not answer" ks driver add --module "$WORK/fakemod.so" --name fake --env "FAKEMOD_CONTROL=$FAKEMOD_CONTROL"
 echo ok >"$FAKEMOD_CONTROL"
-check_out "driver add softhsm2" "added driver softhsm2" ks driver add --module "$SOFTHSM"
-check_out "driver add fake (healthy for now)" "added driver fake" ks driver add --module "$WORK/fakemod.so" --name fake
+check_out "driver add softhsm2" "added driver softhsm2" ks driver add --module "$SOFTHSM" --env "SOFTHSM2_CONF=$SOFTHSM2_CONF"
+check_out "driver add fake (healthy for now)" "added driver fake" ks driver add --module "$WORK/fakemod.so" --name fake --env "FAKEMOD_CONTROL=$FAKEMOD_CONTROL"
 check_fail "driver add: duplicate name" "already exists" ks driver add --module "$SOFTHSM"
 check_out "driver list" "softhsm2.*ok" ks driver list
 
@@ -305,17 +306,27 @@ out=$(env PKCS11_MODULE_PATH="$MODULE" openssl dgst -sha256 -engine pkcs11 -keyf
 [ "$rc" -eq 0 ] && ok "successful engine signature on a card: exit 0 (card session closed before the card's C_Finalize)" \
   || bad "successful engine signature on a card: exit 0" "exit $rc: $(tail -2 <<<"$out")"
 
-# Defect 2: a process that cannot see the card (no SoftHSM2 configuration, or one
-# whose module does not load) must not take the card from a process signing with it.
+# Defect 2: a process that cannot see the card (SoftHSM2's token directory
+# hidden in its mount namespace, or a configuration that does not load) must not
+# take the card from a process signing with it.
 rm -f "$WORK/go"
 KEYSHARE_TEST_PIN=$CARDPIN "$WORK/slotevent" "$MODULE" session card15 "$WORK/go" rsa15 >"$WORK/blind.log" 2>&1 &
 SIGNER=$!
 for _ in $(seq 100); do grep -qs ready "$WORK/blind.log" && break; sleep 0.05; done
 check_out "blind process: the signer logged in and started signing on card15" "login=0x0 signinit=0x0" cat "$WORK/blind.log"
-check_out "a process without the card's module configuration lists tokens: card15 still present" "$CARD15 .*present" \
-  env -u SOFTHSM2_CONF "$KS" token list
+# blind empty|CONF CMD...: CMD in a private mount namespace where the SoftHSM2 token
+# directory is empty (a tmpfs), or where the driver's configuration file is CONF.
+BLIND_NS=(--mount --propagation private)
+[ "$(id -u)" -eq 0 ] || BLIND_NS=(--map-root-user "${BLIND_NS[@]}")
+blind() {
+  local how=$1; shift
+  unshare "${BLIND_NS[@]}" -- sh -c 'if [ "$1" = empty ]; then mount -t tmpfs -o size=1m tmpfs "$2"; else mount --bind "$1" "$3"; fi &&
+    shift 3 && exec "$@"' blind "$how" "$WORK/hsm" "$SOFTHSM2_CONF" "$@"
+}
+check_out "a process that cannot see the card lists tokens: card15 not removed (unreachable by driver there)" \
+  "$CARD15 .*unreachable by driver" blind empty "$KS" token list
 printf 'directories.tokendir = %s/none\n' "$WORK" >"$WORK/broken.conf"
-err=$(SOFTHSM2_CONF=$WORK/broken.conf "$KS" token list 2>&1 >"$WORK/broken.out")
+err=$(blind "$WORK/broken.conf" "$KS" token list 2>&1 >"$WORK/broken.out")
 grep -q "driver softhsm2 failed" <<<"$err" && ok "a process whose module fails to load reports the driver failed" \
   || bad "a process whose module fails to load reports the driver failed" "$err"
 grep -Eq "$CARD15 .*present" "$WORK/broken.out" && ok "... and card15 is still present (a failure is not a removal)" \
@@ -330,7 +341,7 @@ CARD15_SLOT=$(ks token list --json | json "[t['slotID'] for t in d if t['label']
 WAITER=$!
 for _ in $(seq 100); do grep -qs waiting "$WORK/wait3.log" && break; sleep 0.02; done
 sleep 1.2
-env -u SOFTHSM2_CONF "$KS" token list >/dev/null 2>&1
+blind empty "$KS" token list >/dev/null 2>&1
 softhsm2-util --delete-token --token card15 >/dev/null
 for _ in $(seq 150); do grep -qs event "$WORK/wait3.log" && break; sleep 0.02; done
 kill $WAITER 2>/dev/null; wait $WAITER 2>/dev/null

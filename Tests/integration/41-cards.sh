@@ -127,7 +127,9 @@ remove() {  # stop the card: the reader sees it pulled
 # --- 3. the driver and the watcher -------------------------------------------
 ks token create --label soft41 --pin-source env:CARDPIN --so-pin-source env:P12PASS >/dev/null
 pkcs11-tool --module "$MODULE" --token-label soft41 --login --pin env:CARDPIN --keypairgen --key-type rsa:2048 --id 0d >/dev/null 2>&1
-check_out "driver add --module opensc-pkcs11.so (no card yet)" "added driver opensc-pkcs11 .*0 token" ks driver add --module "$OPENSC"
+# OPENSC_CONF is stored with the driver: the agent and every module host give OpenSC that one.
+check_out "driver add --module opensc-pkcs11.so (no card yet)" "added driver opensc-pkcs11 .*0 token" \
+  ks driver add --module "$OPENSC" --env "OPENSC_CONF=$OPENSC_CONF"
 LOG=$WORK/watch.log
 # Each step of the watcher's module child is logged (KEYSHARE_DEBUG) to driver.log, shown on a failure.
 KEYSHARE_DEBUG=1 KEYSHARE_DRIVER_LOG=$WORK/driver.log "$KEYSHARE" token watch --interval 0.1 --driver-interval 0.5 >"$LOG" 2>"$WORK/watch.err" &
@@ -317,11 +319,9 @@ if need "tpm2-pkcs11 over swtpm" swtpm tpm2_ptool tpm2_flushcontext "$TPMMOD"; t
   mkdir -p "$TPMDIR/state" "$TPMDIR/store"
   export TPM2TOOLS_TCTI="swtpm:host=127.0.0.1,port=2321" TPM2_PKCS11_TCTI="swtpm:host=127.0.0.1,port=2321" \
     TPM2_PKCS11_STORE=$TPMDIR/store TPM2_PKCS11_LOG_LEVEL=0
-  # Agent mode (the default): the agent loads tpm2-pkcs11 with its own environment,
-  # its starter's as filtered (TPM2_PKCS11_* kept; docs/agent.md). The running agent
-  # started before these variables existed: stop it, the next module call starts one
-  # that has them (in-process mode: no agent, nothing to stop).
-  stop_agent
+  # The tpm2-pkcs11 driver is given these with `driver add --env` (docs/agent.md,
+  # "Driver configuration"): the running agent, started before they existed and
+  # never inheriting them, loads the module with the stored ones.
   swtpm socket --tpmstate dir="$TPMDIR/state" --tpm2 --server type=tcp,port=2321,bindaddr=127.0.0.1 \
     --ctrl type=tcp,port=2322,bindaddr=127.0.0.1 --flags not-need-init,startup-clear --daemon --pid file="$TPMDIR/pid"
   for _ in $(seq 50); do [ -s "$TPMDIR/pid" ] && listening 2321 && break; sleep 0.05; done
@@ -335,7 +335,9 @@ if need "tpm2-pkcs11 over swtpm" swtpm tpm2_ptool tpm2_flushcontext "$TPMMOD"; t
   tpm --token-label tpmtok --login --pin env:TPMPIN --keypairgen --key-type rsa:2048 --id 01 --label trsa
   tpm --token-label tpmtok --login --pin env:TPMPIN --keypairgen --key-type EC:prime256v1 --id 02 --label tec
   check_out "a tpm2-pkcs11 token on swtpm ($((SECONDS - T1)) s to set up)" "token label +: tpmtok" pkcs11-tool --module "$TPMMOD" -L
-  check_out "driver add --module libtpm2_pkcs11.so" "added driver tpm2_pkcs11 .*1 token" ks driver add --module "$TPMMOD"
+  check_out "driver add --module libtpm2_pkcs11.so --env TPM2_PKCS11_*" "added driver tpm2_pkcs11 .*1 token" \
+    ks driver add --module "$TPMMOD" --env "TPM2_PKCS11_TCTI=$TPM2_PKCS11_TCTI" --env "TPM2_PKCS11_STORE=$TPM2_PKCS11_STORE" \
+    --env TPM2_PKCS11_LOG_LEVEL=0
   TPMID=$(ks token list --json | json "[t['tokenID'] for t in d if t['label']=='tpmtok'][0]")
   check_out "the TPM token's key pairs are mirrored ($TPMID)" "'private-key tec', 'private-key trsa', 'public-key tec', 'public-key trsa'" \
     sh -c "\"$KEYSHARE\" list --json | python3 -c \"import json,sys; print(sorted(i['itemClass']+' '+i['label'] for i in json.load(sys.stdin) if i['tokenID']=='$TPMID'))\""
