@@ -49,6 +49,8 @@ let package = Package(
         .systemLibrary(name: "CTSS2", pkgConfig: "tss2-esys", providers: [.apt(["libtss2-dev"])]),
         // Linux calls with variadic C prototypes (prctl), as inline wrappers.
         .systemLibrary(name: "CLinux"),
+        // libsystemd's journal, for the agent's audit records (Sources/KeyshareAgent/Audit.swift).
+        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         // dladdr (where the bundled OpenSSL's legacy provider is) and the bundle's glibc shim (issue 18).
         .target(name: "COpenSSLSupport", path: "Sources/COpenSSLSupport"),
 
@@ -95,7 +97,7 @@ let package = Package(
         .target(
             name: "KeyshareAgent",
             dependencies: ["PKCS11Module", "PKCS11", "Keychain", "KeyshareCrypto", "AgentProtocol", "CPKCS11ABI",
-                           "CPKCS11", "CLinux", "KeySharing", "KeyShare", "Tokens"],
+                           "CPKCS11", "CLinux", "CSystemd", "KeySharing", "KeyShare", "Tokens"],
             swiftSettings: strict),
 
         .executableTarget(

@@ -20,7 +20,7 @@ struct Keyshare: ParsableCommand {
             DeleteCommand.self, ExportCommand.self, PasswordCommand.self,
             ShareCommand.self, ServeCommand.self,
             KeyCommand.self, CSRCommand.self, TrustCommand.self, WrapCommand.self, UnwrapCommand.self,
-            AgentCommand.self, AgentPolicyCommand.self, UnlockCommand.self, LockCommand.self,
+            AgentCommand.self, AgentPolicyCommand.self, UnlockCommand.self, LockCommand.self, LogCommand.self,
         ])
 
     /// ArgumentParser's own errors (usage) keep its formatting; every other error

@@ -43,9 +43,11 @@ VKS=$WORK/keyshare VMOD=$WORK/libkeyshare-pkcs11.so
 # The victim: uid 1000 with a store and a token, its own environment.
 VHOME=$WORK/victim
 mkdir -m 0700 "$VHOME" "$VHOME/run"; chown -R $VICTIM:$VICTIM "$VHOME"
+# as_victim CMD...: CMD as uid 1000 in its own home; PIN and SOPIN reach it in the exported
+# environment (never on a command line), XDG_RUNTIME_DIR only where a call names it.
 as_victim() {
-  setpriv --reuid $VICTIM --regid $VICTIM --clear-groups env -i PATH=/usr/bin:/bin HOME="$VHOME" \
-    KEYSHARE_HOME="$VHOME/store" KEYSHARE_AGENT_PROGRAM="$VKS" KEYSHARE_KDF_LOG2N=10 PIN="$PIN" SOPIN="$SOPIN" \
+  setpriv --reuid $VICTIM --regid $VICTIM --clear-groups env -u XDG_RUNTIME_DIR -u KEYSHARE_DEBUG PATH=/usr/bin:/bin \
+    HOME="$VHOME" KEYSHARE_HOME="$VHOME/store" KEYSHARE_AGENT_PROGRAM="$VKS" KEYSHARE_KDF_LOG2N=10 \
     KEYSHARE_AGENT_IDLE_TIMEOUT=30 "$@"
 }
 check "the victim makes a token" as_victim XDG_RUNTIME_DIR="$VHOME/run" "$VKS" token create --label victim --pin-source env:PIN --so-pin-source env:SOPIN
@@ -161,7 +163,7 @@ leaked=$(grep -Eo '^(PIN|SOPIN|P12PASS|KEYSHARE_KDF_LOG2N|KS_IT_CANARY|KEYSHARE_
 [ -n "$AP" ] && [ -z "$leaked" ] && grep -q "^KEYSHARE_HOME=$KEYSHARE_HOME$" <<<"$env_of_agent" \
   && ok "the CLI-started agent's environment holds no PIN, password, KDF setting or canary ($(grep -c = <<<"$env_of_agent") variables; KEYSHARE_HOME absolute)" \
   || bad "the CLI-started agent's environment is minimal" "pid $AP; leaked: $leaked; $(grep -Eo '^[A-Z0-9_]+=' <<<"$env_of_agent" | tr '\n' ' ')"
-kdf() { sqlite3 "$KEYSHARE_HOME/keychain.db" "SELECT user_kdf FROM tokens WHERE label = 'env'"; }
+kdf() { sqlite3 -cmd '.timeout 5000' "$KEYSHARE_HOME/keychain.db" "SELECT user_kdf FROM tokens WHERE label = 'env'"; }  # (waits out the agent's write lock)
 [ "$(kdf | cut -d'$' -f2)" = 10 ] && ok "control: the CLI's own wrap used its KEYSHARE_KDF_LOG2N (2^$(kdf | cut -d'$' -f2))" || bad "control: the CLI's wrap cost" "$(kdf)"
 export NEWPIN=5678-user
 check "C_SetPIN through that agent (pkcs11-tool --change-pin)" pkcs11-tool --module "$MODULE" --login --pin env:PIN --change-pin --new-pin env:NEWPIN
