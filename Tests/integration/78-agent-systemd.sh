@@ -36,6 +36,12 @@ grep -q '^ListenStream=%t/keyshare/agent.sock$' "$WORK/units/keyshare-agent.sock
   && ok "the socket unit listens where the module connects (%t/keyshare/agent.sock) and starts keyshare agent" \
   || bad "socket path and ExecStart of the units" "$(cat "$WORK"/units/*)"
 
+# The agent unit's sandbox (issue 28): systemd's own exposure score, offline, at most 4.0.
+expo=$(cd "$WORK/units" && XDG_RUNTIME_DIR="$WORK/sdrun" systemd-analyze security --user --offline=true ./keyshare-agent.service 2>&1 |
+  sed -n 's/.*Overall exposure level for keyshare-agent.service: \([0-9.]*\).*/\1/p')
+[ -n "$expo" ] && awk -v e="$expo" 'BEGIN { exit !(e <= 4.0) }' \
+  && ok "systemd-analyze security: the agent unit's exposure is $expo (at most 4.0)" || bad "the agent unit's exposure" "${expo:-no figure}"
+
 # --- socket activation ---------------------------------------------------------------
 check "token create" "$KS" token create --label sd --pin-source env:PIN --so-pin-source env:SOPIN
 check "import an RSA identity" "$KS" import "$ID/device-ds-ke.modern.p12" --pin-source env:PIN --password-source env:P12PASS

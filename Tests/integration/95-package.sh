@@ -333,6 +333,10 @@ snapshot() { (cd "$STORE" && find . -printf '%P %M %s\n' | sort && find . -type 
 snapshot > "$WORK/store.before"
 if dpkg -r keyshare >"$WORK/dpkg-r.log" 2>&1; then ok "dpkg -r keyshare"; else bad "dpkg -r keyshare" "$(cat "$WORK/dpkg-r.log")"; fi
 check_out "dpkg: keyshare no longer installed" '^$|^[ru][nc]' status
+# The prerm retires running agents: the user's (no client left) exits instead of running on a deleted binary.
+for _ in $(seq 50); do kill -0 "$UH_AGENT" 2>/dev/null || break; sleep 0.1; done
+[ -n "$UH_AGENT" ] && ! kill -0 "$UH_AGENT" 2>/dev/null && ok "dpkg -r: the user's running agent (pid $UH_AGENT) retired and exited" \
+  || bad "dpkg -r stops the user's running agent" "pid $UH_AGENT: $(tr '\0' ' ' <"/proc/$UH_AGENT/cmdline" 2>/dev/null)"
 left=""
 while read -r p; do { [ -e "$p" ] || [ -L "$p" ]; } && left="$left $p"; done < "$WORK/paths"
 [ -z "$left" ] && ok "every file the package installed is gone ($(wc -l < "$WORK/paths"))" || bad "every file the package installed is gone" "$left"

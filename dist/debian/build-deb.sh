@@ -46,6 +46,22 @@ done < <(find "$ROOT" -type f -print0 | sort -z)
 # Depends: what the binaries link, as dpkg-shlibdeps maps it to packages (it finds the
 # package's root by its DEBIAN directory).
 mkdir -p "$ROOT/DEBIAN"
+# prerm: running agents retire at removal and upgrade (docs/agent.md, "Managing it"): SIGTERM makes
+# an agent stop listening at once and exit when its last client goes, so none keeps running on a
+# deleted binary and the next client starts the new one. Stores are never touched.
+cat > "$ROOT/DEBIAN/prerm" <<'PRERM'
+#!/bin/sh
+set -e
+case "$1" in
+  remove|upgrade|deconfigure|failed-upgrade)
+    for pid in $(pgrep -f '^/usr/bin/keyshare agent' 2>/dev/null || true); do
+      kill -TERM "$pid" 2>/dev/null || true
+    done
+    ;;
+esac
+exit 0
+PRERM
+chmod 0755 "$ROOT/DEBIAN/prerm"
 rm -f debian/keyshare.substvars
 dpkg-shlibdeps -Tdebian/keyshare.substvars "${elves[@]}"
 grep -q '^shlibs:Depends=.*libssl3' debian/keyshare.substvars ||
