@@ -296,7 +296,8 @@ check_out "pkcs11-tool signs with the key made before the upgrade (ECDSA P-256)"
   "pkcs11-tool --module '$SYSMOD' --token-label pkgtest --login --pin env:PIN --sign --mechanism ECDSA \
      --label pkgkey -i '$WORK/data' -o '$UH/sig' >/dev/null 2>&1 && stat -c %s '$UH/sig'"
 
-UH_AGENT=$(cat "$UH_RUN/keyshare/agent.pid" 2>/dev/null)
+# The agent of the user's store (one per store: `keyshare agent socket --dir` says where).
+UH_AGENT=$(cat "$(asuser keyshare agent socket --dir)/agent.pid" 2>/dev/null)
 check "the user's agent (started by the installed module) runs from its runtime directory" \
   bash -c '[ -n "$1" ] && grep -q "keyshare" "/proc/$1/cmdline"' _ "$UH_AGENT"
 
