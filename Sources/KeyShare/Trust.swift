@@ -105,7 +105,11 @@ extension KeychainSession {
     public func addAnchor(_ cert: Certificate, token: String? = nil) throws -> PersistentReference {
         if let existing = try? copyFirst(Query(itemClass: .certificate, returning: .persistentReference)
             .matching(cert)).persistentReference {
-            try mapped { try store.update(existing, attributes: [CKA.trusted: AttributeCoding.bool(true)], key: nil) }
+            // An anchor is a token object, also when it came in as a chain certificate kept apart.
+            try mapped {
+                try store.update(existing, attributes: [CKA.trusted: AttributeCoding.bool(true),
+                                                        CKA.keyshareChainOnly: AttributeCoding.bool(false)], key: nil)
+            }
             return existing
         }
         return try add(.certificate(cert, trusted: true), token: token)

@@ -44,8 +44,8 @@ public final class ShareFiles {
         try partition(tokens: tokens, token: token, key: key).shareable
     }
 
-    /// The token's identities split into those the tree offers and those it
-    /// leaves out with a note: a key in the TPM (issue 17: it has no PKCS #8,
+    /// The token's identities, each named by its key-sharing label, split into
+    /// those the tree offers and those it leaves out with a note: a key in the TPM (issue 17: it has no PKCS #8,
     /// only a TPM blob) or marked non-exportable. A certificate without its
     /// private key is no identity of this token's and gets no note.
     public static func partition(tokens: TokenManager, token: TokenID, key: TokenKey) throws
@@ -53,7 +53,10 @@ public final class ShareFiles {
     {
         var shareable: [Identity] = []
         var leftOut: [ShareTree.LeftOut] = []
-        for identity in try tokens.identities(in: token, key: key) {
+        for var identity in try tokens.identities(in: token, key: key) {
+            // The key-sharing label (spec §1): the certificate's SHA-256, whatever
+            // the keychain shows (IdentityLabel): tree identifiers, legacy friendlyNames.
+            identity.label = identity.certificate.sha256Hex
             guard let ref = identity.privateKeyReference, let item = try? tokens.store.item(ref, key: key) else { continue }
             if item.attributes[CKA.keyshareTPM] != nil {
                 leftOut.append(.init(label: identity.label, reason: .tpm))

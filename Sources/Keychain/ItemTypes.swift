@@ -62,6 +62,9 @@ public struct Item: Sendable {
     public var secretsWithheld: Bool
 
     public subscript(_ type: AttributeType) -> [UInt8]? { attributes[type] }
+
+    /// A chain certificate kept apart from the token's objects (CKA.keyshareChainOnly).
+    public var isChainOnly: Bool { attributes.bool(CKA.keyshareChainOnly) == true }
 }
 
 /// PKCS #11 value encodings shared by the store (which reads CKA_PRIVATE) and

@@ -76,6 +76,13 @@ public enum CKA {
     /// and the private area encrypted by the TPM under its storage root key).
     /// Useless without that TPM; every operation with the key runs in it.
     public static let keyshareTPM: AttributeType = 0x8000_4B4D
+    /// CK_BBOOL on a certificate ('KC'): a chain member imported with an
+    /// identity, kept for trust evaluation and export but not a PKCS #11
+    /// object (the module does not show it), so a token holds one certificate
+    /// per identity for consumers that take "the" certificate of a token
+    /// (systemd-cryptenroll --pkcs11-token-uri=auto, kinit). `keyshare import
+    /// --with-chain`, a certificate imported on its own or made an anchor clear it.
+    public static let keyshareChainOnly: AttributeType = 0x8000_4B43
 }
 
 public enum CKO {

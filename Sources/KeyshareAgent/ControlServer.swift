@@ -163,6 +163,10 @@ struct ControlServer {
                 identity = found
             } else if let found = identities.first(where: { $0.label == item }) {
                 identity = found
+            } else if let found = identities.first(where: { $0.certificate.sha256Hex == item }) {
+                // The key-sharing label (the SHA-256 of the certificate), as share identifiers
+                // and the labels of earlier releases name an identity.
+                identity = found
             } else {
                 throw ControlProtocol.Failure("no identity (certificate with its private key) named \(item) in token \(token.label)")
             }

@@ -19,6 +19,10 @@ public struct Certificate: Sendable, Equatable, Hashable {
     public let notAfter: Int64
     public let subject: String
     public let issuer: String
+    /// The subject's most specific commonName (its last CN), nil when it has none.
+    public let commonName: String?
+    /// The subject's emailAddress, else the first rfc822Name of the SAN.
+    public let email: String?
     /// nil when the certificate has no KeyUsage extension (which matters: the
     /// category rules treat "absent" differently from "empty").
     public let keyUsage: KeyUsage?
@@ -86,6 +90,7 @@ public struct Certificate: Sendable, Equatable, Hashable {
         issuerDER = try OSSL.i2d("issuer encode") { i2d_X509_NAME(iss, $0) }
         subject = try Certificate.oneLine(subj)
         issuer = try Certificate.oneLine(iss)
+        commonName = Certificate.lastEntry(subj, nid: NID_commonName)
         serialNumberDER = try OSSL.i2d("serial encode") { i2d_ASN1_INTEGER(serial, $0) }
         let magnitude = OSSL.asn1StringBytes(serial)
         serialHex = magnitude.isEmpty ? "00" : OSSL.hex(magnitude)
@@ -102,6 +107,8 @@ public struct Certificate: Sendable, Equatable, Hashable {
         isCA = flags & UInt32(EXFLAG_CA) != 0
         subjectKeyIdentifier = X509_get0_subject_key_id(x).map { OSSL.asn1StringBytes($0) }
         subjectAltNames = Certificate.altNames(x)
+        email = Certificate.lastEntry(subj, nid: NID_pkcs9_emailAddress)
+            ?? subjectAltNames.lazy.compactMap { if case .rfc822(let m) = $0, !m.isEmpty { m } else { nil } }.first
         CryptoError.clearQueue()
 
         guard let pk = X509_get0_pubkey(x) else {

@@ -206,8 +206,10 @@ extension Runtime {
             let items = try store.find(q, key: key)
             // Keys count as private even where an old store holds them as public
             // (ObjectRules.isPrivate); card proxies show as private (showsPrivate),
-            // their login being the card's (externalVisible).
+            // their login being the card's (externalVisible). A chain
+            // certificate kept apart (Item.isChainOnly) is no object here.
             let matched = items.filter {
+                guard !$0.isChainOnly else { return false }
                 let isPrivate = ObjectRules.isPrivate($0) || $0.showsPrivate
                 let external = $0.attributes[CKA.keyshareExternal] != nil
                 return (privateFilter == nil || isPrivate == privateFilter) && (key != nil || !isPrivate || external)

@@ -6,7 +6,7 @@ import Keychain
 /// sensitive, which may change and how.
 enum ObjectRules {
     /// Internal attributes that no caller ever sees or sets.
-    static let hidden: Set<CK_ATTRIBUTE_TYPE> = [CKA.keysharePKCS8, CKA.keyshareTPM]
+    static let hidden: Set<CK_ATTRIBUTE_TYPE> = [CKA.keysharePKCS8, CKA.keyshareTPM, CKA.keyshareChainOnly]
 
     static let booleans: Set<CK_ATTRIBUTE_TYPE> = [
         CKA_TOKEN, CKA_PRIVATE, CKA_MODIFIABLE, CKA_COPYABLE, CKA_DESTROYABLE, CKA_TRUSTED, CKA_SENSITIVE,

@@ -35,7 +35,7 @@ extension Runtime {
     func trustObjects(_ s: Session, matching template: Template) throws -> [CK_OBJECT_HANDLE] {
         let q = ItemQuery(tokenID: s.tokenID, itemClass: .certificate)
         let trusted = try store.find(q, key: userKey(for: s.tokenID)).filter {
-            $0.attributes.bool(CKA_TRUSTED) == true && !(ObjectRules.isPrivate($0) && userKey(for: s.tokenID) == nil)
+            $0.attributes.bool(CKA_TRUSTED) == true && !$0.isChainOnly && !(ObjectRules.isPrivate($0) && userKey(for: s.tokenID) == nil)
         }
         var out: [CK_OBJECT_HANDLE] = []
         for item in trusted {

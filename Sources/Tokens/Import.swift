@@ -1,20 +1,28 @@
 import Keychain
 import KeyshareCrypto
 
-/// What the caller names on import (`keyshare import --label L --id HEX`).
-/// nil fields take the defaults: the label and CKA_ID of the key pair
-/// already in the token for this public key, else the uppercase hex SHA-256
-/// of the certificate (of the public key, for a bare key) and SHA-1 of the
-/// public key bits.
+/// What the caller names on import (`keyshare import --label L --id HEX
+/// --with-chain`). nil fields take the defaults: the label and CKA_ID of the
+/// key pair already in the token for this public key, else a readable label
+/// (IdentityLabel: the PKCS #12 friendlyName, the subject's commonName, its
+/// email; for a bare key or a CA certificate the uppercase hex SHA-256) and
+/// SHA-1 of the public key bits.
 public struct ImportOptions: Sendable, Equatable {
     public var label: String?
     public var id: [UInt8]?
+    /// The chain certificates imported with an identity become token objects
+    /// (CKA_CERTIFICATE_CATEGORY authority for a CA); by default they are
+    /// kept apart (CKA.keyshareChainOnly): in the keychain for trust and
+    /// export, not among the token's PKCS #11 objects.
+    public var withChain: Bool
 
-    public init(label: String? = nil, id: [UInt8]? = nil) {
+    public init(label: String? = nil, id: [UInt8]? = nil, withChain: Bool = false) {
         self.label = label
         self.id = id
+        self.withChain = withChain
     }
 
+    /// No object is named (`withChain` names none).
     public var isEmpty: Bool { label == nil && id == nil }
 }
 
@@ -31,9 +39,18 @@ public struct ImportedItem: Sendable, Equatable {
     public var id: [UInt8]
     /// false when the object was already in the token and nothing was written.
     public var created: Bool
+    /// A chain certificate kept apart from the token's PKCS #11 objects (CKA.keyshareChainOnly).
+    public var keptApart = false
 }
 
 public struct ImportResult: Sendable {
+    /// One more chain certificate of this identity (a PEM bundle's CA certificates).
+    mutating func appendChain(_ item: ImportedItem) {
+        items.append(item)
+        chain.append(item.reference)
+        if item.created { duplicate = false }
+    }
+
     /// The identity's (or lone certificate's / key pair's) label as stored.
     public var label: String
     /// CKA_ID shared by the key, public key and certificate.
@@ -97,7 +114,8 @@ extension TokenManager {
         }
         guard privateKey.matches(cert.publicKey) else { throw TokensError.keyCertificateMismatch }
         return try store.transaction {
-            try addIdentity(privateKey: privateKey, certificate: cert, chain: contents.chain, options: options, token: token, key: key)
+            try addIdentity(privateKey: privateKey, certificate: cert, chain: contents.chain, friendlyName: contents.friendlyName,
+                            options: options, token: token, key: key)
         }
     }
 
@@ -109,6 +127,8 @@ extension TokenManager {
                                   into token: TokenID, key: TokenKey?) throws -> ImportResult {
         try store.transaction {
             if let existing = try certificateItem(cert, token: token) {
+                // Imported on its own, a chain certificate kept apart becomes a token object.
+                try showChainCertificate(existing)
                 let item = ImportedItem(existing, role: .certificate)
                 return ImportResult(label: item.label, id: item.id, items: [item])
             }
@@ -116,7 +136,9 @@ extension TokenManager {
             let pairID = pair.flatMap { $0.id.isEmpty ? nil : $0.id }
             let id = try chooseID(options.id, pairID: pairID, fallback: cert.publicKey.keyIdentifier(),
                                   publicKey: cert.publicKey, token: token, key: key)
-            let label = options.label ?? pair?.label ?? ObjectTemplates.hex(cert.sha256Fingerprint)
+            let label = try options.label ?? pair?.label
+                ?? (cert.isCA ? ObjectTemplates.hex(cert.sha256Fingerprint)
+                              : defaultLabel(friendlyName: nil, certificate: cert, token: token, key: key))
             let category = cert.isCA ? CertificateCategory.authority
                 : pair != nil ? CertificateCategory.tokenUser : CertificateCategory.unspecified
             let ref = try store.add(token: token, itemClass: .certificate,
@@ -180,13 +202,19 @@ extension TokenManager {
                 let o = target == .key(i) ? options : ImportOptions()
                 if let ci = certificates.indices.first(where: { !used.contains($0) && k.matches(certificates[$0].publicKey) }) {
                     used.insert(ci)
-                    results.append(try addIdentity(privateKey: k, certificate: certificates[ci], chain: [], options: o,
-                                                   token: token, key: key))
+                    results.append(try addIdentity(privateKey: k, certificate: certificates[ci], chain: [], friendlyName: nil,
+                                                   options: o, token: token, key: key))
                 } else {
                     results.append(try importPrivateKey(k, options: o, into: token, key: key))
                 }
             }
+            // With an identity in the bundle, its CA certificates are its chain.
+            let owner = results.lastIndex { $0.certificate != nil && $0.privateKey != nil }
             for (ci, c) in certificates.enumerated() where !used.contains(ci) {
+                if c.isCA, let owner {
+                    results[owner].appendChain(try addChainCertificate(c, withChain: options.withChain, token: token, key: key))
+                    continue
+                }
                 let o = target == .certificate(ci) ? options : ImportOptions()
                 results.append(try importCertificate(c, options: o, into: token, key: key))
             }
@@ -194,14 +222,16 @@ extension TokenManager {
         }
     }
 
-    func addIdentity(privateKey: PrivateKey, certificate cert: Certificate, chain: [Certificate],
+    func addIdentity(privateKey: PrivateKey, certificate cert: Certificate, chain: [Certificate], friendlyName: String?,
                      options: ImportOptions = ImportOptions(), token: TokenID, key: TokenKey) throws -> ImportResult {
         let pair = try KeyPairing.find(cert.publicKey, in: token, store: store, key: key)
         let existingCert = try certificateItem(cert, token: token)
         let knownID = [pair?.id, existingCert?.attributes[CKA.id]].compactMap { $0 }.first { !$0.isEmpty }
         let id = try chooseID(options.id, pairID: knownID, fallback: cert.publicKey.keyIdentifier(),
                               publicKey: cert.publicKey, token: token, key: key)
-        let label = options.label ?? pair?.label ?? ObjectTemplates.hex(cert.sha256Fingerprint)
+        let existingLabel = existingCert?.attributes.string(CKA.label).flatMap { $0.isEmpty ? nil : $0 }
+        let label = try options.label ?? pair?.label ?? existingLabel
+            ?? defaultLabel(friendlyName: friendlyName, certificate: cert, token: token, key: key)
         var items: [ImportedItem] = []
         if let existingCert {
             items.append(ImportedItem(existingCert, role: .certificate))
@@ -213,17 +243,27 @@ extension TokenManager {
         items += try addKeyPair(privateKey, pair: pair, label: label, id: id, usage: cert.keyUsage,
                                 subject: cert.subjectDER, token: token, key: key)
         for c in chain where c.der != cert.der {
-            if let existing = try certificateItem(c, token: token) {
-                items.append(ImportedItem(existing, role: .chainCertificate))
-                continue
-            }
-            let cid = try c.publicKey.keyIdentifier()
-            let clabel = ObjectTemplates.hex(c.sha256Fingerprint)
-            let ref = try store.add(token: token, itemClass: .certificate, attributes: ObjectTemplates.certificate(
-                c, label: clabel, id: cid, category: category(of: c)), key: key)
-            items.append(ImportedItem(role: .chainCertificate, reference: ref, label: clabel, id: cid, created: true))
+            items.append(try addChainCertificate(c, withChain: options.withChain, token: token, key: key))
         }
         return ImportResult(label: items[0].label, id: items[0].id, items: items)
+    }
+
+    /// A chain certificate of an identity: kept apart from the token's
+    /// objects (CKA.keyshareChainOnly) unless `withChain`; labelled with its
+    /// SHA-256, so it never takes a name an identity could want.
+    func addChainCertificate(_ c: Certificate, withChain: Bool, token: TokenID, key: TokenKey?) throws -> ImportedItem {
+        if let existing = try certificateItem(c, token: token) {
+            if withChain { try showChainCertificate(existing) }
+            var item = ImportedItem(existing, role: .chainCertificate)
+            item.keptApart = existing.isChainOnly && !withChain
+            return item
+        }
+        let cid = try c.publicKey.keyIdentifier()
+        let clabel = ObjectTemplates.hex(c.sha256Fingerprint)
+        var attributes = ObjectTemplates.certificate(c, label: clabel, id: cid, category: category(of: c))
+        if !withChain { attributes[CKA.keyshareChainOnly] = AttributeCoding.bool(true) }
+        let ref = try store.add(token: token, itemClass: .certificate, attributes: attributes, key: key)
+        return ImportedItem(role: .chainCertificate, reference: ref, label: clabel, id: cid, created: true, keptApart: !withChain)
     }
 
     /// The private and public key objects, each unless the token already
@@ -279,6 +319,12 @@ extension TokenManager {
 
     func findCertificate(_ c: Certificate, token: TokenID) throws -> PersistentReference? {
         try certificateItem(c, token: token)?.reference
+    }
+
+    /// Makes a chain certificate kept apart a token object (no change for any other).
+    func showChainCertificate(_ item: Item) throws {
+        guard item.isChainOnly else { return }
+        try store.update(item.reference, attributes: [CKA.keyshareChainOnly: AttributeCoding.bool(false)], key: nil)
     }
 
     func category(of c: Certificate) -> UInt {

@@ -25,15 +25,18 @@ struct ImportCommand: ParsableCommand {
     var passwordFromService = false
     @Option(help: "The password service's socket (default $XDG_RUNTIME_DIR/keyshare/password.sock).")
     var socket: String?
-    @Option(help: "The label of the imported identity, key pair or certificate (default: that of the key pair already in the token, else the SHA-256 hex).")
+    @Option(help: "The label of the imported identity, key pair or certificate (default: that of the key pair already in the token, else the PKCS #12 friendlyName, the certificate's common name or email, made unique in the token; the SHA-256 hex for a bare key).")
     var label: String?
     @Option(help: "The CKA_ID (hex) of the imported identity, key pair or certificate (default: that of the key pair already in the token, else SHA-1 of the public key).")
     var id: String?
+    @Flag(name: .customLong("with-chain"),
+          help: "Make an identity's chain (CA) certificates token objects too; by default they stay in the keychain for trust and export, out of the token, so the token shows one certificate per identity.")
+    var withChain = false
     @Flag(help: "JSON output: every item created or found, with its persistent reference and PKCS #11 URI.") var json = false
 
     func run() throws {
         guard !files.isEmpty else { throw ValidationError("give at least one file to import") }
-        let options = ImportOptions(label: label, id: try id.map(HexID.parse))
+        let options = ImportOptions(label: label, id: try id.map(HexID.parse), withChain: withChain)
         if let label, label.isEmpty { throw ValidationError("--label must not be empty") }
         if !options.isEmpty, files.count > 1 { throw ValidationError("--label and --id name one item: import one file with them") }
         let ctx = try Context.open()
@@ -257,7 +260,7 @@ struct ImportRow: Encodable {
         } else {
             kind = "certificate"
         }
-        return "imported \(kind) \"\(label)\" (CKA_ID \(id)): " + created.map { "\($0.what) \($0.reference)" }.joined(separator: ", ")
+        return "imported \(kind) \"\(label)\" (CKA_ID \(id)): " + created.map { "\($0.what) \($0.reference)" + ($0.keptApart ? " (kept out of the token)" : "") }.joined(separator: ", ")
             + (existing.isEmpty ? "" : "; already there: " + already)
             + (trust.map { "; trust: \($0)" } ?? "")
     }
@@ -268,8 +271,10 @@ struct ImportedItemRow: Encodable {
     var label: String
     var id: String
     var reference: String
+    /// "-" for a chain certificate kept out of the token: no PKCS #11 object to name.
     var uri: String
     var created: Bool
+    var keptApart: Bool
 
     init(_ i: ImportedItem, token: TokenRecord) {
         role = i.role.rawValue
@@ -277,12 +282,13 @@ struct ImportedItemRow: Encodable {
         id = Hex.upper(i.id)
         reference = i.reference.base64url
         created = i.created
+        keptApart = i.keptApart
         let cls: ItemClass = switch i.role {
         case .certificate, .chainCertificate: .certificate
         case .privateKey: .privateKey
         case .publicKey: .publicKey
         }
-        uri = PKCS11URI.object(token: token, label: i.label.isEmpty ? nil : i.label, id: i.id, type: PKCS11URI.typeName(cls))
+        uri = i.keptApart ? "-" : PKCS11URI.object(token: token, label: i.label.isEmpty ? nil : i.label, id: i.id, type: PKCS11URI.typeName(cls))
     }
 
     var what: String {

@@ -62,7 +62,8 @@ struct ItemRow: Encodable {
         id = item.attributes[CKA.id].map { $0.map { String(format: "%02X", $0) }.joined() }
         classOrder = Int(item.itemClass.rawValue & 0xFF)
         let typeName = PKCS11URI.typeName(item.itemClass)
-        uri = PKCS11URI.object(token: token, label: label.isEmpty ? nil : label, id: item.attributes[CKA.id], type: typeName)
+        // A chain certificate kept out of the token is no PKCS #11 object: no URI names it.
+        uri = item.isChainOnly ? "-" : PKCS11URI.object(token: token, label: label.isEmpty ? nil : label, id: item.attributes[CKA.id], type: typeName)
         if item.itemClass == .certificate, let der = item.attributes[CKA.value], let cert = try? Certificate(der: der) {
             certificateType = CertificateCategory(certificate: cert).rawValue
             notBefore = Dates.iso8601(cert.notBefore)

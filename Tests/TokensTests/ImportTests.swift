@@ -15,7 +15,7 @@ import Tokens
         let result = try env.manager.importPKCS12(try Fixture.bytes(rsaP12), password: Fixture.password, into: tid, key: env.key)
         #expect(!result.duplicate)
         let cert = try Certificate(der: try Fixture.bytes("identities/device-ds-ke.cert.der"))
-        #expect(result.label == ObjectTemplates.hex(DigestAlgorithm.sha256.hash(cert.der)))
+        #expect(result.label == "Test Device 1234567890 (device 048F)")  // the file's friendlyName (IdentityLabel)
         #expect(result.id == DigestAlgorithm.sha1.hash(try subjectPublicKeyBits(cert)))
 
         let keyItem = try env.store.item(try #require(result.privateKey), key: env.key)

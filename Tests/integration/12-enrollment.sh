@@ -63,7 +63,7 @@ check_out "keyshare import joins the certificate to the generated key" "imported
 check_out "keyshare export sees the identity" "exported alice" ks export alice --out "$WORK/alice.p12" --pin-source env:PIN
 SHARED_PW=$(ks password --stdout --pin-source env:PIN); export SHARED_PW
 check_out "the export holds key and certificate" "CN ?= ?Alice Derived" openssl pkcs12 -in "$WORK/alice.p12" -passin env:SHARED_PW -nokeys -clcerts
-check_out "the share tree lists the identity" "alice" ks share list --pin-source env:PIN
+check_out "the share tree lists the identity (by its key-sharing label, the SHA-256)" "$(sha256_label "$WORK/alice.pem")" ks share list --pin-source env:PIN
 
 # --- 2. pkcs11-tool --keypairgen --id 01, openssl req through the engine ---
 check "pkcs11-tool --keypairgen --id 01 (RSA)" "${P[@]}" --keypairgen --key-type rsa:2048 --id 01 --label bob --extractable

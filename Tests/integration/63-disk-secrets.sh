@@ -35,7 +35,7 @@ check "import RSA, EC P-256, EC P-384 identities" eval 'ks import "$ID/device-ds
 check "generate EC and RSA key pairs" eval 'ks key generate --type ec --curve P-256 --label gen-ec --tag gen-ec --pin-source env:PIN && ks key generate --type rsa --bits 2048 --label gen-rsa --tag gen-rsa --pin-source env:PIN'
 "$KS" password show --stdout --pin-source env:PIN >"$WORK/shared" 2>/dev/null
 [ "$(wc -c <"$WORK/shared")" -ge 9 ] && ok "shared password set" || bad "shared password set"
-LABEL=$(openssl dgst -sha256 -r "$ID/device-ds-ke.cert.der" | awk '{print toupper($1)}')
+LABEL=$(p12_label "$ID/device-ds-ke.modern.p12")  # the identity's label: its friendlyName
 sign() { pkcs11-tool --module "$MODULE" --token-label disk --login --pin env:PIN --sign --mechanism SHA256-RSA-PKCS \
   --label "$LABEL" --input-file /etc/hostname --output-file "$1"; }
 check "sign through the module (debug log on)" sign "$TMPDIR/sig"

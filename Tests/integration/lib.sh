@@ -45,6 +45,10 @@ new_home() {
   export KEYSHARE_KDF_LOG2N=10
 }
 
+# p12_label FILE [PASSWORD-VAR]: the label `keyshare import` gives the identity of a PKCS #12
+# file: its friendlyName (the first bag's, the identity's certificate). Default variable: P12PASS.
+p12_label() { openssl pkcs12 -in "$1" -nokeys -passin "env:${2:-P12PASS}" 2>/dev/null | sed -n 's/^ *friendlyName: //p' | head -1; }
+
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 FIXTURES=$(cd "$HERE/../Fixtures/testdata" && pwd)
 
