@@ -1,0 +1,112 @@
+import ArgumentParser
+import Foundation
+
+/// `keyshare browser`: browsers offer keyshare's certificates on a site that
+/// asks for one (docs/browsers.md). `setup` registers the module in this
+/// user's NSS databases (Chromium's ~/.pki/nssdb, each Firefox profile);
+/// `policy` is what the package runs as root: Firefox's enterprise policy
+/// for every user.
+struct BrowserCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "browser",
+        abstract: "Make browsers use keyshare's certificates (NSS databases, Firefox's policy).",
+        subcommands: [Setup.self, Policy.self])
+
+    struct Setup: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Register the module in this user's NSS databases: Chromium's ~/.pki/nssdb and every Firefox profile.",
+            discussion: """
+                Edits each database's pkcs11.txt as modutil does (close the browser first: a running one \
+                loads modules at its start). Idempotent; --remove takes the module out again. With neither \
+                --firefox nor --chromium, both. --auto does this once per user (the package's login hook) \
+                and never again after that, --remove included.
+                """)
+
+        @Flag(help: "Every Firefox profile of this user.") var firefox = false
+        @Flag(help: "Chromium's database, ~/.pki/nssdb (made when missing).") var chromium = false
+        @Flag(help: "Take the module out instead.") var remove = false
+        @Flag(help: "Once per user: do nothing when it was done before (records it in $XDG_STATE_HOME/keyshare).") var auto = false
+        @Option(help: "The module to register (default: the one beside this program, else the installed one).") var module: String?
+
+        func run() throws {
+            if auto, remove { throw ValidationError("--auto registers; it does not go with --remove") }
+            let marker = Self.stateDirectory() + "/browser-setup"
+            if auto, FileManager.default.fileExists(atPath: marker) { return }
+            let both = !firefox && !chromium
+            let library = remove ? nil : try BrowserProfiles.module(module)
+            var failures = 0
+            var targets: [(String, String)] = []
+            if chromium || both { targets.append(("chromium", BrowserProfiles.chromium)) }
+            if firefox || both {
+                let profiles = BrowserProfiles.firefox()
+                if profiles.isEmpty, firefox || !auto {
+                    Console.out("firefox: no profile yet (the package's policy registers the module in new profiles)")
+                }
+                targets += profiles.map { ("firefox", $0) }
+            }
+            for (browser, dir) in targets {
+                let db = NSSModuleDatabase(directory: dir)
+                do {
+                    let change = try library.map { try db.register(library: $0) } ?? db.unregister()
+                    let what: String = switch change {
+                    case .added: "registered \(library ?? "")"
+                    case .updated: "registered \(library ?? "") (replacing another keyshare module path)"
+                    case .unchanged: "already registered"
+                    case .removed: "removed"
+                    case .absent: "not registered"
+                    }
+                    Console.out("\(browser) sql:\(dir): \(what)")
+                } catch {
+                    Console.error("\(browser) sql:\(dir): \(ErrorText.describe(error))")
+                    failures += 1
+                }
+            }
+            if auto, failures == 0 { Self.record(marker) }
+            if failures > 0 { throw CLIExit(code: 1) }
+        }
+
+        static func stateDirectory() -> String {
+            let env = ProcessInfo.processInfo.environment
+            return (env["XDG_STATE_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? BrowserProfiles.home + "/.local/state") + "/keyshare"
+        }
+
+        static func record(_ marker: String) {
+            let dir = (marker as NSString).deletingLastPathComponent
+            try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            _ = FileManager.default.createFile(atPath: marker, contents: Data("keyshare browser setup --auto ran\n".utf8),
+                                           attributes: [.posixPermissions: 0o600])
+        }
+    }
+
+    struct Policy: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Add the module to Firefox's enterprise policy for every user (what the package runs as root).",
+            discussion: """
+                Merges SecurityDevices.Add.keyshare into the policy file; every other policy stays, and a \
+                file that is not JSON is left alone. --remove moves keyshare to SecurityDevices.Delete, so \
+                profiles drop the module; --purge takes it out of both (and deletes a file left empty).
+                """)
+
+        @Flag(help: "Take the module out: Firefox removes it from profiles at their next start.") var remove = false
+        @Flag(help: "Take keyshare out of the policy altogether.") var purge = false
+        @Option(help: "The policy file.") var file = FirefoxPolicy.defaultPath
+        @Option(help: "The module to register (default: the one beside this program, else the installed one).") var module: String?
+
+        func run() throws {
+            if remove, purge { throw ValidationError("give --remove or --purge, not both") }
+            let policy = FirefoxPolicy(path: file.hasPrefix("/") ? file : FileManager.default.currentDirectoryPath + "/" + file)
+            let action: FirefoxPolicy.Action = remove ? .remove : purge ? .purge : .add(library: try BrowserProfiles.module(module))
+            let outcome = try policy.apply(action)
+            let what: String = switch (action, outcome) {
+            case (.add(let lib), .unchanged): "already registers \(lib)"
+            case (.add(let lib), _): "registers \(lib) (SecurityDevices.Add.keyshare)"
+            case (.remove, .unchanged): "does not register keyshare"
+            case (.remove, _): "no longer registers keyshare (SecurityDevices.Delete removes it from profiles)"
+            case (.purge, .deleted): "deleted (it held nothing else)"
+            case (.purge, .unchanged): "does not name keyshare"
+            case (.purge, _): "no longer names keyshare"
+            }
+            Console.out("\(file): \(what)")
+        }
+    }
+}
