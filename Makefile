@@ -13,6 +13,8 @@ DEB_PACKAGES  := libssl-dev libsqlite3-dev libp11-kit-dev p11-kit opensc softhsm
                  pcscd vsmartcard-vpcd opensc-pkcs11 libcacard-dev util-linux \
                  swtpm swtpm-tools tpm2-tools libtpm2-pkcs11-1 libtpm2-pkcs11-tools systemd libtss2-dev \
                  libzstd-dev zlib1g-dev libbrotli-dev libsystemd-dev bubblewrap
+# 89-browsers: the browsers that open a client-certificate site, and X for the screenshots.
+DEB_PACKAGES  += firefox-esr chromium xvfb xauth imagemagick
 ## The crypto engine (docs/architecture.md, "The crypto engine"). OPENSSL=auto (default): the system
 ## libcrypto where it is 3.5 or newer (linked dynamically), else Debian 13's OpenSSL fetched into
 ## $(OPENSSL_BUNDLE) (checksums pinned below) and linked statically into the module, the agent and the

@@ -18,20 +18,15 @@ struct BrowserCommand: ParsableCommand {
             discussion: """
                 Edits each database's pkcs11.txt as modutil does (close the browser first: a running one \
                 loads modules at its start). Idempotent; --remove takes the module out again. With neither \
-                --firefox nor --chromium, both. --auto does this once per user (the package's login hook) \
-                and never again after that, --remove included.
+                --firefox nor --chromium, both.
                 """)
 
         @Flag(help: "Every Firefox profile of this user.") var firefox = false
         @Flag(help: "Chromium's database, ~/.pki/nssdb (made when missing).") var chromium = false
         @Flag(help: "Take the module out instead.") var remove = false
-        @Flag(help: "Once per user: do nothing when it was done before (records it in $XDG_STATE_HOME/keyshare).") var auto = false
         @Option(help: "The module to register (default: the one beside this program, else the installed one).") var module: String?
 
         func run() throws {
-            if auto, remove { throw ValidationError("--auto registers; it does not go with --remove") }
-            let marker = Self.stateDirectory() + "/browser-setup"
-            if auto, FileManager.default.fileExists(atPath: marker) { return }
             let both = !firefox && !chromium
             let library = remove ? nil : try BrowserProfiles.module(module)
             var failures = 0
@@ -39,7 +34,7 @@ struct BrowserCommand: ParsableCommand {
             if chromium || both { targets.append(("chromium", BrowserProfiles.chromium)) }
             if firefox || both {
                 let profiles = BrowserProfiles.firefox()
-                if profiles.isEmpty, firefox || !auto {
+                if profiles.isEmpty {
                     Console.out("firefox: no profile yet (the package's policy registers the module in new profiles)")
                 }
                 targets += profiles.map { ("firefox", $0) }
@@ -61,20 +56,7 @@ struct BrowserCommand: ParsableCommand {
                     failures += 1
                 }
             }
-            if auto, failures == 0 { Self.record(marker) }
             if failures > 0 { throw CLIExit(code: 1) }
-        }
-
-        static func stateDirectory() -> String {
-            let env = ProcessInfo.processInfo.environment
-            return (env["XDG_STATE_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? BrowserProfiles.home + "/.local/state") + "/keyshare"
-        }
-
-        static func record(_ marker: String) {
-            let dir = (marker as NSString).deletingLastPathComponent
-            try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            _ = FileManager.default.createFile(atPath: marker, contents: Data("keyshare browser setup --auto ran\n".utf8),
-                                           attributes: [.posixPermissions: 0o600])
         }
     }
 

@@ -21,6 +21,8 @@ MODULE=$(realpath "${2:?module path}")  # Firefox matches a policy's device to a
 . "$(dirname "$0")/lib.sh"
 . "$HERE/support/consumers.sh"
 enter_sandbox "$@"
+# The browsers use the token the agent holds unlocked (keyshare unlock): the agent mode, in every suite run.
+unset KEYSHARE_IN_PROCESS
 T0=$SECONDS
 FF_POLICY=/etc/firefox/policies/policies.json
 CR_POLICY=/etc/chromium/policies/managed/keyshare-it-89-$$.json

@@ -35,6 +35,9 @@ cleanup() {
     # shellcheck disable=SC2086
     [ -z "$PULLED" ] || { echo "# cleanup: purging what apt-get -f install added:$PULLED"; dpkg --purge $PULLED >/dev/null 2>&1; }
   fi
+  # Firefox's policy file as it was found (the package's postinst merges into it).
+  if [ -e "$WORK/ffpolicy.saved" ]; then cp -p "$WORK/ffpolicy.saved" "$FFPOLICY"
+  elif [ -n "${FFPOLICY:-}" ] && [ -e "$FFPOLICY" ]; then rm -f "$FFPOLICY"; rmdir /etc/firefox/policies /etc/firefox 2>/dev/null; fi
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -46,6 +49,10 @@ DEB=$WORK/keyshare_${VERSION}_${ARCH}.deb
 P11DIR=$(pkg-config --variable=p11_module_path p11-kit-1)
 P11CONF=$(pkg-config --variable=p11_module_configs p11-kit-1)
 SYSMOD=$P11DIR/libkeyshare-pkcs11.so
+FFPOLICY=/etc/firefox/policies/policies.json
+[ ! -e "$FFPOLICY" ] || cp -p "$FFPOLICY" "$WORK/ffpolicy.saved"
+# ffpolicy PYTHON-EXPR: the expression over d (Firefox's policies.json) holds.
+ffpolicy() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if eval(sys.argv[2]) else 1)' "$FFPOLICY" "$1" 2>/dev/null; }
 
 # A keyshare already installed here (the package, or a file the package installs) is never touched.
 existing_install() {  # existing_install PATH...: what of it is there already (empty: nothing)
@@ -271,6 +278,9 @@ if dpkg_install "$DEB"; then ok "dpkg -i the $VERSION package over $OLD_VERSION"
 else bad "dpkg -i the $VERSION package over $OLD_VERSION"; finish; exit 1; fi
 check_out "dpkg: keyshare $VERSION installed" "^ii +$VERSION\$" status
 check_out "keyshare --version: $VERSION" "^$VERSION\$" asuser /usr/bin/keyshare --version
+ffpolicy "d['policies']['SecurityDevices']['Add']['keyshare'] == '$SYSMOD'" \
+  && ok "postinst: Firefox's policy registers the module (SecurityDevices.Add.keyshare = $SYSMOD)" \
+  || bad "postinst registers the module in Firefox's policy" "$(cat "$FFPOLICY" 2>&1)"
 check_out "the upgraded CLI uses the store made before the upgrade" 'pkgtest' asuser /usr/bin/keyshare token list
 # Schema: the old store, opened by the new version, is at the version a store made now has.
 # Read as the user: a root connection could leave root-owned -wal/-shm files in the user's store.
@@ -351,7 +361,13 @@ else bad "the user's store is untouched by dpkg -r" "$(diff "$WORK/store.before"
 out=$(asuser p11-kit list-modules 2>/dev/null)
 if [ -n "$out" ] && ! grep -q '^keyshare: ' <<<"$out"; then ok "p11-kit list-modules no longer shows keyshare"
 else bad "p11-kit list-modules no longer shows keyshare" "$out"; fi
+ffpolicy "'keyshare' not in d['policies']['SecurityDevices'].get('Add', {}) and 'keyshare' in d['policies']['SecurityDevices']['Delete']" \
+  && ok "dpkg -r: Firefox's policy now deletes the module from profiles (SecurityDevices.Delete)" \
+  || bad "prerm moves keyshare to SecurityDevices.Delete" "$(cat "$FFPOLICY" 2>&1)"
 dpkg --purge keyshare >/dev/null 2>&1
+if [ -e "$WORK/ffpolicy.saved" ]; then ok "dpkg --purge: the policy file that was there before stays"
+elif [ ! -e "$FFPOLICY" ]; then ok "dpkg --purge: the policy file postinst made is gone"
+else bad "dpkg --purge removes the policy file postinst made" "$(cat "$FFPOLICY")"; fi
 check_out "dpkg --purge leaves no record of keyshare" '^$|^un' status
 INSTALLED=""
 [ -z "$PULLED" ] || { dpkg --purge $PULLED >/dev/null 2>&1; PULLED=""; }

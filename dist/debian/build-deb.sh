@@ -59,9 +59,56 @@ case "$1" in
     done
     ;;
 esac
+# At removal Firefox's policy names keyshare under SecurityDevices.Delete instead of Add, so
+# profiles drop the module whose library is going (docs/browsers.md); an upgrade keeps it.
+if [ "$1" = remove ]; then
+  keyshare browser policy --remove >/dev/null 2>&1 || true
+fi
 exit 0
 PRERM
 chmod 0755 "$ROOT/DEBIAN/prerm"
+
+# postinst: Firefox's enterprise policy registers the module for every user and profile
+# (SecurityDevices, merged into /etc/firefox/policies/policies.json: every other policy stays;
+# a file that is not JSON is left alone and reported). Chromium has no such policy on Linux:
+# each user runs `keyshare browser setup` once (docs/browsers.md).
+module=$(cd "$ROOT" && find usr -name libkeyshare-pkcs11.so -path '*/pkcs11/*' | head -1)
+[ -n "$module" ] || { echo "build-deb.sh: no libkeyshare-pkcs11.so under a pkcs11 directory" >&2; exit 1; }
+cat > "$ROOT/DEBIAN/postinst" <<POSTINST
+#!/bin/sh
+set -e
+if [ "\$1" = configure ]; then
+  keyshare browser policy --module /$module >/dev/null 2>&1 ||
+    echo "keyshare: Firefox's policy was not changed (run: keyshare browser policy --module /$module)" >&2
+fi
+exit 0
+POSTINST
+chmod 0755 "$ROOT/DEBIAN/postinst"
+
+# postrm purge: the policy file goes when it holds nothing but what prerm left (the file
+# keyshare browser policy --remove writes when keyshare was its only entry: sorted keys, two spaces).
+cat > "$ROOT/DEBIAN/postrm" <<'POSTRM'
+#!/bin/sh
+set -e
+if [ "$1" = purge ]; then
+  f=/etc/firefox/policies/policies.json
+  left='{
+  "policies" : {
+    "SecurityDevices" : {
+      "Delete" : [
+        "keyshare"
+      ]
+    }
+  }
+}'
+  if [ -f "$f" ] && [ "$(cat "$f")" = "$left" ]; then
+    rm -f "$f"
+    rmdir /etc/firefox/policies /etc/firefox 2>/dev/null || true
+  fi
+fi
+exit 0
+POSTRM
+chmod 0755 "$ROOT/DEBIAN/postrm"
 rm -f debian/keyshare.substvars
 dpkg-shlibdeps -Tdebian/keyshare.substvars "${elves[@]}"
 grep -q '^shlibs:Depends=.*libssl3' debian/keyshare.substvars ||
