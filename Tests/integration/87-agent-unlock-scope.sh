@@ -164,11 +164,11 @@ EP=$!; PIDS+=("$EP")
 for _ in $(seq 300); do kill -0 "$EP" 2>/dev/null && ! grep -q incorrect "$WORK/enroll" || break; sleep 0.1; done
 kill "$EP" 2>/dev/null; wait "$EP"; rc=$?
 grep -q "PIN for token 'work' is incorrect" "$WORK/enroll" && ! grep -q "enrolled" "$WORK/enroll" \
-  && ok "systemd-cryptenroll logs in while an unlock is in force: a wrong \$PIN is refused, nothing enrolled" \
+  && ok "systemd-cryptenroll logs in while an unlock is in force: a wrong PIN in its environment is refused, nothing enrolled" \
   || bad "cryptenroll refuses a wrong PIN" "rc $rc: $(cat "$WORK/enroll")"
 out=$(PASSWORD="$DISKPASS" timeout 60 systemd-cryptenroll --pkcs11-token-uri="pkcs11:token=work" "$IMG" </dev/null 2>&1); rc=$?
 [ "$rc" = 0 ] && grep -q "Successfully logged into security token 'work'" <<<"$out" \
-  && ok "systemd-cryptenroll with the PIN (\$PIN) enrolls the token" || bad "cryptenroll with the PIN" "rc $rc: $out"
+  && ok "systemd-cryptenroll with the right PIN in its environment enrolls the token" || bad "cryptenroll with the PIN" "rc $rc: $out"
 # copen VAR|-: `cryptsetup open --test-passphrase --token-only` (the systemd-pkcs11 plugin), the PIN in VAR on stdin.
 copen() {
   if [ "$1" = - ]; then env -u PIN timeout 60 cryptsetup open --test-passphrase --token-only -v "$IMG" </dev/null 2>&1
