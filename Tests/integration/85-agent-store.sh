@@ -39,7 +39,9 @@ check "A: EC key" "$KS" key generate --type ec --curve P-256 --label k --tag k -
 "$KS" key public --tag k >"$WORK/k.pub"
 for t in allowed refused; do cp "$(command -v pkcs11-tool)" "$WORK/$t-tool"; printf '%s' "$t" >>"$WORK/$t-tool"; done
 check "A: policy allows only allowed-tool" "$KS" policy allow --exe "$WORK/allowed-tool"
-check "A: unlocked for 5 minutes" "$KS" unlock --for 5m --pin-source env:PIN
+# The unlock names both programs: the refused one is kept from A's key by the policy alone.
+check "A: unlocked for 5 minutes (for both programs)" "$KS" unlock --for 5m --program "$WORK/allowed-tool" \
+  --program "$WORK/refused-tool" --pin-source env:PIN
 AAGENT=$(cat "$(agent_dir)/agent.pid")
 ASOCK=$(agent_dir)/agent.sock
 check "control: the allowed program signs from A without a PIN" \
