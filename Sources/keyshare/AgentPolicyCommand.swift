@@ -53,7 +53,7 @@ struct AgentPolicyCommand: ParsableCommand {
         return path
     }
 
-    static func edit(_ body: (inout AgentPolicy, Context) throws -> String) throws {
+    static func edit(json: Bool, _ body: (inout AgentPolicy, Context) throws -> String) throws {
         let ctx = try Context.open(syncDrivers: false)
         let message = try ctx.store.transaction { () throws -> String in
             var policy: AgentPolicy
@@ -62,7 +62,7 @@ struct AgentPolicyCommand: ParsableCommand {
             try policy.save(to: ctx.store)
             return message
         }
-        Console.out(message)
+        try Console.report(json, message, ["policy": .string(message)])
     }
 
     /// What the rule recorded of the program, for the confirmation line.
@@ -76,13 +76,14 @@ struct AgentPolicyCommand: ParsableCommand {
         @OptionGroup var rule: RuleOptions
         @Option(name: .customLong("access-group"), help: "Only this access group (repeatable); default: every group.")
         var accessGroups: [String] = []
+        @OptionGroup var output: JSONOption
 
         func run() throws {
             let exe = try rule.executable()
             guard accessGroups.allSatisfy({ !$0.isEmpty && !$0.contains(",") && !$0.contains("\t") && !$0.contains("\n") }) else {
                 throw ValidationError("an access group must be non-empty and hold no comma, tab or newline")
             }
-            try AgentPolicyCommand.edit { policy, ctx in
+            try AgentPolicyCommand.edit(json: output.json) { policy, ctx in
                 let t = try rule.tokenRecord(ctx)
                 let p = rule.program(exe)
                 let r = AgentPolicy.Rule(effect: .allow, exe: exe, tokenID: t?.tokenID, tokenLabel: t?.label,
@@ -96,10 +97,11 @@ struct AgentPolicyCommand: ParsableCommand {
     struct Deny: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Deny a program a token (hidden), or everything (refused).")
         @OptionGroup var rule: RuleOptions
+        @OptionGroup var output: JSONOption
 
         func run() throws {
             let exe = try rule.executable()
-            try AgentPolicyCommand.edit { policy, ctx in
+            try AgentPolicyCommand.edit(json: output.json) { policy, ctx in
                 let t = try rule.tokenRecord(ctx)
                 let p = rule.program(exe)
                 let r = AgentPolicy.Rule(effect: .deny, exe: exe, tokenID: t?.tokenID, tokenLabel: t?.label,
@@ -117,13 +119,14 @@ struct AgentPolicyCommand: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Name a program that `keyshare unlock` (without --program) unlocks a token (or every token) for.")
         @OptionGroup var rule: RuleOptions
+        @OptionGroup var output: JSONOption
 
         func run() throws {
             let exe = try rule.executable()
             if let p = NamedProgram(path: exe), let why = Authenticators.reason(for: p) {
                 throw CLIError("no unlock ever reaches \(exe): \(why); it asks for the PIN itself")
             }
-            try AgentPolicyCommand.edit { policy, ctx in
+            try AgentPolicyCommand.edit(json: output.json) { policy, ctx in
                 let t = try rule.tokenRecord(ctx)
                 let p = rule.program(exe)
                 let r = AgentPolicy.Rule(effect: .unlock, exe: exe, tokenID: t?.tokenID, tokenLabel: t?.label,
@@ -138,10 +141,11 @@ struct AgentPolicyCommand: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Remove a program's rules (for one token, or all of them).")
         @OptionGroup var rule: RuleOptions
         @Flag(name: .customLong("unlock-only"), help: "Only its unlock rules (its allow or deny rules stay).") var unlockOnly = false
+        @OptionGroup var output: JSONOption
 
         func run() throws {
             let exe = try rule.executable()
-            try AgentPolicyCommand.edit { policy, ctx in
+            try AgentPolicyCommand.edit(json: output.json) { policy, ctx in
                 let t = try rule.tokenRecord(ctx)
                 let n = policy.remove(exe: exe, tokenID: t?.tokenID, effect: unlockOnly ? .unlock : nil)
                 guard n > 0 else { throw CLIError("no rule for \(exe)\(t.map { " and token \($0.label)" } ?? "")") }

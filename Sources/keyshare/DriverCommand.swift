@@ -127,13 +127,14 @@ struct DriverCommand: ParsableCommand {
     struct Remove: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Remove a PKCS #11 module; its tokens' items leave the keychain.")
         @Argument(help: "The driver's name.") var name: String
+        @OptionGroup var output: JSONOption
 
         func run() throws {
             let ctx = try Context.open(syncDrivers: false)
             guard try ctx.store.drivers().contains(where: { $0.name == name }) else { throw CLIError("no driver named \(name)") }
             try ctx.store.removeDriver(name: name)
             try ExternalDriver.withdrawAll(driver: name, store: ctx.store)
-            Console.out("removed driver \(name)")
+            try Console.report(output.json, "removed driver \(name)", ["removed": .string(name)])
         }
     }
 

@@ -28,6 +28,7 @@ struct UnlockCommand: ParsableCommand {
     @OptionGroup var selection: TokenSelection
     @OptionGroup var pin: PINOptions
     @Flag(help: "Show which tokens of this store are unlocked, for how long and for which programs; unlock nothing.") var status = false
+    @OptionGroup var output: JSONOption
 
     static func seconds(_ text: String) -> Double? {
         guard let last = text.last else { return nil }
@@ -41,10 +42,17 @@ struct UnlockCommand: ParsableCommand {
     func run() throws {
         if status {
             let r = try AgentControl.call(.status, ControlProtocol.Message())
-            let lines = (r.string("unlocked") ?? "").split(separator: "\n")
-            if lines.isEmpty { Console.out("no token of this store is unlocked"); return }
-            Console.table(["TOKEN", "SECONDS LEFT", "PROGRAMS"],
-                          lines.map { $0.split(separator: "\t", omittingEmptySubsequences: false).map(String.init) })
+            let rows = (r.string("unlocked") ?? "").split(separator: "\n")
+                .map { $0.split(separator: "\t", omittingEmptySubsequences: false).map(String.init) }
+            if output.json {
+                return try Console.json(["unlocked": rows.map { row -> [String: JSONField] in
+                    ["token": .string(row.first ?? ""),
+                     "secondsLeft": row.count > 1 ? Int(row[1]).map(JSONField.int) ?? .string(row[1]) : .null,
+                     "programs": .strings(row.count > 2 ? row[2].split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } : [])]
+                }])
+            }
+            if rows.isEmpty { Console.out("no token of this store is unlocked"); return }
+            Console.table(["TOKEN", "SECONDS LEFT", "PROGRAMS"], rows)
             return
         }
         guard let duration else { throw ValidationError("give --for DURATION (e.g. 30m), or --status") }
@@ -70,21 +78,27 @@ struct UnlockCommand: ParsableCommand {
             throw CLIError("the running keyshare agent is older and cannot limit an unlock to programs: the unlock was ended; "
                 + "run keyshare agent restart, then unlock again")
         }
+        var leftOut: [String] = []
         for line in (r.string("leftOut") ?? "").split(separator: "\n") {
             let f = line.split(separator: "\t", maxSplits: 1).map(String.init)
+            leftOut.append(f[0])
             Console.error("not unlocked for \(f[0]): \(f.count > 1 ? f[1] : "")")
         }
         let reached = (r.string("programs") ?? "").split(separator: "\n").map(String.init)
         let fromPolicy = r.string("source") == "policy"
+        let fields: [String: JSONField] = [
+            "unlocked": .string(label), "tokenID": .string(token.id), "seconds": .int(reached.isEmpty ? 0 : Int(seconds)),
+            "programs": .strings(reached), "leftOut": .strings(leftOut), "source": .optional(r.string("source")),
+        ]
         if reached.isEmpty {
-            Console.out("token \(label) unlocked for no program: " + (fromPolicy
+            return try Console.report(output.json, "token \(label) unlocked for no program: " + (fromPolicy
                 ? "no --program given and the policy names none for it (keyshare policy unlock --exe PATH); nothing changed"
-                : "none of the programs given may be unlocked; nothing changed"))
-            return
+                : "none of the programs given may be unlocked; nothing changed"), fields)
         }
         let n = reached.count
-        Console.out("unlocked token \(label) for \(duration) for \(n) program\(n == 1 ? "" : "s")\(fromPolicy ? " (policy unlock rules)" : ""): "
-            + reached.joined(separator: ", ") + " (keyshare lock ends it)")
+        try Console.report(output.json,
+            "unlocked token \(label) for \(duration) for \(n) program\(n == 1 ? "" : "s")\(fromPolicy ? " (policy unlock rules)" : ""): "
+                + reached.joined(separator: ", ") + " (keyshare lock ends it)", fields)
     }
 }
 
@@ -93,12 +107,13 @@ struct LockCommand: ParsableCommand {
         commandName: "lock",
         abstract: "End `keyshare unlock` now: every application loses the token's key (its own C_Login stays).")
     @OptionGroup var selection: TokenSelection
+    @OptionGroup var output: JSONOption
 
     func run() throws {
         var m = ControlProtocol.Message()
         m.set("token", selection.token)
         let r = try AgentControl.call(.lock, m)
         let n = Int(r.string("count") ?? "0") ?? 0
-        Console.out(n == 0 ? "nothing was unlocked" : "locked \(n) token\(n == 1 ? "" : "s")")
+        try Console.report(output.json, n == 0 ? "nothing was unlocked" : "locked \(n) token\(n == 1 ? "" : "s")", ["locked": .int(n)])
     }
 }

@@ -54,9 +54,9 @@ check_out "failure is counted" "1 failed" ks token list
 
 # list / show
 LABEL=$(openssl dgst -sha256 -r "$ID/device-ds-ke.cert.der" | awk '{print toupper($1)}')
-check_out "list shows the identity label" "$LABEL" ks list
+check_out "list --wide shows the identity label in full" "$LABEL" ks list --wide
 check_out "list shows category" "device" ks list
-check_out "list shows a PKCS#11 URI" "pkcs11:token=alpha;serial=" ks list
+check_out "list --wide shows a PKCS#11 URI" "pkcs11:token=alpha;serial=" ks list --wide
 check_out "list --private shows keys" "private-key" ks list --pin-source env:PIN
 check_out "list json" '"certificateType" : "device"' ks list --json
 REF=$(ks list --json | python3 -c 'import json,sys; print([r["reference"] for r in json.load(sys.stdin) if r["itemClass"]=="certificate"][0])')
@@ -198,7 +198,7 @@ fi
 
 # --label / --id on import, and --json with references and URIs.
 check_out "import --label --id" 'imported identity "work-id" \(CKA_ID 0A0B\)' ks import "$ID/signature-ds-email.modern.p12" --label work-id --id 0a0b "${G[@]}" --password-source env:P12PASS
-check_out "list shows the chosen ID in the URI" 'id=%0A%0B;object=work-id;type=private' ks list --token gamma --pin-source env:PIN
+check_out "list shows the chosen ID in the URI" 'id=%0A%0B;object=work-id;type=private' ks list --wide --token gamma --pin-source env:PIN
 check_fail "--id that another key uses is refused" 'already used by' ks import "$ID/encryption-gen2.modern.p12" --id 0A0B "${G[@]}" --password-source env:ENC
 json=$(ks import "$ID/encryption-gen3.modern.p12" "${G[@]}" --password-source env:ENC --json)
 if python3 -c 'import json,sys; r=json.loads(sys.argv[1]); it=r[0]["items"]; assert len(it)>=3 and all(i["reference"] and i["uri"].startswith("pkcs11:") for i in it)' "$json"; then
