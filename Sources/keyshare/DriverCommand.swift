@@ -103,6 +103,7 @@ struct DriverCommand: ParsableCommand {
         @Argument(help: "The driver's name.") var name: String
         @Option(name: .customLong("env"), help: ArgumentHelp("A variable for the module (repeatable).", valueName: "NAME=VALUE"))
         var env: [String] = []
+        @OptionGroup var output: JSONOption
 
         func run() throws {
             let environment = try Drivers.parseEnvironment(env)
@@ -120,7 +121,8 @@ struct DriverCommand: ParsableCommand {
                 poller.recordFailure(driver: name, reason: "\(error)")
                 Console.error("driver \(name) failed: \(error)")
             }
-            Console.out("driver \(name): " + (environment.isEmpty ? "no variables" : Drivers.describe(environment)))
+            try Console.report(output.json, "driver \(name): " + (environment.isEmpty ? "no variables" : Drivers.describe(environment)),
+                               ["driver": .string(name), "environment": .strings(environment.keys.sorted().map { "\($0)=\(environment[$0] ?? "")" })])
         }
     }
 
