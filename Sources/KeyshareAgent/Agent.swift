@@ -90,6 +90,8 @@ public final class Agent: @unchecked Sendable {
         let key: TokenKey
         let generation: UInt64
         let expires: Double
+        /// The programs it reaches (UnlockScope: named, never every program).
+        let scope: UnlockScope
     }
 
     /// How long a connection thread polls for its client's next call before
@@ -568,10 +570,13 @@ public final class Agent: @unchecked Sendable {
 
     // MARK: unlock across processes
 
-    func unlock(token: TokenID, key: TokenKey, seconds: Double) {
+    /// Unlocks `token` for the programs of `scope` (replacing the token's
+    /// earlier unlock); a scope of no program keeps nothing and changes nothing.
+    func unlock(token: TokenID, key: TokenKey, seconds: Double, scope: UnlockScope) {
+        guard !scope.programs.isEmpty else { return }
         lock.withLock {
             unlockGeneration += 1
-            unlocked[token] = Unlocked(key: key, generation: unlockGeneration, expires: Agent.monotonic() + seconds)
+            unlocked[token] = Unlocked(key: key, generation: unlockGeneration, expires: Agent.monotonic() + seconds, scope: scope)
         }
         pushUnlocks()
     }
@@ -600,27 +605,34 @@ public final class Agent: @unchecked Sendable {
         lock.withLock { unlocked.values.map(\.expires).min() }
     }
 
-    /// Token -> seconds left, one "ID<TAB>seconds" line per unlocked token.
+    /// Token -> seconds left and programs, one "ID<TAB>seconds<TAB>paths
+    /// (comma-separated)" line per unlocked token.
     func unlockedSummary() -> String {
         let now = Agent.monotonic()
         return lock.withLock {
             unlocked.filter { $0.value.expires > now }
-                .map { "\($0.key)\t\(Int(($0.value.expires - now).rounded(.up)))" }.sorted().joined(separator: "\n")
+                .map { "\($0.key)\t\(Int(($0.value.expires - now).rounded(.up)))\t\($0.value.scope.programs.map(\.path).joined(separator: ","))" }
+                .sorted().joined(separator: "\n")
         }
     }
 
     /// The unlocks a client gets: those not yet expired (checked here, at
-    /// every use, not only by the loop's sweep), for the tokens its policy
-    /// lets it see.
+    /// every use, not only by the loop's sweep), that name the client's
+    /// program (UnlockScope), for the tokens its policy lets it see; none for
+    /// a client that authenticates a person (UnlockBarrier, decided outside
+    /// the agent's lock: it may read the disk once).
     func sharedUnlocks(for client: AgentClient) -> [TokenID: SharedUnlock] {
         let now = Agent.monotonic()
-        return lock.withLock {
+        let out = lock.withLock {
             var out: [TokenID: SharedUnlock] = [:]
-            for (t, u) in unlocked where u.expires > now && client.policy.allows(exe: client.exe, token: t) {
+            for (t, u) in unlocked where u.expires > now && u.scope.reaches(client.unlockBarrier.program)
+                && client.policy.allows(exe: client.exe, token: t) {
                 out[t] = SharedUnlock(key: u.key, generation: u.generation)
             }
             return out
         }
+        guard !out.isEmpty, client.unlockBarrier.refusal(pid: client.pid) == nil else { return [:] }
+        return out
     }
 
     /// Applies the unlock table to every client now (a lock or an expiry
@@ -763,14 +775,17 @@ final class AgentClient: @unchecked Sendable {
     let pidfd: Int32
     /// Where the client's person can be asked (its display, its terminal).
     let display: ClientDisplay
+    /// Its program, and whether any unlock may reach it (UnlockScope.swift).
+    let unlockBarrier: UnlockBarrier
     /// Guarded by Agent.lock.
     var connections = 1
     private let goneLock = Lock()
     private var isGone = false
 
     init(token: [UInt8], pid: pid_t, exe: String, module: Module, policy: AgentPolicy, logFD: Int32 = -1, pidfd: Int32 = -1,
-         display: ClientDisplay = ClientDisplay()) {
+         display: ClientDisplay = ClientDisplay(), unlockBarrier: UnlockBarrier) {
         self.display = display
+        self.unlockBarrier = unlockBarrier
         self.token = token
         self.pid = pid
         self.exe = exe

@@ -132,11 +132,15 @@ struct AgentConnection {
         let module = Module(home: agent.storeHome, accessGroups: groups, handleBase: base,
                             hidden: { [policy] token in !policy.allows(exe: hiddenFor, token: token) },
                             storeCheck: { store in try agent.verify(store) })
+        // An authenticator (libpam or libcryptsetup in the client, hello.c's
+        // flag) is never reached by an unlock (UnlockScope.swift, issue 27).
+        let authenticator = h.flags & UInt16(KSA_HELLO_AUTHENTICATOR) != 0
         let client = AgentClient(token: newToken, pid: pid, exe: exe, module: module, policy: policy, logFD: logFD, pidfd: pidfd,
-                                 display: display)
+                                 display: display,
+                                 unlockBarrier: UnlockBarrier(program: program, helloSaysAuthenticator: authenticator))
         agent.register(client)
         let hiddenNote = Self.hiddenNote(policy, exe: exe)
-        AgentLog.line("client pid \(pid) exe \(exe): allowed (store \(agent.storeHome), groups \(Self.describe(groups))\(hiddenNote)\(pidfd >= 0 ? "" : ", no pidfd: cleaned up when its connections close"))")
+        AgentLog.line("client pid \(pid) exe \(exe): allowed (store \(agent.storeHome), groups \(Self.describe(groups))\(hiddenNote)\(authenticator ? ", authenticates a person: no unlock reaches it" : "")\(pidfd >= 0 ? "" : ", no pidfd: cleaned up when its connections close"))")
         reply(status: 0, token: newToken)
         return (client, wantsRegion)
     }

@@ -32,8 +32,13 @@ import KeySharing
 /// Access groups: the union of the `--access-group`s of E's allow rules (any
 /// allow rule of E without groups, or no allow rule: every group).
 /// KEYSHARE_ACCESS_GROUPS from the client narrows that, never widens it.
+///
+/// An `unlock` rule (issue 27) decides no visibility: it names a program that
+/// `keyshare unlock` without `--program` unlocks the token for (UnlockScope.swift).
+/// It sits beside a program's allow or deny rule for the same token, never
+/// replacing it.
 public struct AgentPolicy: Sendable, Equatable {
-    public enum Effect: String, Sendable { case allow, deny }
+    public enum Effect: String, Sendable { case allow, deny, unlock }
 
     public struct Rule: Sendable, Equatable, CustomStringConvertible {
         public var effect: Effect
@@ -141,33 +146,46 @@ public struct AgentPolicy: Sendable, Equatable {
 
     // MARK: editing
 
-    /// Adds a rule, replacing any rule for the same executable and token.
-    /// (Editing unbinds: a bound policy is for deciding.)
+    /// The `unlock` rules that cover token T: the programs `keyshare unlock`
+    /// without `--program` unlocks T for.
+    public func unlockRules(token: TokenID) -> [Rule] {
+        rules.filter { $0.effect == .unlock && $0.covers(token) }
+    }
+
+    /// Adds a rule, replacing any rule for the same executable and token of
+    /// the same kind: allow and deny replace each other, an unlock rule only
+    /// an unlock rule. (Editing unbinds: a bound policy is for deciding.)
     public mutating func set(_ rule: Rule) {
         subject = nil
-        rules.removeAll { $0.exe == rule.exe && $0.tokenID == rule.tokenID }
+        rules.removeAll { $0.exe == rule.exe && $0.tokenID == rule.tokenID && ($0.effect == .unlock) == (rule.effect == .unlock) }
         rules.append(rule)
     }
 
-    /// Removes the rules of an executable (for one token, or all of them). Returns how many.
-    public mutating func remove(exe: String, tokenID: TokenID?) -> Int {
+    /// Removes the rules of an executable (for one token, or all of them;
+    /// only those of one effect when `effect` is given). Returns how many.
+    public mutating func remove(exe: String, tokenID: TokenID?, effect: Effect? = nil) -> Int {
         subject = nil
         let before = rules.count
-        rules.removeAll { $0.exe == exe && (tokenID == nil || $0.tokenID == tokenID) }
+        rules.removeAll { $0.exe == exe && (tokenID == nil || $0.tokenID == tokenID) && (effect == nil || $0.effect == effect) }
         return before - rules.count
     }
 
     // MARK: storage (KeychainStore.agentPolicyData: the store's meta table)
 
     /// Format 2 adds the program's SHA-256 and device:inode to format 1's
-    /// fields; format 1 is still read (its rules match by path only).
+    /// fields; format 1 is still read (its rules match by path only). Format
+    /// 3 is format 2 with `unlock` rules: written only when the policy has
+    /// one, so a policy without them stays readable by an agent that knows
+    /// format 2 (and one with them is refused there as a whole, fail closed,
+    /// rather than read without its unlock rules).
+    static let header3 = "keyshare-agent-policy 3"
     static let header = "keyshare-agent-policy 2"
     static let header1 = "keyshare-agent-policy 1"
 
     /// One line per rule, tab-separated: effect, exe, token ID or *, label,
     /// groups or *, SHA-256 (hex) or -, device:inode or -.
     public func encoded() -> [UInt8] {
-        var lines = [Self.header]
+        var lines = [rules.contains { $0.effect == .unlock } ? Self.header3 : Self.header]
         for r in rules {
             lines.append([r.effect.rawValue, r.exe, r.tokenID?.description ?? "*", r.tokenLabel ?? "",
                           r.groups?.joined(separator: ",") ?? "*", r.digest.map(ProgramDigests.hex) ?? "-",
@@ -185,14 +203,16 @@ public struct AgentPolicy: Sendable, Equatable {
         var lines = text.split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
         let fieldCount: Int
         switch lines.first {
-        case Self.header: fieldCount = 7
+        case Self.header3, Self.header: fieldCount = 7
         case Self.header1: fieldCount = 5
         default: throw Malformed(description: "the agent policy has an unknown format")
         }
+        let unlockRules = lines.first == Self.header3
         lines.removeFirst()
         rules = try lines.map { line in
             let f = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
-            guard f.count == fieldCount, let effect = Effect(rawValue: f[0]), f[1].hasPrefix("/") else {
+            guard f.count == fieldCount, let effect = Effect(rawValue: f[0]), f[1].hasPrefix("/"),
+                  effect != .unlock || unlockRules else {
                 throw Malformed(description: "the agent policy has a malformed rule")
             }
             var digest: [UInt8]?

@@ -79,12 +79,25 @@ struct ControlServer {
             let store = try store()
             let token = try TokenManager(store: store).resolveToken(r.string("token"))
             guard token.hasPINs else { throw ControlProtocol.Failure("token \(token.label) is a card: its PIN is the card's, it cannot be unlocked here") }
+            // The programs it reaches (UnlockScope: named by --program, else by the
+            // policy's unlock rules; never every program, never an authenticator).
+            let paths = r.string("programs").map { $0.split(separator: "\n").map(String.init) }
+            let policy: AgentPolicy
+            do { policy = try AgentPolicy.load(from: store) } catch { throw ControlProtocol.Failure("the agent policy cannot be read: \(error)") }
+            let scope = try UnlockScope.make(paths: paths, policy: policy, token: token.tokenID)
             let key = try Self.naming(token) { try store.unlockUser(token.tokenID, pin: pin) }
-            agent.unlock(token: token.tokenID, key: key, seconds: seconds)
-            AgentLog.line("pid \(pid): token \(token.label) (\(token.tokenID)) of \(home) unlocked for \(Int(seconds))s")
+            agent.unlock(token: token.tokenID, key: key, seconds: seconds, scope: scope)
+            for (path, why) in scope.leftOut { AgentLog.line("pid \(pid): unlock of token \(token.label): not for \(path): \(why)") }
+            let names = scope.programs.map(\.path)
+            AgentLog.line("pid \(pid): token \(token.label) (\(token.tokenID)) of \(home) " + (names.isEmpty
+                ? "not unlocked: no program named (\(scope.source))"
+                : "unlocked for \(Int(seconds))s for \(names.joined(separator: ", ")) (\(scope.source))"))
             var m = ControlProtocol.Message()
             m.set("label", token.label)
             m.set("token", token.tokenID.description)
+            m.set("programs", names.joined(separator: "\n"))
+            m.set("leftOut", scope.leftOut.map { "\($0.path)\t\($0.why)" }.joined(separator: "\n"))
+            m.set("source", scope.source)
             return m
         case .lock:
             var only: TokenID?

@@ -19,14 +19,16 @@ public struct Certificate: Sendable, Equatable, Hashable {
     public let notAfter: Int64
     public let subject: String
     public let issuer: String
-    /// The subject's most specific commonName (its last CN), nil when it has none.
-    public let commonName: String?
     /// The subject's emailAddress, else the first rfc822Name of the SAN.
     public let email: String?
     /// nil when the certificate has no KeyUsage extension (which matters: the
     /// category rules treat "absent" differently from "empty").
     public let keyUsage: KeyUsage?
     public let subjectAltNames: [GeneralName]
+    /// nil when the certificate has no ExtendedKeyUsage extension.
+    public let extendedKeyUsage: ExtendedKeyUsage?
+    /// The subject's (last) commonName, UTF-8; nil when it has none.
+    public let commonName: String?
     public let publicKey: PublicKey
     public let isCA: Bool
     public let subjectKeyIdentifier: [UInt8]?
@@ -90,7 +92,6 @@ public struct Certificate: Sendable, Equatable, Hashable {
         issuerDER = try OSSL.i2d("issuer encode") { i2d_X509_NAME(iss, $0) }
         subject = try Certificate.oneLine(subj)
         issuer = try Certificate.oneLine(iss)
-        commonName = Certificate.lastEntry(subj, nid: NID_commonName)
         serialNumberDER = try OSSL.i2d("serial encode") { i2d_ASN1_INTEGER(serial, $0) }
         let magnitude = OSSL.asn1StringBytes(serial)
         serialHex = magnitude.isEmpty ? "00" : OSSL.hex(magnitude)
@@ -105,6 +106,9 @@ public struct Certificate: Sendable, Equatable, Hashable {
             keyUsage = nil
         }
         isCA = flags & UInt32(EXFLAG_CA) != 0
+        extendedKeyUsage = flags & UInt32(EXFLAG_XKUSAGE) != 0
+            ? ExtendedKeyUsage(openssl: X509_get_extended_key_usage(x)) : nil
+        commonName = Certificate.commonName(subj)
         subjectKeyIdentifier = X509_get0_subject_key_id(x).map { OSSL.asn1StringBytes($0) }
         subjectAltNames = Certificate.altNames(x)
         email = Certificate.lastEntry(subj, nid: NID_pkcs9_emailAddress)
@@ -125,6 +129,22 @@ public struct Certificate: Sendable, Equatable, Hashable {
     private static func oneLine(_ name: OpaquePointer) throws -> String {
         let bytes = try OSSL.collectBIO("name print") { ks_X509_NAME_print_rfc2253($0, name) >= 0 }
         return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The last CN entry (the most specific, as RFC 6125 readers take it) as UTF-8.
+    private static func commonName(_ name: OpaquePointer) -> String? {
+        var last: Int32 = -1, i: Int32 = -1
+        while true {
+            i = X509_NAME_get_index_by_NID(name, NID_commonName, i)
+            if i < 0 { break }
+            last = i
+        }
+        guard last >= 0, let entry = X509_NAME_get_entry(name, last), let data = X509_NAME_ENTRY_get_data(entry) else { return nil }
+        var out: UnsafeMutablePointer<UInt8>?
+        let n = ASN1_STRING_to_UTF8(&out, data)
+        guard n >= 0, let out else { return nil }
+        defer { CRYPTO_free(out, #fileID, #line) }
+        return String(decoding: UnsafeBufferPointer(start: out, count: Int(n)), as: UTF8.self)
     }
 
     /// ASN1_TIME_to_tm gives UTC fields; timegm (never mktime) keeps them UTC.

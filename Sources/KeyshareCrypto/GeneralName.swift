@@ -1,5 +1,30 @@
 import COpenSSL
 
+/// The ExtendedKeyUsage purposes keyshare names (RFC 5280 4.2.1.12), from
+/// OpenSSL's XKU_* flags; others are ignored.
+public struct ExtendedKeyUsage: OptionSet, Sendable, Hashable {
+    public let rawValue: UInt16
+    public init(rawValue: UInt16) { self.rawValue = rawValue }
+    public static let serverAuth = ExtendedKeyUsage(rawValue: 1 << 0)
+    public static let clientAuth = ExtendedKeyUsage(rawValue: 1 << 1)
+    public static let emailProtection = ExtendedKeyUsage(rawValue: 1 << 2)
+    public static let codeSigning = ExtendedKeyUsage(rawValue: 1 << 3)
+    public static let timeStamping = ExtendedKeyUsage(rawValue: 1 << 4)
+    public static let ocspSigning = ExtendedKeyUsage(rawValue: 1 << 5)
+    public static let any = ExtendedKeyUsage(rawValue: 1 << 6)
+
+    init(openssl xku: UInt32) {
+        var u: ExtendedKeyUsage = []
+        let map: [(UInt32, ExtendedKeyUsage)] = [
+            (UInt32(XKU_SSL_SERVER), .serverAuth), (UInt32(XKU_SSL_CLIENT), .clientAuth), (UInt32(XKU_SMIME), .emailProtection),
+            (UInt32(XKU_CODE_SIGN), .codeSigning), (UInt32(XKU_TIMESTAMP), .timeStamping), (UInt32(XKU_OCSP_SIGN), .ocspSigning),
+            (UInt32(XKU_ANYEKU), .any),
+        ]
+        for (bit, usage) in map where xku & bit != 0 { u.insert(usage) }
+        self = u
+    }
+}
+
 /// X.509 KeyUsage bits, raw values in ASN.1 bit order (bit 0 = digitalSignature).
 public struct KeyUsage: OptionSet, Sendable, Hashable {
     public let rawValue: UInt16

@@ -112,7 +112,9 @@ extension Runtime {
 
     /// The PIN check (a KDF, deliberately slow) runs without any lock; the
     /// state is checked before and again after, so two racing logins cannot
-    /// both win.
+    /// both win. A PIN outside the bounds the token advertises (ulMinPinLen,
+    /// ulMaxPinLen) cannot be right: CKR_PIN_LEN_RANGE before anything is
+    /// counted, so a mistyped or truncated PIN costs no attempt (issue 28).
     public func login(session handle: CK_SESSION_HANDLE, userType: CK_USER_TYPE, pin: [UInt8]) throws {
         let s = try session(handle)
         switch userType {
@@ -120,6 +122,7 @@ extension Runtime {
             guard userKey(for: s.tokenID) != nil else { throw PKCS11Error.userNotLoggedIn }
             let active = s.lock.withLock { !s.operations.isEmpty }
             guard active else { throw PKCS11Error.operationNotInitialized }
+            if try store.token(s.tokenID)?.hasPINs ?? true { try Self.checkPINLength(pin) }
             _ = try store.unlockUser(s.tokenID, pin: pin)
             return
         case CKU_USER, CKU_SO:
@@ -133,6 +136,7 @@ extension Runtime {
         // An external token: the card checks the PIN (ExternalTokens.swift).
         guard rec.hasPINs else { return try externalLogin(s, role: role, pin: pin) }
         if role == .user, !rec.userPINInitialized { throw PKCS11Error(CKR_USER_PIN_NOT_INITIALIZED) }
+        try Self.checkPINLength(pin)
         let key = role == .user ? try store.unlockUser(s.tokenID, pin: pin) : try store.unlockSO(s.tokenID, pin: pin)
         try lock.withLock { () throws in
             try checkCanLoginLocked(s, role: role)

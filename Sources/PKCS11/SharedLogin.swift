@@ -1,10 +1,12 @@
 import CPKCS11
 import Keychain
 
-/// The agent's cross-process login (`keyshare unlock --for 30m`, docs/agent.md
-/// "Unlock across processes"): while a token is unlocked, every application
-/// the policy lets see it is logged in as the user without calling C_Login,
-/// the way a macOS keychain unlocked at login serves its applications.
+/// The agent's cross-process login (`keyshare unlock --for 30m --program P`,
+/// docs/agent.md "Unlock across processes"): while a token is unlocked, the
+/// applications the unlock names (and the policy lets see it; never one that
+/// authenticates a person: the agent decides, KeyshareAgent/UnlockScope.swift)
+/// are logged in as the user without calling C_Login, the way a macOS
+/// keychain unlocked at login serves its applications.
 ///
 /// What an application sees while the token is unlocked:
 /// - C_GetSessionInfo: CKS_RO/RW_USER_FUNCTIONS; private objects are found and used.

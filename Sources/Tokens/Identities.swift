@@ -18,17 +18,26 @@ public struct Identity: Sendable {
 }
 
 extension TokenManager {
-    /// End-entity certificates with their keys. CA certificates (chain
-    /// members) are not identities. Each key is found by its public key
+    /// Certificates with their keys. Each key is found by its public key
     /// (KeyPairing: index seeks on CKA_PUBLIC_KEY_INFO, modulus or point).
+    /// An end-entity certificate is listed with or without its key (nil
+    /// reference: not in the token, or not visible). A CA certificate is an
+    /// identity only when its private key is in the token: a self-signed
+    /// `openssl req -x509` certificate (basicConstraints CA:TRUE, what most
+    /// people test with) imported with its key is one and can be exported and
+    /// shared; a chain member alone is not. Without the token key private keys
+    /// are invisible, so there the public key object stands for the pair.
     public func identities(in token: TokenID?, key: TokenKey?) throws -> [Identity] {
         let certs = try store.find(ItemQuery(tokenID: token, itemClass: .certificate), key: key)
         var out: [Identity] = []
         for item in certs {
             guard let der = item.attributes[CKA.value], let cert = try? Certificate(der: der) else { continue }
-            if item.attributes.ulong(CKA.certificateCategory) == CertificateCategory.authority || cert.isCA { continue }
             let visibleKey = key?.tokenID == item.tokenID ? key : nil
             let pair = try KeyPairing.find(cert.publicKey, in: item.tokenID, store: store, key: visibleKey)
+            if item.attributes.ulong(CKA.certificateCategory) == CertificateCategory.authority || cert.isCA {
+                let hasKey = visibleKey == nil ? pair?.publicKey != nil || pair?.privateKey != nil : pair?.privateKey != nil
+                if !hasKey { continue }
+            }
             out.append(Identity(
                 tokenID: item.tokenID, label: item.attributes.string(CKA.label).flatMap { $0.isEmpty ? nil : $0 } ?? ObjectTemplates.hex(cert.sha256Fingerprint),
                 id: item.attributes[CKA.id] ?? [], certificate: cert, certificateReference: item.reference,

@@ -16,7 +16,7 @@ struct AgentCommand: ParsableCommand {
             One agent serves one store. The default store's agent listens on $XDG_RUNTIME_DIR/keyshare/agent.sock
             (or /tmp/keyshare-agent-UID/agent.sock when XDG_RUNTIME_DIR is unset); another store's (KEYSHARE_HOME)
             in a directory of its own under it; $KEYSHARE_AGENT_SOCKET names a socket outright. Applications reach it
-            through libkeyshare-pkcs11.so. See keyshare-agent(8).
+            through libkeyshare-pkcs11.so. See keyshare-pkcs11(7), "The agent".
             """,
         subcommands: [Run.self, Status.self, Stop.self, Restart.self, Socket.self],
         defaultSubcommand: Run.self)
@@ -133,10 +133,12 @@ struct AgentCommand: ParsableCommand {
             abstract: "Print the agent socket this environment's store is served on (to bind into a sandbox or container).",
             discussion: "Nothing is started or checked: the path is computed as the module computes it.")
         @Flag(help: "Print its directory (the agent's pid file and log are there) instead.") var dir = false
+        @OptionGroup var output: JSONOption
 
         func run() throws {
             let path = AgentCommand.socketPath
-            Console.out(dir ? (path as NSString).deletingLastPathComponent : path)
+            let directory = (path as NSString).deletingLastPathComponent
+            try Console.report(output.json, dir ? directory : path, ["socket": .string(path), "directory": .string(directory)])
         }
     }
 

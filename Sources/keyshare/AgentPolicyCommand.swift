@@ -16,26 +16,15 @@ struct AgentPolicyCommand: ParsableCommand {
         discussion: """
             With no rule every program of yours sees every token. An allow rule for a token makes that
             token an allow-list; a deny rule hides the token (or, without --token, refuses the program).
+            An unlock rule names a program `keyshare unlock` without --program unlocks the token for.
             """,
-        subcommands: [Allow.self, Deny.self, Remove.self, List.self])
+        subcommands: [Allow.self, Deny.self, Unlock.self, Remove.self, List.self])
 
     struct RuleOptions: ParsableArguments {
         @Option(help: "The program (resolved to its real path; the rule also records its SHA-256: copies with the same content are the same program).") var exe: String
         @Option(name: .customLong("token"), help: "Only this token (label or token ID); default: every token.") var token: String?
 
-        func executable() throws -> String {
-            guard exe.count <= 4096, !exe.contains("\t"), !exe.contains("\n") else { throw CLIError("unusable program path") }
-            guard let resolved = realpath(exe, nil) else {
-                throw CLIError("cannot resolve \(exe): \(String(cString: strerror(errno)))")
-            }
-            defer { free(resolved) }
-            let path = String(cString: resolved)
-            var st = stat()
-            guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, access(path, X_OK) == 0 else {
-                throw CLIError("\(path) is not an executable file")
-            }
-            return path
-        }
+        func executable() throws -> String { try AgentPolicyCommand.executable(exe) }
 
         /// The program's identity now: its file and SHA-256 (nil: not readable or
         /// too large; the rule then names the file at the path only).
@@ -49,7 +38,22 @@ struct AgentPolicyCommand: ParsableCommand {
         }
     }
 
-    static func edit(_ body: (inout AgentPolicy, Context) throws -> String) throws {
+    /// A program path as rules and `keyshare unlock --program` name it: resolved (realpath), an executable file.
+    static func executable(_ exe: String) throws -> String {
+        guard exe.count <= 4096, !exe.contains("\t"), !exe.contains("\n") else { throw CLIError("unusable program path") }
+        guard let resolved = realpath(exe, nil) else {
+            throw CLIError("cannot resolve \(exe): \(String(cString: strerror(errno)))")
+        }
+        defer { free(resolved) }
+        let path = String(cString: resolved)
+        var st = stat()
+        guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, access(path, X_OK) == 0 else {
+            throw CLIError("\(path) is not an executable file")
+        }
+        return path
+    }
+
+    static func edit(json: Bool, _ body: (inout AgentPolicy, Context) throws -> String) throws {
         let ctx = try Context.open(syncDrivers: false)
         let message = try ctx.store.transaction { () throws -> String in
             var policy: AgentPolicy
@@ -58,7 +62,7 @@ struct AgentPolicyCommand: ParsableCommand {
             try policy.save(to: ctx.store)
             return message
         }
-        Console.out(message)
+        try Console.report(json, message, ["policy": .string(message)])
     }
 
     /// What the rule recorded of the program, for the confirmation line.
@@ -72,13 +76,14 @@ struct AgentPolicyCommand: ParsableCommand {
         @OptionGroup var rule: RuleOptions
         @Option(name: .customLong("access-group"), help: "Only this access group (repeatable); default: every group.")
         var accessGroups: [String] = []
+        @OptionGroup var output: JSONOption
 
         func run() throws {
             let exe = try rule.executable()
             guard accessGroups.allSatisfy({ !$0.isEmpty && !$0.contains(",") && !$0.contains("\t") && !$0.contains("\n") }) else {
                 throw ValidationError("an access group must be non-empty and hold no comma, tab or newline")
             }
-            try AgentPolicyCommand.edit { policy, ctx in
+            try AgentPolicyCommand.edit(json: output.json) { policy, ctx in
                 let t = try rule.tokenRecord(ctx)
                 let p = rule.program(exe)
                 let r = AgentPolicy.Rule(effect: .allow, exe: exe, tokenID: t?.tokenID, tokenLabel: t?.label,
@@ -92,10 +97,11 @@ struct AgentPolicyCommand: ParsableCommand {
     struct Deny: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Deny a program a token (hidden), or everything (refused).")
         @OptionGroup var rule: RuleOptions
+        @OptionGroup var output: JSONOption
 
         func run() throws {
             let exe = try rule.executable()
-            try AgentPolicyCommand.edit { policy, ctx in
+            try AgentPolicyCommand.edit(json: output.json) { policy, ctx in
                 let t = try rule.tokenRecord(ctx)
                 let p = rule.program(exe)
                 let r = AgentPolicy.Rule(effect: .deny, exe: exe, tokenID: t?.tokenID, tokenLabel: t?.label,
@@ -106,15 +112,42 @@ struct AgentPolicyCommand: ParsableCommand {
         }
     }
 
-    struct Remove: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Remove a program's rules (for one token, or all of them).")
+    /// `keyshare policy unlock`: a program that `keyshare unlock` without
+    /// --program unlocks the token for (issue 27); not a program that
+    /// authenticates a person, which no unlock reaches (said at once).
+    struct Unlock: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Name a program that `keyshare unlock` (without --program) unlocks a token (or every token) for.")
         @OptionGroup var rule: RuleOptions
+        @OptionGroup var output: JSONOption
 
         func run() throws {
             let exe = try rule.executable()
-            try AgentPolicyCommand.edit { policy, ctx in
+            if let p = NamedProgram(path: exe), let why = Authenticators.reason(for: p) {
+                throw CLIError("no unlock ever reaches \(exe): \(why); it asks for the PIN itself")
+            }
+            try AgentPolicyCommand.edit(json: output.json) { policy, ctx in
                 let t = try rule.tokenRecord(ctx)
-                let n = policy.remove(exe: exe, tokenID: t?.tokenID)
+                let p = rule.program(exe)
+                let r = AgentPolicy.Rule(effect: .unlock, exe: exe, tokenID: t?.tokenID, tokenLabel: t?.label,
+                                         digest: p.digest, file: p.file)
+                policy.set(r)
+                return "policy: \(r)\(AgentPolicyCommand.programNote(r))"
+            }
+        }
+    }
+
+    struct Remove: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Remove a program's rules (for one token, or all of them).")
+        @OptionGroup var rule: RuleOptions
+        @Flag(name: .customLong("unlock-only"), help: "Only its unlock rules (its allow or deny rules stay).") var unlockOnly = false
+        @OptionGroup var output: JSONOption
+
+        func run() throws {
+            let exe = try rule.executable()
+            try AgentPolicyCommand.edit(json: output.json) { policy, ctx in
+                let t = try rule.tokenRecord(ctx)
+                let n = policy.remove(exe: exe, tokenID: t?.tokenID, effect: unlockOnly ? .unlock : nil)
                 guard n > 0 else { throw CLIError("no rule for \(exe)\(t.map { " and token \($0.label)" } ?? "")") }
                 return "removed \(n) rule\(n == 1 ? "" : "s") for \(exe)"
             }

@@ -103,6 +103,7 @@ struct DriverCommand: ParsableCommand {
         @Argument(help: "The driver's name.") var name: String
         @Option(name: .customLong("env"), help: ArgumentHelp("A variable for the module (repeatable).", valueName: "NAME=VALUE"))
         var env: [String] = []
+        @OptionGroup var output: JSONOption
 
         func run() throws {
             let environment = try Drivers.parseEnvironment(env)
@@ -120,20 +121,22 @@ struct DriverCommand: ParsableCommand {
                 poller.recordFailure(driver: name, reason: "\(error)")
                 Console.error("driver \(name) failed: \(error)")
             }
-            Console.out("driver \(name): " + (environment.isEmpty ? "no variables" : Drivers.describe(environment)))
+            try Console.report(output.json, "driver \(name): " + (environment.isEmpty ? "no variables" : Drivers.describe(environment)),
+                               ["driver": .string(name), "environment": .strings(environment.keys.sorted().map { "\($0)=\(environment[$0] ?? "")" })])
         }
     }
 
     struct Remove: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Remove a PKCS #11 module; its tokens' items leave the keychain.")
         @Argument(help: "The driver's name.") var name: String
+        @OptionGroup var output: JSONOption
 
         func run() throws {
             let ctx = try Context.open(syncDrivers: false)
             guard try ctx.store.drivers().contains(where: { $0.name == name }) else { throw CLIError("no driver named \(name)") }
             try ctx.store.removeDriver(name: name)
             try ExternalDriver.withdrawAll(driver: name, store: ctx.store)
-            Console.out("removed driver \(name)")
+            try Console.report(output.json, "removed driver \(name)", ["removed": .string(name)])
         }
     }
 

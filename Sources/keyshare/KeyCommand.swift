@@ -241,6 +241,7 @@ struct KeyCommand: ParsableCommand {
         @Option(help: "ML-DSA / SLH-DSA only: the context string the signature was made with.") var context: String?
         @Argument var input: String
         @Argument var signature: String
+        @OptionGroup var output: JSONOption
 
         func run() throws {
             let ctx = try context.map(KeyCommand.contextBytes)
@@ -268,7 +269,7 @@ struct KeyCommand: ParsableCommand {
                     ?? pub.verify(signature: sig, message: message, algorithm: alg.signature)
             }
             guard valid else { throw CLIError("signature invalid") }
-            Console.out("signature valid")
+            try Console.report(output.json, "signature valid", ["valid": true])
         }
     }
 

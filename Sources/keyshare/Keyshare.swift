@@ -41,7 +41,11 @@ struct Keyshare: ParsableCommand {
             if error is CleanExit || Keyshare.exitCode(for: error) == .success { exit(withError: error) }
             if isArgumentParserError(error) {
                 let message = Keyshare.message(for: error).split(separator: "\n").first.map(String.init) ?? "invalid arguments"
-                Console.error(message.replacingOccurrences(of: "Error: ", with: "") + " (see 'keyshare --help')")
+                if let better = CommandSuggestion.line(for: message, arguments: Array(CommandLine.arguments.dropFirst())) {
+                    Console.error(better)
+                } else {
+                    Console.error(message.replacingOccurrences(of: "Error: ", with: "") + " (see 'keyshare --help')")
+                }
                 Foundation.exit(Keyshare.exitCode(for: error).rawValue)
             }
             Console.error(ErrorText.describe(error))

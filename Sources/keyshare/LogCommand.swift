@@ -14,7 +14,7 @@ struct LogCommand: ParsableCommand {
             with which key of which token, the mechanism and the result. The agent writes one record when a program
             first uses a key for an operation, then at most one a minute with the count, and a last count when the
             program ends. Read from the systemd journal (SYSLOG_IDENTIFIER=keyshare-agent KEYSHARE_EVENT=key-use),
-            else from the agent's log. See keyshare-agent(8).
+            else from the agent's log. See keyshare-pkcs11(7), "The agent".
             """)
 
     @Option(help: "Only records since this time (journalctl's --since forms: \"2026-11-29 10:00\", \"1h ago\", today).")

@@ -17,6 +17,7 @@ struct PasswordCommand: ParsableCommand {
         @Flag(help: "Print even when standard output is not a terminal.") var stdout = false
         @OptionGroup var selection: TokenSelection
         @OptionGroup var pin: PINOptions
+        @OptionGroup var output: JSONOption
 
         func run() throws {
             guard stdout || Console.stdoutIsTerminal else {
@@ -25,7 +26,8 @@ struct PasswordCommand: ParsableCommand {
             let ctx = try Context.open()
             let token = try ctx.token(selection)
             let key = try ctx.unlock(token, pin)
-            Console.out(try SharedPassword.obtain(store: ctx.store, token: token.tokenID, key: key))
+            let password = try SharedPassword.obtain(store: ctx.store, token: token.tokenID, key: key)
+            try Console.report(output.json, password, ["password": .string(password), "token": .string(token.label)])
         }
     }
 
@@ -34,13 +36,15 @@ struct PasswordCommand: ParsableCommand {
             abstract: "Replace the shared export password; later exports use the new one.")
         @OptionGroup var selection: TokenSelection
         @OptionGroup var pin: PINOptions
+        @OptionGroup var output: JSONOption
 
         func run() throws {
             let ctx = try Context.open()
             let token = try ctx.token(selection)
             let key = try ctx.unlock(token, pin)
             _ = try SharedPassword.rotate(store: ctx.store, token: token.tokenID, key: key)
-            Console.out("the shared export password was replaced; files exported before need the old one")
+            try Console.report(output.json, "the shared export password was replaced; files exported before need the old one",
+                               ["rotated": true, "token": .string(token.label)])
         }
     }
 
@@ -51,6 +55,7 @@ struct PasswordCommand: ParsableCommand {
         @Option(help: "The service's socket (default $XDG_RUNTIME_DIR/keyshare/password.sock).") var socket: String?
         @Flag(help: "Print even when standard output is not a terminal.") var stdout = false
         @Option(help: "Seconds to wait for the service's reply (1-300).") var timeout = 5
+        @OptionGroup var output: JSONOption
 
         func validate() throws {
             guard (1...300).contains(timeout) else { throw ValidationError("--timeout must be 1 to 300 seconds") }
@@ -60,8 +65,8 @@ struct PasswordCommand: ParsableCommand {
             guard stdout || Console.stdoutIsTerminal else {
                 throw CLIError("refusing to print the password to a pipe or file; add --stdout if that is what you want")
             }
-            Console.out(try PasswordClient.fetchPassword(socketPath: socket ?? PasswordSocket.defaultPath(),
-                                                         timeoutSeconds: timeout))
+            let password = try PasswordClient.fetchPassword(socketPath: socket ?? PasswordSocket.defaultPath(), timeoutSeconds: timeout)
+            try Console.report(output.json, password, ["password": .string(password)])
         }
     }
 }

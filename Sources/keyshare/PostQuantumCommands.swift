@@ -101,6 +101,7 @@ extension KeyCommand {
         @Argument(help: "The ciphertext file to write.") var ciphertext: String
         @Argument(help: "The shared-secret file to write (0600).") var secret: String
         @OptionGroup var force: ForceOption
+        @OptionGroup var output: JSONOption
 
         func validate() throws {
             guard ciphertext != "-", secret != "-" else { throw ValidationError("name both output files (standard output is not offered)") }
@@ -117,7 +118,10 @@ extension KeyCommand {
             var r = try ref.map { try $0.encapsulate() } ?? KeyRef.encapsulate(to: pub)
             defer { r.sharedSecret.withUnsafeMutableBytes { if let b = $0.baseAddress { explicit_bzero(b, $0.count) } } }
             try KeyCommand.writePair(ciphertext: r.ciphertext, ciphertext, secret: r.sharedSecret, secret, force: force.force)
-            Console.out("encapsulated to a \(pub.keyType) key: ciphertext \(ciphertext) (\(r.ciphertext.count) bytes), shared secret \(secret) (\(r.sharedSecret.count) bytes)")
+            try Console.report(output.json,
+                               "encapsulated to a \(pub.keyType) key: ciphertext \(ciphertext) (\(r.ciphertext.count) bytes), shared secret \(secret) (\(r.sharedSecret.count) bytes)",
+                               ["keyType": .string("\(pub.keyType)"), "ciphertext": .string(ciphertext), "ciphertextBytes": .int(r.ciphertext.count),
+                                "secret": .string(secret), "secretBytes": .int(r.sharedSecret.count)])
         }
     }
 

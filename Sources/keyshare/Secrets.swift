@@ -11,13 +11,39 @@ struct SecretSource: ExpressibleByArgument, Sendable {
         if argument.hasPrefix("env:"), argument.count > 4 {
             kind = .env(String(argument.dropFirst(4)))
         } else if argument.hasPrefix("file:"), argument.count > 5 {
-            kind = .file(String(argument.dropFirst(5)))
+            kind = .file(Self.expandingTilde(String(argument.dropFirst(5))))
         } else {
             return nil
         }
     }
 
     static var defaultValueDescription: String { "env:VAR|file:PATH" }
+
+    /// The forms a source option takes, for the error when a value is none of
+    /// them (usually the secret itself, which must never be on argv).
+    static let accepted = "takes env:VAR (an environment variable) or file:PATH (a file; ~ is your home), never the secret itself (every user can read a command line)"
+
+    /// `~` and `~user` at the start of a path, as a shell expands them: a
+    /// quoted `file:~/p12.pass` (or one the shell left alone, as bash does
+    /// after `:`) names the file the user meant.
+    static func expandingTilde(_ path: String) -> String {
+        guard path.hasPrefix("~") else { return path }
+        let rest = path.dropFirst()
+        let slash = rest.firstIndex(of: "/") ?? rest.endIndex
+        let user = String(rest[rest.startIndex..<slash])
+        let home: String?
+        if user.isEmpty {
+            home = ProcessInfo.processInfo.environment["HOME"].flatMap { $0.isEmpty ? nil : $0 }
+                ?? getpwuid(getuid()).flatMap { $0.pointee.pw_dir.map { String(cString: $0) } }
+        } else {
+            home = getpwnam(user).flatMap { $0.pointee.pw_dir.map { String(cString: $0) } }
+        }
+        guard let home else { return path }
+        return home + rest[slash...]
+    }
+
+    /// A secret file is small: anything larger is the wrong file.
+    static let maxFileSize = 64 * 1024
 
     /// The secret's bytes; a trailing newline of a file is not part of it.
     func read(what: String) throws -> [UInt8] {
@@ -28,14 +54,40 @@ struct SecretSource: ExpressibleByArgument, Sendable {
             }
             return Array(value.utf8)
         case .file(let path):
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw CLIError("\(what): cannot read \(path)")
-            }
-            var bytes = [UInt8](data)
+            var bytes = try Self.readFile(path, what: what)
             if bytes.last == 0x0A { bytes.removeLast() }
             if bytes.last == 0x0D { bytes.removeLast() }
             return bytes
         }
+    }
+
+    /// open(2) and read(2), so a failure says why (errno): no such file,
+    /// permission denied, a directory.
+    private static func readFile(_ path: String, what: String) throws -> [UInt8] {
+        func failure(_ err: Int32) -> CLIError {
+            CLIError("\(what): cannot read \(path): \(String(cString: strerror(err)))")
+        }
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)
+        guard fd >= 0 else { throw failure(errno) }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw failure(errno) }
+        if (st.st_mode & S_IFMT) == S_IFDIR { throw failure(EISDIR) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw failure(errno)
+            }
+            if n == 0 { break }
+            bytes += chunk[0..<n]
+            guard bytes.count <= maxFileSize else {
+                throw CLIError("\(what): \(path) is larger than \(maxFileSize / 1024) KiB: not a PIN or password file")
+            }
+        }
+        return bytes
     }
 }
 
@@ -50,6 +102,21 @@ enum Secrets {
             guard first == second else { throw CLIError("\(what): the two entries differ") }
         }
         return first
+    }
+
+    /// A PIN to be checked against a token. An empty entry at the prompt
+    /// (Enter alone, or Ctrl-D) is a cancelled prompt, and a PIN outside the
+    /// token's length bounds (PINPolicy: 4 to 255 bytes) cannot be right:
+    /// both end here, before the store or the agent is asked, so neither
+    /// costs one of the token's attempts (issue 28).
+    static func pin(_ source: SecretSource?, prompt: String, what: String) throws -> [UInt8] {
+        let pin = try obtain(source, prompt: prompt, what: what)
+        if source == nil && pin.isEmpty { throw CLIError("no \(what) entered: nothing was tried") }
+        guard (PINPolicy.minLength...PINPolicy.maxLength).contains(pin.count) else {
+            throw CLIError("the \(what) given has \(pin.count) byte\(pin.count == 1 ? "" : "s"); PINs are \(PINPolicy.range) bytes, "
+                           + "so it was not tried and no attempt was counted")
+        }
+        return pin
     }
 
     static func promptNoEcho(_ prompt: String) throws -> [UInt8] {
@@ -85,7 +152,7 @@ struct PINOptions: ParsableArguments {
     var pinSource: SecretSource?
 
     func userPIN(token label: String) throws -> [UInt8] {
-        try Secrets.obtain(pinSource, prompt: "User PIN for \(label): ", what: "user PIN")
+        try Secrets.pin(pinSource, prompt: "User PIN for \(label): ", what: "user PIN")
     }
 }
 

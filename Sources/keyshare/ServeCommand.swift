@@ -11,7 +11,13 @@ struct ServeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
         abstract: "Run the password service that hands the shared password to allowed programs.",
-        discussion: "Logs one line per request on stderr (never the password). See docs/password-service.md.")
+        discussion: """
+            Unlocks the token once, keeps only the shared export password in memory and answers each request \
+            on the socket as the policy says (keyshare share allow / deny / policy), from the caller's kernel \
+            credentials. Logs one line per request on stderr: pid, uid, executable and decision, never the \
+            password. SIGINT or SIGTERM removes the socket. After keyshare password rotate, restart it. \
+            The keyshare-password.service user unit runs it at login (systemctl --user enable --now keyshare-password).
+            """)
 
     @Option(help: "The socket path (default $XDG_RUNTIME_DIR/keyshare/password.sock, else /tmp/keyshare-$UID/password.sock).")
     var socket: String?

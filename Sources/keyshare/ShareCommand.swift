@@ -226,6 +226,7 @@ struct ShareExportTree: ParsableCommand {
     @OptionGroup var options: TreeOptions
     @OptionGroup var selection: TokenSelection
     @OptionGroup var pin: PINOptions
+    @OptionGroup var output: JSONOption
 
     /// The tree is written into a temporary directory beside DIRECTORY and
     /// renamed into place once complete: a failure leaves no partial tree.
@@ -248,6 +249,12 @@ struct ShareExportTree: ParsableCommand {
                 for entry in folder.children { try put(entry, in: dir) }
             }
             for zip in session.tree.zips { try put(zip, in: root) }
+        }
+        if output.json {
+            return try Console.json([
+                "directory": .string(directory), "files": .int(files), "bytes": .int(total), "profile": .string(options.profile.rawValue),
+                "leftOut": JSONField.strings(session.tree.leftOut.map { "\($0.label): \($0.note)" }),
+            ] as [String: JSONField])
         }
         Console.out("wrote \(files) files (\(total) bytes, \(session.built) PKCS #12 builds, \(options.profile.rawValue) profile) to \(directory)")
         session.printLeftOut()

@@ -48,6 +48,7 @@ struct ShareAllow: ParsableCommand {
         commandName: "allow", abstract: "Let a program (or all your processes) fetch the shared password from the service.")
     @OptionGroup var member: RuleOptions
     @Option(help: "Set the shared group ID of the access-control group.") var group: String?
+    @OptionGroup var output: JSONOption
 
     func run() throws {
         let rule = try member.rule()
@@ -56,7 +57,7 @@ struct ShareAllow: ParsableCommand {
         if !policy.allow.contains(rule) { policy.allow.append(rule) }
         if let group { policy.group = group }
         try PolicyStore.save(policy)
-        Console.out("allowed \(rule) (group \(policy.group))")
+        try Console.report(output.json, "allowed \(rule) (group \(policy.group))", ["allowed": .string("\(rule)"), "group": .string(policy.group)])
     }
 }
 
@@ -64,6 +65,7 @@ struct ShareDeny: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "deny", abstract: "Refuse a program (or a uid) the shared password, even if otherwise allowed.")
     @OptionGroup var member: RuleOptions
+    @OptionGroup var output: JSONOption
 
     func run() throws {
         let rule = try member.rule()
@@ -71,7 +73,7 @@ struct ShareDeny: ParsableCommand {
         policy.allow.removeAll { $0 == rule }
         if !policy.deny.contains(rule) { policy.deny.append(rule) }
         try PolicyStore.save(policy)
-        Console.out("denied \(rule)")
+        try Console.report(output.json, "denied \(rule)", ["denied": .string("\(rule)")])
     }
 }
 

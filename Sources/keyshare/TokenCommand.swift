@@ -18,10 +18,12 @@ struct TokenCommand: ParsableCommand {
                 help: "Where the SO PIN comes from (env:VAR or file:PATH; \(PINPolicy.range) bytes); prompted if absent.")
         var soPinSource: SecretSource?
         @OptionGroup var pin: PINOptions
-        @Flag(help: "A TPM token: its keys are created in the TPM and never leave it (docs/tpm.md).") var tpm = false
-        @Option(help: "Seal the soft token to this machine: --bind tpm (docs/tpm.md).") var bind: String?
+        @Flag(help: "A TPM token: its keys are created in the TPM and never leave it, and the TPM limits PIN guesses.")
+        var tpm = false
+        @Option(help: "Seal the soft token to this machine's TPM: --bind tpm (see keyshare-token-bind(1)).") var bind: String?
         @Option(help: "With --bind tpm: also seal to these SHA-256 PCRs' current values (comma-separated, e.g. 7).")
         var pcrs: String?
+        @OptionGroup var shortPIN: ShortPINOption
         @Flag(help: "Print the new token as JSON.") var json = false
 
         func run() throws {
@@ -31,10 +33,12 @@ struct TokenCommand: ParsableCommand {
             if pcrs != nil && bind == nil { throw CLIError("--pcrs needs --bind tpm") }
             let pcrList = try bind == nil ? nil : TokenCommand.parsePCRs(pcrs)
             let ctx = try Context.open()
+            try TokenCommand.checkLabelFree(label, ctx.store)
             let so = try Secrets.obtain(soPinSource, prompt: "New SO PIN: ", what: "SO PIN", confirm: true)
             let user = try Secrets.obtain(pin.pinSource, prompt: "New user PIN: ", what: "user PIN", confirm: true)
-            try PINPolicy.check(so, what: "SO PIN")
-            try PINPolicy.check(user, what: "user PIN")
+            let guarded = tpm || bind != nil
+            try PINPolicy.checkNew(so, what: "SO PIN", guarded: guarded, shortPIN: shortPIN.shortPIN)
+            try PINPolicy.checkNew(user, what: "user PIN", guarded: guarded, shortPIN: shortPIN.shortPIN)
             let record = tpm ? try ctx.tokens.createTPMToken(label: label, soPIN: so, userPIN: user)
                 : try ctx.tokens.createSoftToken(label: label, soPIN: so, userPIN: user, bindPCRs: pcrList)
             if json {
@@ -75,14 +79,16 @@ struct TokenCommand: ParsableCommand {
         @Argument(help: "The token's label or token ID.") var token: String
         @Option(name: .customLong("so-pin-source"), help: "Where the SO PIN comes from (env:VAR or file:PATH).")
         var soPinSource: SecretSource?
+        @OptionGroup var output: JSONOption
 
         func run() throws {
             let ctx = try Context.open()
             let record = try ctx.tokens.resolveToken(token)
-            let so = try Secrets.obtain(soPinSource, prompt: "SO PIN for \(record.label): ", what: "SO PIN")
+            let so = try Secrets.pin(soPinSource, prompt: "SO PIN for \(record.label): ", what: "SO PIN")
             _ = try PINErrors.naming("SO PIN", of: record) { try ctx.store.unlockSO(record.tokenID, pin: so) }
             try ctx.store.deleteToken(record.tokenID)
-            Console.out("deleted token \(record.tokenID)")
+            try Console.report(output.json, "deleted token \(record.tokenID)",
+                               ["deleted": .string(record.tokenID.description), "label": .string(record.label)])
         }
     }
 
@@ -94,14 +100,16 @@ struct TokenCommand: ParsableCommand {
         @Option(name: .customLong("pin-source"), help: "Where the current PIN comes from.") var pinSource: SecretSource?
         @Option(name: .customLong("new-pin-source"), help: "Where the new PIN comes from (\(PINPolicy.range) bytes).")
         var newPinSource: SecretSource?
+        @OptionGroup var shortPIN: ShortPINOption
+        @OptionGroup var output: JSONOption
 
         func run() throws {
             let ctx = try Context.open()
             let record = try ctx.token(selection)
             let who = so ? "SO PIN" : "user PIN"
-            let old = try Secrets.obtain(pinSource, prompt: "Current \(who): ", what: who)
+            let old = try Secrets.pin(pinSource, prompt: "Current \(who): ", what: who)
             let new = try Secrets.obtain(newPinSource, prompt: "New \(who): ", what: "new " + who, confirm: true)
-            try PINPolicy.check(new, what: "new " + who)
+            try PINPolicy.checkNew(new, what: "new " + who, guarded: try PINPolicy.guarded(record, ctx.store), shortPIN: shortPIN.shortPIN)
             try PINErrors.naming(who, of: record) {
                 if so {
                     try ctx.store.changeSOPIN(record.tokenID, old: old, new: new)
@@ -109,7 +117,9 @@ struct TokenCommand: ParsableCommand {
                     try ctx.store.changeUserPIN(record.tokenID, old: old, new: new)
                 }
             }
-            Console.out("\(who) of \(record.label) changed")
+            try Console.report(output.json, "\(who) of \(record.label) changed",
+                               ["changed": .string(so ? "so-pin" : "user-pin"), "token": .string(record.label),
+                                "tokenID": .string(record.tokenID.description)])
         }
     }
 
@@ -121,21 +131,36 @@ struct TokenCommand: ParsableCommand {
         @Option(name: .customLong("so-pin-source"), help: "Where the SO PIN comes from.") var soPinSource: SecretSource?
         @Option(name: .customLong("new-pin-source"), help: "Where the new user PIN comes from (\(PINPolicy.range) bytes).")
         var newPinSource: SecretSource?
+        @OptionGroup var shortPIN: ShortPINOption
+        @OptionGroup var output: JSONOption
 
         func run() throws {
             let ctx = try Context.open()
             let record = try ctx.token(selection)
-            let so = try Secrets.obtain(soPinSource, prompt: "SO PIN for \(record.label): ", what: "SO PIN")
+            let so = try Secrets.pin(soPinSource, prompt: "SO PIN for \(record.label): ", what: "SO PIN")
             let soKey = try PINErrors.naming("SO PIN", of: record) { try ctx.store.unlockSO(record.tokenID, pin: so) }
             let new = try Secrets.obtain(newPinSource, prompt: "New user PIN: ", what: "new user PIN", confirm: true)
-            try PINPolicy.check(new, what: "new user PIN")
+            try PINPolicy.checkNew(new, what: "new user PIN", guarded: try PINPolicy.guarded(record, ctx.store), shortPIN: shortPIN.shortPIN)
             try ctx.store.initUserPIN(record.tokenID, soKey: soKey, newPIN: new)
-            Console.out("user PIN of \(record.label) set")
+            try Console.report(output.json, "user PIN of \(record.label) set",
+                               ["set": "user-pin", "token": .string(record.label), "tokenID": .string(record.tokenID.description)])
         }
     }
 }
 
 extension TokenCommand {
+    /// Labels are how people name tokens (`--token work`, pkcs11: URIs), so
+    /// the CLI refuses a second token with a label already used, removed
+    /// tokens included (they come back with `token insert`). C_InitToken
+    /// does not refuse: PKCS #11 lets two tokens share a label (slots tell
+    /// them apart) and an application that re-initialises must not fail on it.
+    static func checkLabelFree(_ label: String, _ store: KeychainStore) throws {
+        if let other = try store.tokens().first(where: { $0.label == label }) {
+            throw CLIError("a token labelled \(label) exists already (\(other.tokenID)\(other.present ? "" : ", removed")); "
+                           + "labels select tokens (--token), so each must be unique: choose another")
+        }
+    }
+
     static func parsePCRs(_ text: String?) throws -> [Int] {
         guard let text, !text.isEmpty else { return [] }
         return try text.split(separator: ",").map {
@@ -147,18 +172,29 @@ extension TokenCommand {
     /// Seals an existing soft token to this machine's TPM. Both PINs: each wrap of the token key is remade.
     struct Bind: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Seal a soft token to this machine's TPM (needs the SO PIN and the user PIN).")
+            abstract: "Seal a soft token to this machine's TPM (needs the SO PIN and the user PIN).",
+            discussion: """
+                A random secret is sealed in the TPM (optionally to the current values of some SHA-256 PCRs) and \
+                each PIN wrap of the token key depends on it, so a copy of the store cannot be opened, nor its PINs \
+                guessed, without this TPM. On another machine, after the TPM is cleared, or with a PCR changed, \
+                the token refuses with one clear error before any PIN is counted. The PIN stays the store's to check \
+                and count; a PIN change keeps the binding. keyshare token unbind undoes it. A TPM token \
+                (keyshare token create --tpm) goes further: its keys are made in the TPM and the TPM checks the PIN.
+                """)
         @OptionGroup var selection: TokenSelection
         @Flag(help: "Bind to the TPM (the only device a token can be bound to).") var tpm = false
         @Option(help: "Also seal to these SHA-256 PCRs' current values (comma-separated, e.g. 7).") var pcrs: String?
         @Option(name: .customLong("so-pin-source"), help: "Where the SO PIN comes from.") var soPinSource: SecretSource?
         @OptionGroup var pin: PINOptions
+        @OptionGroup var output: JSONOption
 
         func run() throws {
             guard tpm else { throw CLIError("say what to bind to: keyshare token bind --tpm") }
             let list = try TokenCommand.parsePCRs(pcrs)
-            try TokenCommand.setBinding(selection, soPinSource, pin, pcrs: list)
-            Console.out("token bound to this machine's TPM" + (list.isEmpty ? "" : " and PCRs " + list.map(String.init).joined(separator: ",")))
+            let record = try TokenCommand.setBinding(selection, soPinSource, pin, pcrs: list)
+            try Console.report(output.json,
+                               "token bound to this machine's TPM" + (list.isEmpty ? "" : " and PCRs " + list.map(String.init).joined(separator: ",")),
+                               ["token": .string(record.label), "bound": true, "pcrs": .ints(list)])
         }
     }
 
@@ -168,25 +204,28 @@ extension TokenCommand {
         @OptionGroup var selection: TokenSelection
         @Option(name: .customLong("so-pin-source"), help: "Where the SO PIN comes from.") var soPinSource: SecretSource?
         @OptionGroup var pin: PINOptions
+        @OptionGroup var output: JSONOption
 
         func run() throws {
-            try TokenCommand.setBinding(selection, soPinSource, pin, pcrs: nil)
-            Console.out("token no longer bound to a TPM")
+            let record = try TokenCommand.setBinding(selection, soPinSource, pin, pcrs: nil)
+            try Console.report(output.json, "token no longer bound to a TPM", ["token": .string(record.label), "bound": false])
         }
     }
 
-    static func setBinding(_ selection: TokenSelection, _ soSource: SecretSource?, _ pin: PINOptions, pcrs: [Int]?) throws {
+    @discardableResult
+    static func setBinding(_ selection: TokenSelection, _ soSource: SecretSource?, _ pin: PINOptions, pcrs: [Int]?) throws -> TokenRecord {
         let ctx = try Context.open()
         let record = try ctx.token(selection)
         guard SoftToken.isSoft(record.tokenID) else { throw CLIError("token \(record.label) is not a keyshare soft token") }
         let bound = try ctx.store.tokenBindingPCRs(record.tokenID) != nil
         if pcrs == nil && !bound { throw CLIError("token \(record.label) is not bound to a TPM") }
-        let so = try Secrets.obtain(soSource, prompt: "SO PIN for \(record.label): ", what: "SO PIN")
+        let so = try Secrets.pin(soSource, prompt: "SO PIN for \(record.label): ", what: "SO PIN")
         let user = record.userPINInitialized
-            ? try Secrets.obtain(pin.pinSource, prompt: "User PIN for \(record.label): ", what: "user PIN") : nil
+            ? try Secrets.pin(pin.pinSource, prompt: "User PIN for \(record.label): ", what: "user PIN") : nil
         try PINErrors.naming("PIN", of: record) {
             try ctx.store.setTokenBinding(record.tokenID, soPIN: so, userPIN: user, pcrs: pcrs)
         }
+        return record
     }
 
     /// Where the TPM is, for this store: KEYSHARE_TCTI overrides it.
@@ -194,11 +233,13 @@ extension TokenCommand {
         static let configuration = CommandConfiguration(
             commandName: "tpm-config", abstract: "Show or set the TPM this store uses (a tpm2-tss TCTI string).")
         @Option(help: "The TCTI, e.g. device:/dev/tpmrm0 or swtpm:host=127.0.0.1,port=2321; empty to clear.") var tcti: String?
+        @OptionGroup var output: JSONOption
 
         func run() throws {
             let ctx = try Context.open()
             if let tcti { try ctx.store.setConfiguredTCTI(tcti) }
-            Console.out("TPM: \(ctx.store.tpmTCTI())")
+            let current = ctx.store.tpmTCTI()
+            try Console.report(output.json, "TPM: \(current)", ["tcti": .string("\(current)")])
         }
     }
 }
@@ -208,17 +249,82 @@ extension TokenCommand {
 /// C_InitPIN and C_SetPIN enforce); the CLI enforces the same bounds, so a PIN
 /// set through either works through the other. Lengths are bytes (UTF-8), as
 /// PKCS #11 counts them. 10-cli.sh checks these against pkcs11-tool -L.
+///
+/// On top, for a new PIN the CLI sets (issue 28): a soft token's PIN is only
+/// as strong as the guesses it takes, and whoever copies the store guesses
+/// offline, past the attempt counter, at the cost of one scrypt each (about
+/// 97 ms on one core). So without a TPM between the PIN and the key (a TPM
+/// token, or a soft token bound with --bind tpm), a new PIN of fewer than 6
+/// characters (PIV's minimum) is refused unless --short-pin accepts the risk,
+/// and one of fewer than 8 gets a warning. 88-cli-adoption.sh checks both.
 enum PINPolicy {
     static let minLength = 4
     static let maxLength = 255
     static let range = "\(minLength) to \(maxLength)"
-    static let rule = "New PINs are \(minLength) to \(maxLength) bytes (UTF-8), the bounds the PKCS #11 module reports."
+    /// The fewest characters of a new PIN without a TPM, unless --short-pin.
+    static let shortest = 6
+    /// Below this a new PIN without a TPM gets a warning.
+    static let advised = 8
+    /// One offline guess: one scrypt of the store's PIN KDF on one core (issue 28's measurement).
+    static let secondsPerGuess = 0.097
+    static let rule = """
+        New PINs are \(minLength) to \(maxLength) bytes (UTF-8), the bounds the PKCS #11 module reports. \
+        Without a TPM (a soft token not bound with --bind tpm), a new PIN of fewer than \(shortest) characters \
+        is refused unless --short-pin is given, and one of fewer than \(advised) draws a warning: whoever copies \
+        the store can guess offline, past the attempt counter, at about 97 ms a guess on one core, so every \
+        4-digit PIN falls in \(duration(1e4)), every 6-digit one in \(duration(1e6)), every 8-digit one in \(duration(1e8)). \
+        With a TPM token (--tpm) or a bound one, the TPM must take part in every guess.
+        """
 
     static func check(_ pin: [UInt8], what: String) throws {
         guard (minLength...maxLength).contains(pin.count) else {
             throw CLIError("\(what) must be \(minLength) to \(maxLength) bytes (it has \(pin.count))")
         }
     }
+
+    /// The bounds, then the offline-guessing rule unless `guarded` (a TPM
+    /// takes part in every guess, or the token is a card with its own counter).
+    static func checkNew(_ pin: [UInt8], what: String, guarded: Bool, shortPIN: Bool) throws {
+        try check(pin, what: what)
+        guard !guarded else { return }
+        let n = String(decoding: pin, as: UTF8.self).count
+        guard n < advised else { return }
+        let odds = "with a copy of the store every \(n)-digit PIN is tried in \(duration(pow(10, Double(n)))) on one core"
+        if n < shortest && !shortPIN {
+            throw CLIError("the \(what) has \(n) characters: without a TPM a PIN needs at least \(shortest) (\(odds)); "
+                           + "give --short-pin to accept that, or use --bind tpm")
+        }
+        Console.error("warning: the \(what) has \(n) characters: \(odds); \(advised) or more characters, or a TPM (--bind tpm), make that impractical")
+    }
+
+    /// Whether a TPM or a card stands between a PIN and the token's key.
+    static func guarded(_ record: TokenRecord, _ store: KeychainStore) throws -> Bool {
+        if !record.hasPINs || store.isTPMToken(record) { return true }
+        return try store.tokenBindingPCRs(record.tokenID) != nil
+    }
+
+    /// Roughly how long `guesses` offline guesses take on one core.
+    static func duration(_ guesses: Double) -> String {
+        let s = guesses * secondsPerGuess
+        guard s.isFinite, s < 1e6 * 365 * 86400 else { return "more than a million years" }
+        func fmt(_ v: Double, _ unit: String) -> String {
+            let r = v < 10 ? (v * 10).rounded() / 10 : v.rounded()
+            let text = r == r.rounded() ? String(Int(r)) : String(r)
+            return "about \(text) \(unit)\(r == 1 ? "" : "s")"
+        }
+        if s < 120 { return fmt(s, "second") }
+        if s < 2 * 3600 { return fmt(s / 60, "minute") }
+        if s < 2 * 86400 { return fmt(s / 3600, "hour") }
+        if s < 2 * 365 * 86400 { return fmt(s / 86400, "day") }
+        return fmt(s / (365 * 86400), "year")
+    }
+}
+
+/// `--short-pin`: the user accepts a new PIN of 4 or 5 characters without a TPM.
+struct ShortPINOption: ParsableArguments {
+    @Flag(name: .customLong("short-pin"),
+          help: "Accept a new PIN of fewer than \(PINPolicy.shortest) characters on a token without a TPM (offline guessing takes minutes).")
+    var shortPIN = false
 }
 
 /// A wrong PIN named for what it is: the store only knows "a PIN failed";

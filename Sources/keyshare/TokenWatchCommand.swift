@@ -10,6 +10,7 @@ extension TokenCommand {
         static let configuration = CommandConfiguration(
             abstract: "Take a soft token out without destroying it (its items stay, invisible, until `token insert`).")
         @Argument(help: "The token's label, serial or token ID.") var token: String
+        @OptionGroup var output: JSONOption
 
         func run() throws {
             let ctx = try Context.open(syncDrivers: false)
@@ -18,13 +19,16 @@ extension TokenCommand {
                 throw CLIError("\(record.tokenID) is an external token: remove the card (or `keyshare driver remove`)")
             }
             try ctx.tokens.removeToken(record.tokenID)
-            Console.out("removed token \(record.tokenID) (slot \(record.slotID)); `keyshare token insert \(record.tokenID)` puts it back")
+            try Console.report(output.json,
+                               "removed token \(record.tokenID) (slot \(record.slotID)); `keyshare token insert \(record.tokenID)` puts it back",
+                               ["removed": .string(record.tokenID.description), "label": .string(record.label), "slotID": .int(Int(record.slotID))])
         }
     }
 
     struct Insert: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Put a removed soft token back (same token ID, slot ID and references).")
         @Argument(help: "The token's label, serial or token ID.") var token: String
+        @OptionGroup var output: JSONOption
 
         func run() throws {
             let ctx = try Context.open(syncDrivers: false)
@@ -32,9 +36,11 @@ extension TokenCommand {
             guard SoftToken.isSoft(record.tokenID) else {
                 throw CLIError("\(record.tokenID) is an external token: insert the card")
             }
-            if record.present { return Console.out("token \(record.tokenID) is already present") }
+            let fields: [String: JSONField] = ["inserted": .string(record.tokenID.description), "label": .string(record.label),
+                                               "slotID": .int(Int(record.slotID)), "alreadyPresent": .bool(record.present)]
+            if record.present { return try Console.report(output.json, "token \(record.tokenID) is already present", fields) }
             try ctx.tokens.insertToken(record.tokenID)
-            Console.out("inserted token \(record.tokenID) (slot \(record.slotID))")
+            try Console.report(output.json, "inserted token \(record.tokenID) (slot \(record.slotID))", fields)
         }
     }
 

@@ -93,14 +93,16 @@ struct TrustCommand: ParsableCommand {
             @OptionGroup var selection: TokenSelection
             @OptionGroup var groups: AccessGroupOptions
             @OptionGroup var so: SOPINOptions
+            @OptionGroup var output: JSONOption
             func run() throws {
                 let certs = try FileIO.certificates(file)
                 try Anchor.authenticate(selection, so, certificates: certs, adding: true)
                 let session = try SessionFactory.open(groups)
                 for c in certs {
                     try session.addAnchor(c, token: selection.token)
-                    Console.out("trusted \(c.subject)")
+                    if !output.json { Console.out("trusted \(c.subject)") }
                 }
+                if output.json { try Console.json(["trusted": certs.map(Anchor.row)]) }
             }
         }
 
@@ -112,6 +114,7 @@ struct TrustCommand: ParsableCommand {
             @OptionGroup var selection: TokenSelection
             @OptionGroup var groups: AccessGroupOptions
             @OptionGroup var so: SOPINOptions
+            @OptionGroup var output: JSONOption
             func run() throws {
                 let certs = try FileIO.certificates(file)
                 try Anchor.authenticate(selection, so, certificates: certs, adding: false)
@@ -120,10 +123,14 @@ struct TrustCommand: ParsableCommand {
                     do { try session.removeAnchor(c) } catch KeyShareError.itemNotFound {
                         throw CLIError("\(c.subject) is not a trusted certificate in this keychain")
                     }
-                    Console.out("no longer trusted: \(c.subject)")
+                    if !output.json { Console.out("no longer trusted: \(c.subject)") }
                 }
+                if output.json { try Console.json(["untrusted": certs.map(Anchor.row)]) }
             }
         }
+
+        /// A certificate in the JSON of `anchor add` / `anchor remove`.
+        static func row(_ c: Certificate) -> [String: String] { ["subject": c.subject, "sha256": c.sha256Hex] }
 
         static let authentication = """
             Changing what the keychain trusts takes the security officer's PIN of the token that holds the \
@@ -153,7 +160,7 @@ struct TrustCommand: ParsableCommand {
                 guard record.hasPINs else {
                     throw CLIError("token \(record.label) is an external token: its trust settings are the card's own")
                 }
-                let pin = try Secrets.obtain(so.soPinSource, prompt: "SO PIN for \(record.label): ", what: "SO PIN")
+                let pin = try Secrets.pin(so.soPinSource, prompt: "SO PIN for \(record.label): ", what: "SO PIN")
                 _ = try PINErrors.naming("SO PIN", of: record) { try ctx.store.unlockSO(id, pin: pin) }
             }
         }

@@ -18,6 +18,7 @@ struct WrapCommand: ParsableCommand {
     @OptionGroup var groups: AccessGroupOptions
     @OptionGroup var pin: PINOptions
     @OptionGroup var force: ForceOption
+    @OptionGroup var json: JSONOption
 
     func run() throws {
         let session = try SessionFactory.open(groups)
@@ -29,7 +30,8 @@ struct WrapCommand: ParsableCommand {
         try OutputFile.produce(at: output, existing: FileIO.existing(force.force)) { tmp in
             try session.wrap(input: input, output: tmp, group: group, fileName: Self.baseName(input), token: selection.token)
         }
-        Console.out("wrapped \(input) for group \(group) into \(output)")
+        try Console.report(json.json, "wrapped \(input) for group \(group) into \(output)",
+                           ["wrapped": .string(input), "group": .string(group), "output": .string(output)])
     }
 
     /// The name recorded in the header: the input's, not the temporary file's.
@@ -47,6 +49,7 @@ struct UnwrapCommand: ParsableCommand {
     @OptionGroup var groups: AccessGroupOptions
     @OptionGroup var pin: PINOptions
     @OptionGroup var force: ForceOption
+    @OptionGroup var json: JSONOption
 
     func run() throws {
         let session = try SessionFactory.open(groups)
@@ -72,6 +75,8 @@ struct UnwrapCommand: ParsableCommand {
         try OutputFile.produce(at: target, existing: FileIO.existing(force.force)) { tmp in
             try session.unwrap(input: input, output: tmp)
         }
-        Console.out("unwrapped \(info.fileName) (group \(info.group)) to \(target)")
+        try Console.report(json.json, "unwrapped \(info.fileName) (group \(info.group)) to \(target)",
+                           ["unwrapped": .string(input), "fileName": .string(info.fileName), "group": .string(info.group),
+                            "output": .string(target)])
     }
 }

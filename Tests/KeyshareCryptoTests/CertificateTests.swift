@@ -43,6 +43,19 @@ import KeyshareCrypto
                ku: nil, san: [email, upn], keyType: .rsa),
     ]
 
+    /// Issue 28 (`keyshare list`): the subject's common name and the
+    /// ExtendedKeyUsage purposes, absent when the certificate has none.
+    @Test func commonNameAndExtendedKeyUsage() throws {
+        let device = try Certificate.fixture("device-ds-ke")
+        #expect(device.commonName == "Test Device 1234567890")
+        #expect(device.extendedKeyUsage == [.clientAuth])
+        #expect(try Certificate.fixture("signature-ds-email").extendedKeyUsage == [.emailProtection])
+        #expect(try Certificate.fixture("unknown-no-ku").extendedKeyUsage == [.emailProtection, .clientAuth])
+        #expect(try Certificate.fixture("encryption-gen3").extendedKeyUsage == nil)
+        let root = try Certificate(pem: try Fixtures.text("ca/root-ca.pem"))
+        #expect(root.commonName == "Keyshare Test Root CA 1" && root.isCA && root.extendedKeyUsage == nil)
+    }
+
     static func unix(_ iso: String) -> Int64 {
         Int64(ISO8601DateFormatter().date(from: iso)!.timeIntervalSince1970)
     }

@@ -34,7 +34,8 @@ import Testing
         let home = makeTempDir()
         defer { removeFlatDir(home) }
         try Module.shared.initialize(nil, home: home)
-        let rt = try Module.shared.runtime()
+        // No store yet: C_InitToken on the free slot creates it (ks_C_InitToken does this).
+        let rt = try Module.shared.runtimeCreatingStore()
         let rec = try rt.initToken(slot: freeSlotID, soPIN: soPIN, label: "f")
         let s = try rt.openSession(slot: CK_SLOT_ID(rec.slotID), flags: CKF_SERIAL_SESSION)
         try Module.shared.finalize()

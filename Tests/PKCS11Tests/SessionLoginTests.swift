@@ -68,4 +68,27 @@ struct SessionLoginTests {
         try f.rt.login(session: s, userType: CKU_USER, pin: userPIN)
         #expect(rv { try f.rt.login(session: s, userType: CKU_CONTEXT_SPECIFIC, pin: userPIN) } == CKR_OPERATION_NOT_INITIALIZED)
     }
+
+    /// Issue 28: a PIN outside the advertised bounds (4 to 255 bytes) is
+    /// CKR_PIN_LEN_RANGE at C_Login and costs no attempt, for the user, the
+    /// SO and a context-specific login alike; a wrong PIN of a valid length
+    /// still counts.
+    @Test func pinOutsideTheBoundsIsNoAttempt() throws {
+        let f = try Fixture()
+        let slot = try f.makeToken()
+        let s = try f.rw(slot)
+        let id = try #require(try f.rt.store.token(slotID: UInt(slot))).tokenID
+        func failures() throws -> Int { try #require(try f.rt.store.token(id)).userPINFailures }
+        for pin in [[], Array("12".utf8), Array("123".utf8), [UInt8](repeating: 0x31, count: 256)] {
+            #expect(rv { try f.rt.login(session: s, userType: CKU_USER, pin: pin) } == CKR_PIN_LEN_RANGE)
+        }
+        #expect(try failures() == 0)
+        #expect(rv { try f.rt.login(session: s, userType: CKU_USER, pin: Array("9999".utf8)) } == CKR_PIN_INCORRECT)
+        #expect(try failures() == 1)
+        try f.rt.login(session: s, userType: CKU_USER, pin: userPIN)
+        #expect(try failures() == 0)
+        try f.rt.logout(session: s)
+        #expect(rv { try f.rt.login(session: s, userType: CKU_SO, pin: Array("12".utf8)) } == CKR_PIN_LEN_RANGE)
+        #expect(try #require(try f.rt.store.token(id)).soPINFailures == 0)
+    }
 }

@@ -188,6 +188,26 @@ import Tokens
         #expect(ids.count == 1 && ids[0].privateKeyReference == k.privateKey)
     }
 
+    /// Issue 28: a CA certificate whose private key is in the token (a
+    /// self-signed `openssl req -x509`, basicConstraints CA:TRUE) is an
+    /// identity; a CA certificate without its key (a chain member) is not.
+    @Test func caCertificateWithItsKeyIsAnIdentity() throws {
+        let env = try Env()
+        let tid = env.token.tokenID
+        let root = try #require(try Certificate.parseAll(pem: try Fixture.text("ca/root-ca.pem")).first)
+        let rootKey = try PrivateKey(pem: try Fixture.text("ca/root-ca.key.pem"))
+        let intermediate = try #require(try Certificate.parseAll(pem: try Fixture.text("ca/intermediate-ca.pem")).first)
+        #expect(root.isCA && intermediate.isCA)
+        let results = try env.manager.importBundle(privateKeys: [rootKey], certificates: [root, intermediate], into: tid, key: env.key)
+        let ids = try env.manager.identities(in: tid, key: env.key)
+        #expect(ids.count == 1)
+        #expect(ids.first?.certificate == root)
+        #expect(ids.first?.privateKeyReference != nil && ids.first?.privateKeyReference == results.first?.privateKey)
+        // Without the token key: still listed (its public key object stands for the pair), the key not visible.
+        let locked = try env.manager.identities(in: tid, key: nil)
+        #expect(locked.map(\.certificate) == [root] && locked.first?.privateKeyReference == nil)
+    }
+
     /// The subjectPublicKey BIT STRING contents, found by walking the SPKI DER.
     private func subjectPublicKeyBits(_ cert: Certificate) throws -> [UInt8] {
         let spki = try cert.publicKey.spkiDER()

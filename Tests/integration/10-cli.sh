@@ -54,9 +54,9 @@ check_out "failure is counted" "1 failed" ks token list
 
 # list / show
 LABEL=$(p12_label "$ID/device-ds-ke.modern.p12")  # its friendlyName: "Test Device 1234567890 (device 048F)"
-check_out "list shows the identity label (the PKCS #12 friendlyName)" "^certificate +$(sed 's/[][\.*^$()+?{}|]/\\&/g' <<<"$LABEL") " ks list
+check_out "list --wide shows the identity label in full (the PKCS #12 friendlyName)" "^certificate +$(sed 's/[][\.*^$()+?{}|]/\\&/g' <<<"$LABEL") " ks list --wide
 check_out "list shows category" "device" ks list
-check_out "list shows a PKCS#11 URI" "pkcs11:token=alpha;serial=" ks list
+check_out "list --wide shows a PKCS#11 URI" "pkcs11:token=alpha;serial=" ks list --wide
 check_out "list --private shows keys" "private-key" ks list --pin-source env:PIN
 check_out "list json" '"certificateType" : "device"' ks list --json
 REF=$(ks list --json | python3 -c 'import json,sys; print([r["reference"] for r in json.load(sys.stdin) if r["itemClass"]=="certificate"][0])')
@@ -199,7 +199,7 @@ fi
 
 # --label / --id on import, and --json with references and URIs.
 check_out "import --label --id" 'imported identity "work-id" \(CKA_ID 0A0B\)' ks import "$ID/signature-ds-email.modern.p12" --label work-id --id 0a0b "${G[@]}" --password-source env:P12PASS
-check_out "list shows the chosen ID in the URI" 'id=%0A%0B;object=work-id;type=private' ks list --token gamma --pin-source env:PIN
+check_out "list shows the chosen ID in the URI" 'id=%0A%0B;object=work-id;type=private' ks list --wide --token gamma --pin-source env:PIN
 check_fail "--id that another key uses is refused" 'already used by' ks import "$ID/encryption-gen2.modern.p12" --id 0A0B "${G[@]}" --password-source env:ENC
 json=$(ks import "$ID/encryption-gen3.modern.p12" "${G[@]}" --password-source env:ENC --json)
 if python3 -c 'import json,sys; r=json.loads(sys.argv[1]); it=r[0]["items"]; assert len(it)>=3 and all(i["reference"] and (i["uri"].startswith("pkcs11:") or i["keptApart"] and i["uri"] == "-") for i in it)' "$json"; then

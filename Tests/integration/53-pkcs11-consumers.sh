@@ -28,7 +28,7 @@ ID=$FIXTURES/identities
 export PIN=0000 SOPIN=1234
 
 # The CLI makes the token and imports an identity (key + certificate).
-"$KEYSHARE" token create --label apps --pin-source env:PIN --so-pin-source env:SOPIN >/dev/null
+"$KEYSHARE" token create --label apps --pin-source env:PIN --so-pin-source env:SOPIN --short-pin >/dev/null
 check "keyshare import RSA identity" "$KEYSHARE" import "$ID/device-ds-ke.key.pem" "$ID/device-ds-ke.cert.pem" --token apps --pin-source env:PIN
 check "keyshare import EC identity" "$KEYSHARE" import "$ID/auth-upn-new.key.pem" "$ID/auth-upn-new.cert.pem" --token apps --pin-source env:PIN
 "$KEYSHARE" list --token apps --private --pin-source env:PIN --json > "$WORK/list.json"
@@ -131,7 +131,7 @@ if command -v p11-kit >/dev/null && command -v setpriv >/dev/null && getent pass
     export PATH=$path HOME=$UH XDG_RUNTIME_DIR=$UH/run KEYSHARE_HOME=$UH/ks KEYSHARE_KDF_LOG2N=10 PIN=$pin SOPIN=$sopin GNUTLS_PIN=$pin
     exec setpriv --reuid=1000 --regid=1000 --clear-groups "$@"
   )
-  asuser "$UH/keyshare" token create --label user-tok --pin-source env:PIN --so-pin-source env:SOPIN >/dev/null 2>&1 || true
+  asuser "$UH/keyshare" token create --label user-tok --pin-source env:PIN --so-pin-source env:SOPIN --short-pin >/dev/null 2>&1 || true
   asuser "$UH/keyshare" import "$UH/device-ds-ke.key.pem" "$UH/device-ds-ke.cert.pem" --token user-tok --pin-source env:PIN >/dev/null 2>&1 || true
   check_out "p11-kit list-modules shows the token" 'user-tok' asuser p11-kit list-modules
   check_out "p11tool --list-all on the token" 'X.509 Certificate' asuser p11tool --list-all 'pkcs11:token=user-tok'

@@ -38,7 +38,7 @@ check_out "replay ${#existing[@]} protocol inputs (corpus + crash reproducers)" 
 # The agent's side of the shared region (Tests/fuzz/shm_fuzz.c): hostile
 # regions and sockets from its corpus and crash reproducers.
 check "compile shm replay host" cc -O1 -Wall -Werror -DFUZZ_MAIN_REPLAY -I "$ROOT/pkcs11/types" -I "$AP/include" \
-  -o "$WORK/shm_replay" "$ROOT/Tests/fuzz/shm_fuzz.c" "$AP/shm.c" "$AP/spin.c" "$AP/codec.c" "$AP/kdf_params.c" "$AP/struct_params.c" "$AP/breadth_params.c" "$AP/template_params.c" "$AP/v32_params.c" "$AP/pq_params.c" "$AP/frame.c" "$AP/serve.c" "$AP/spin.c"
+  -o "$WORK/shm_replay" "$ROOT/Tests/fuzz/shm_fuzz.c" "$AP/shm.c" "$AP/spin.c" "$AP/codec.c" "$AP/kdf_params.c" "$AP/struct_params.c" "$AP/breadth_params.c" "$AP/template_params.c" "$AP/v32_params.c" "$AP/pq_params.c" "$AP/frame.c" "$AP/serve.c"
 files=("$ROOT"/Tests/fuzz/corpus/shm/* "$ROOT"/Tests/fuzz/crashes/shm-*)
 existing=(); for f in "${files[@]}"; do [ -f "$f" ] && existing+=("$f"); done
 [ ${#existing[@]} -ge 10 ] && ok "the shm corpus is there (${#existing[@]} inputs)" \

@@ -64,8 +64,8 @@ fi
 # pkcs11-tool (OpenSC 0.23) on a keyshare token. It reads a PIN only from
 # argv or a terminal: run it on a pty (script(1)) and type the PIN from the
 # environment when it asks. Output in $WORK/pin.out.
-"$KEYSHARE" token create --label symmetric --pin-source env:KS_TEST_PIN --so-pin-source env:KS_TEST_SO_PIN >/dev/null
-P=(pkcs11-tool --module "$MODULE" --token-label symmetric)
+"$KEYSHARE" token create --label symmetric-cli --pin-source env:KS_TEST_PIN --so-pin-source env:KS_TEST_SO_PIN --short-pin >/dev/null
+P=(pkcs11-tool --module "$MODULE" --token-label symmetric-cli)
 with_pin() {
   local cmd fifo=$WORK/pin.fifo
   rm -f "$fifo"; mkfifo "$fifo"

@@ -25,7 +25,7 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout /de
   -days 2 -outform DER -out "$WORK/anchor.der" 2>/dev/null
 # A keychain token with an anchor set by the CLI (`keyshare trust anchor add`, the SO PIN from the env).
 ANCHOR="$FIXTURES/ca/root-ca.pem"
-"$KEYSHARE" token create --label anchors --pin-source env:KS_TEST_PIN --so-pin-source env:KS_TEST_SO_PIN >/dev/null
+"$KEYSHARE" token create --label anchors --pin-source env:KS_TEST_PIN --so-pin-source env:KS_TEST_SO_PIN --short-pin >/dev/null
 "$KEYSHARE" trust anchor add "$ANCHOR" --token anchors --so-pin-source env:KS_TEST_SO_PIN >/dev/null
 ANCHOR_SHA=$(openssl x509 -in "$ANCHOR" -outform DER | sha256sum | cut -c1-64)
 c_host v32 "C host" -lcrypto -- "$WORK/anchor.der" anchors "$ANCHOR_SHA"

@@ -105,7 +105,7 @@ after() {
   if [ "$ev" = lock ] || [ "$ev" = expiry ]; then
     # The host's own login ends; `keyshare unlock` logs it in (shared), it signs.
     r=$(say logout)
-    "$KS" unlock --for "$([ "$ev" = lock ] && echo 60s || echo 5s)" --pin-source env:PIN >/dev/null \
+    "$KS" unlock --for "$([ "$ev" = lock ] && echo 60s || echo 5s)" --program "$WORK/agenthost" --pin-source env:PIN >/dev/null \
       || bad "keyshare unlock before $ev"
     r=$(say shared)
     [ "$r" = 0x0 ] || bad "the host signs on the shared unlock before $ev" "rv $r"

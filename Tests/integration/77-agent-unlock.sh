@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Login across processes (issue 16 item 5, docs/agent.md "Unlock across
-# processes"): `keyshare unlock --for D` / `keyshare lock`. While unlocked,
+# processes"): `keyshare unlock --for D` / `keyshare lock`. The unlock names
+# its programs (issue 27: --program, here the unlock host and pkcs11-tool;
+# 87-agent-unlock-scope tests the scope). While unlocked, the named
 # applications sign without C_Login (pkcs11-tool without --login, a running
 # host whose session turns into a user session), C_Login checks the PIN and
 # makes the login the application's own, one application's C_Logout ends it for that
@@ -36,6 +38,8 @@ check "EC key uk" ks key generate --type ec --label uk --tag uk --pin-source env
 ks key public --tag uk >"$WORK/uk.pub"
 check "compile the unlock host" cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -o "$WORK/unlockhost" \
   "$ROOT/Tests/integration/c/unlockhost.c" -ldl
+# The programs every unlock here names (an unlock reaches the programs it names only).
+PROGRAMS=(--program "$WORK/unlockhost" --program "$(command -v pkcs11-tool)")
 
 p11sign && bad "locked: pkcs11-tool cannot sign without --login" || ok "locked: pkcs11-tool cannot sign without --login"
 coproc H1 { exec "$WORK/unlockhost" "$MODULE"; }
@@ -57,7 +61,7 @@ check_fail "unlock without a PIN source or terminal" "give a source option" ks u
 
 # --- unlocked -----------------------------------------------------------------------------------
 t0=$(date +%s.%N)
-check_out "unlock for 30m" "unlocked token work for 30m" ks unlock --for 30m --pin-source env:PIN
+check_out "unlock for 30m (the unlock host and pkcs11-tool)" "unlocked token work for 30m for 2 programs" ks unlock --for 30m "${PROGRAMS[@]}" --pin-source env:PIN
 p11sign && ok "unlocked: pkcs11-tool signs without --login (openssl verifies)" || bad "unlocked: pkcs11-tool signs without --login"
 [ "$(ask "${H1[1]}" "${H1[0]}" state)" = "state 3 rv 0x0" ] && ok "the running host's session is now a user session (C_GetSessionInfo)" || bad "host user session"
 [ "$(ask "${H1[1]}" "${H1[0]}" sign)" = "sign 0x0" ] && ok "the running host signs without C_Login" || bad "host signs"
@@ -97,7 +101,7 @@ check_out "lock again: nothing to lock" "nothing was unlocked" ks lock
 grep -q "locked by pid" "$LOG" && ok "the lock is logged" || bad "lock logged"
 
 # --- expiry -------------------------------------------------------------------------------------------
-check_out "unlock for 3s" "unlocked" ks unlock --for 3s --pin-source env:PIN
+check_out "unlock for 3s" "unlocked" ks unlock --for 3s "${PROGRAMS[@]}" --pin-source env:PIN
 p11sign && ok "within 3 s: signs without --login" || bad "within 3 s"
 sleep 4
 p11sign && bad "after 4 s: refused (expired)" || ok "after 4 s: refused (expired)"

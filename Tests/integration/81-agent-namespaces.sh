@@ -87,7 +87,8 @@ check "uid $U: EC key k" as_user "$KS" key generate --type ec --label k --tag k 
 as_user "$KS" key public --tag k >"$UDIR/k.pub"
 check_out "uid $U: allow only /usr/bin/pkcs11-tool" "allow /usr/bin/pkcs11-tool every token \(sha256 " \
   as_user "$KS" policy allow --exe /usr/bin/pkcs11-tool
-check "uid $U: unlock the token (signing then needs no PIN)" as_user "$KS" unlock --for 5m --pin-source env:PIN
+check "uid $U: unlock the token for pkcs11-tool and the refused program (signing then needs no PIN)" \
+  as_user "$KS" unlock --for 5m --program /usr/bin/pkcs11-tool --program "$UDIR/refused-tool" --pin-source env:PIN
 # usign [PREFIX...]: uid 1000 signs under PREFIX (run as uid 1000, after ROOT_PREFIX run as root) without
 # logging in (the token is unlocked); openssl verifies with its k.pub. The output is in USIGN_OUT.
 ROOT_PREFIX=()

@@ -126,7 +126,8 @@ while True:   # a program of the user connecting and disconnecting every 0.1 s
     s.close(); time.sleep(0.1)
 PY
 : >"$(agent_dir)/agent.log"
-check "unlock for 2 s (while a program connects and disconnects every 0.1 s)" "$KS" unlock --for 2s --pin-source env:PIN
+check "unlock pkcs11-tool for 2 s (while a program connects and disconnects every 0.1 s)" "$KS" unlock --for 2s \
+  --program "$(command -v pkcs11-tool)" --pin-source env:PIN
 t0=$(date +%s.%N)
 check "a host signs without C_Login during the unlock" pkcs11-tool --module "$MODULE" --sign -m ECDSA-SHA256 -i "$WORK/data" -o /dev/null
 for _ in $(seq 60); do grep -q "unlock expired" "$(agent_dir)/agent.log" && break; sleep 0.05; done

@@ -27,7 +27,7 @@ cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
   wait 2>/dev/null
   [ -n "$BINDDIR" ] && rmdir "$BINDDIR" 2>/dev/null
-  rm -rf "$WORK" "$KEYSHARE_HOME" "${B:-}" "${D:-}"
+  rm -rf "$WORK" "$KEYSHARE_HOME" "${B:-}" "${D:-}" "${OWN:-/nonexistent}"
 }
 trap cleanup EXIT
 A=$KEYSHARE_HOME
@@ -39,7 +39,9 @@ check "A: EC key" "$KS" key generate --type ec --curve P-256 --label k --tag k -
 "$KS" key public --tag k >"$WORK/k.pub"
 for t in allowed refused; do cp "$(command -v pkcs11-tool)" "$WORK/$t-tool"; printf '%s' "$t" >>"$WORK/$t-tool"; done
 check "A: policy allows only allowed-tool" "$KS" policy allow --exe "$WORK/allowed-tool"
-check "A: unlocked for 5 minutes" "$KS" unlock --for 5m --pin-source env:PIN
+# The unlock names both programs: the refused one is kept from A's key by the policy alone.
+check "A: unlocked for 5 minutes (for both programs)" "$KS" unlock --for 5m --program "$WORK/allowed-tool" \
+  --program "$WORK/refused-tool" --pin-source env:PIN
 AAGENT=$(cat "$(agent_dir)/agent.pid")
 ASOCK=$(agent_dir)/agent.sock
 check "control: the allowed program signs from A without a PIN" \
@@ -91,6 +93,8 @@ check "control: A moved back, the allowed program is served again" "$WORK/allowe
 
 # --- defect 9a: a client in a mount namespace with a private /tmp -----------------------------------
 BINDDIR=$(mktemp -d /run/keyshare-it-bind.XXXXXX)
+OWN=/tmp/keyshare-it-own-store.$$.$RANDOM   # the client's own KEYSHARE_HOME: must not appear on the host
+rm -rf "$OWN"
 # What the namespaced client runs and writes lives outside /tmp (the private /tmp hides $WORK).
 OUTDIR=$BINDDIR.out; mkdir -m 0700 "$OUTDIR"
 cp "$WORK/allowed-tool" "$WORK/data" "$MODULE" "$OUTDIR/"
@@ -98,15 +102,15 @@ cp "$WORK/allowed-tool" "$WORK/data" "$MODULE" "$OUTDIR/"
 out=$(unshare -m --propagation private sh -c '
   mount --bind "$1" "$2" && mount -t tmpfs none /tmp &&
   { [ ! -e "$3" ] && echo "store hidden"; } &&
-  KEYSHARE_AGENT_SOCKET="$2/agent.sock" KEYSHARE_HOME=/tmp/my-own-store exec "$4/allowed-tool" --module "$4/$5" \
+  KEYSHARE_AGENT_SOCKET="$2/agent.sock" KEYSHARE_HOME="$6" exec "$4/allowed-tool" --module "$4/$5" \
     --token-label victim --login --pin env:PIN --sign -m ECDSA-SHA256 -i "$4/data" -o "$4/ns.sig" --signature-format openssl' \
-  sh "$(agent_dir)" "$BINDDIR" "$A/keychain.db" "$OUTDIR" "$(basename "$MODULE")" 2>&1)
+  sh "$(agent_dir)" "$BINDDIR" "$A/keychain.db" "$OUTDIR" "$(basename "$MODULE")" "$OWN" 2>&1)
 grep -q "store hidden" <<<"$out" && ok "in the namespace the store and the runtime directory are invisible (a private /tmp)" \
   || bad "the namespace hides the store" "$out"
 openssl dgst -sha256 -verify "$WORK/k.pub" -signature "$OUTDIR/ns.sig" "$WORK/data" >/dev/null 2>&1 \
   && ok "a client in it signs with the user's key through the socket bound in (KEYSHARE_AGENT_SOCKET)" || bad "the namespaced client signs" "$out"
 rm -rf "$OUTDIR"
-[ ! -e /tmp/my-own-store ] && ok "its own KEYSHARE_HOME (/tmp/my-own-store) made the agent create nothing" || bad "no store created for the client's path"
+[ ! -e "$OWN" ] && ok "its own KEYSHARE_HOME ($OWN) made the agent create nothing" || bad "no store created for the client's path" "$(ls -la "$OWN")"
 # A sandbox of its own user namespace (unprivileged) finds no agent for its store: it starts none.
 D2=$D/sandbox-store
 check "D: a store with no agent running" env KEYSHARE_HOME="$D2" "$KS" token create --label d --pin-source env:PIN --so-pin-source env:SOPIN

@@ -167,6 +167,10 @@ check_out "user units: ExecStart=/usr/bin/keyshare, no placeholder left" '^/usr/
   "[ -z '$left' ] && sed -n 's/^ExecStart=//p' '$WORK/x/usr/lib/systemd/user/keyshare-password.service'"
 check_out "the module file names the module" '^module: libkeyshare-pkcs11.so$' cat "$WORK/x$P11CONF/keyshare.module"
 check_out "changelog.gz: the $VERSION entry, from CHANGELOG.md" "^keyshare \\($VERSION\\) " zcat "$WORK/x/usr/share/doc/keyshare/changelog.gz"
+# The copyright file (issue 28): DEP-5, keyshare under Apache-2.0, one paragraph per component
+# linked in statically, each with its license; OpenSSL named with the bundled Debian version and
+# said to be linked statically when this build is (the CLI needs no libcrypto).
+copyright_checks "$WORK/x/usr/share/doc/keyshare/copyright" "$KS"
 
 # ---- lintian ----------------------------------------------------------------------------------
 UID_USER=$(getent passwd nobody | cut -d: -f3); GID_USER=$(getent passwd nobody | cut -d: -f4)

@@ -65,6 +65,23 @@ softhsm_init_token() {
       --init-pin --new-pin "env:$user" >/dev/null
 }
 
+# copyright_checks FILE KEYSHARE: the Debian copyright file as shipped (support/check_copyright.py),
+# one ok/FAIL line per check; OpenSSL must be said to be linked statically when KEYSHARE needs no
+# libcrypto, and the version named is the Makefile's OPENSSL_DEB_VERSION.
+copyright_checks() {
+  local file=$1 bin=$2 version static="" line seen=0
+  version=$(sed -n 's/^OPENSSL_DEB_VERSION *:= *//p' "$HERE/../../Makefile")
+  readelf -d "$bin" | grep -q 'NEEDED.*libcrypto' || static=--static-openssl
+  while IFS= read -r line; do
+    case $line in
+      "ok   - "*) ok "copyright: ${line#ok   - }"; seen=$((seen + 1)) ;;
+      "FAIL - "*) bad "copyright: ${line#FAIL - }"; seen=$((seen + 1)) ;;
+      *) bad "copyright: the checker says" "$line" ;;
+    esac
+  done < <(python3 "$HERE/support/check_copyright.py" "$file" "$version" $static 2>&1 || true)
+  [ "$seen" -gt 0 ] || bad "copyright: the checker ran ($file)"
+}
+
 # pin_pipe VAR: the value of VAR on a pipe, for programs that read a PIN from a
 # file (libp11's pin-source=file:..., NSS's -f): use as `3< <(pin_pipe PIN)` and
 # name /dev/fd/3. The value is never in an argv nor on disk.

@@ -251,6 +251,25 @@ static int retire_old_agent(pid_t pid, unsigned version) {
     return -1;
 }
 
+/* Issue 27 ("Unlocks that are scoped"): whether this process authenticates a
+ * person with the token, i.e. has libpam (a PAM stack: login, sshd, sudo,
+ * pamtester, a screen locker...) or libcryptsetup (cryptsetup,
+ * systemd-cryptsetup) loaded, linked or dlopen'ed. Told to the agent in the
+ * hello (KSA_HELLO_AUTHENTICATOR): no `keyshare unlock` reaches such a
+ * client, so pam_p11 and a LUKS token ask for the PIN as they should. */
+static int authenticates_a_person(void) {
+    if (dlsym(RTLD_DEFAULT, "pam_start") || dlsym(RTLD_DEFAULT, "crypt_init")) return 1;
+    static const char *const libs[] = {"libpam.so.0", "libcryptsetup.so.12"};
+    for (size_t i = 0; i < sizeof libs / sizeof *libs; i++) {
+        void *h = dlopen(libs[i], RTLD_LAZY | RTLD_NOLOAD);   /* loaded RTLD_LOCAL too; never loads it */
+        if (h) {
+            dlclose(h);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* The hello: a new client (token all zero, with the access groups this
  * process asks for) or another connection of this one. *shm: the
  * connection's shared region when the agent gave one (shm.c). Returns 0, or
@@ -267,7 +286,8 @@ static int hello(int fd, int attach, ksa_shm **shm, unsigned *version) {
     int log = !attach && debug_log_wanted();
     int want_shm = ksa_shm_wanted();
     static const uint8_t zero[KSA_TOKEN_LEN];
-    uint16_t flags = (uint16_t)((log ? KSA_HELLO_LOG : 0) | (want_shm ? KSA_HELLO_SHM : 0));
+    uint16_t flags = (uint16_t)((log ? KSA_HELLO_LOG : 0) | (want_shm ? KSA_HELLO_SHM : 0) |
+                                (!attach && authenticates_a_person() ? KSA_HELLO_AUTHENTICATOR : 0));
     if (attach) {
         ksa_hello_build(&b, flags, kc_token, NULL);
     } else {

@@ -420,6 +420,11 @@ void ksa_chan_close_shm(ksa_chan *c);
  * 0 the agent sends one byte, with the region's memfd as SCM_RIGHTS or alone
  * (none: frames on the socket only). */
 #define KSA_HELLO_SHM 2u
+/* The client authenticates a person (issue 27, "Unlocks that are scoped"):
+ * libpam or libcryptsetup is loaded in it (a PAM stack, a disk unlocker), so
+ * no `keyshare unlock` may reach it. Set by the module (agent_client.c); the
+ * agent trusts it as is: a forged flag only loses the client the unlock. */
+#define KSA_HELLO_AUTHENTICATOR 4u
 #define KSA_HELLO_STORE_UNSAFE 5u
 /* Sends fd (or, with fd < 0 or a closed fd, the byte alone). 0 or -1. */
 int ksa_send_fd(int sock, int fd);
