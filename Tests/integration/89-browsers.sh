@@ -41,7 +41,7 @@ cleanup_browsers() {
   cleanup_consumers
 }
 trap cleanup_browsers EXIT
-need browsers firefox-esr chromium certutil modutil p11tool ssh-keygen unshare python3 || { finish_consumers; exit 1; }
+need browsers firefox-esr chromium /usr/lib/chromium/chromium certutil modutil p11tool pkcs11-tool ssh-keygen unshare python3 || { finish_consumers; exit 1; }
 
 new_home
 WORK=$(mktemp -d /tmp/keyshare-browsers.XXXXXX)
@@ -91,20 +91,22 @@ ssh-keygen -D "$MODULE" >"$W/ssh.pub" 2>/dev/null
 grep -q ' carol$' "$W/ssh.pub" && ok "ssh-keygen -D shows the key as carol" || bad "ssh-keygen -D shows the key as carol" "$(cat "$W/ssh.pub")"
 
 # --- every object's URI; the chain kept apart --------------------------------------------------------
-ks list --token browsers --private --pin-source env:PIN --json >"$W/list.json"
+# The URIs as `keyshare list --wide` prints them (the last column), given to p11tool as they are.
+ks list --wide --token browsers --private --pin-source env:PIN >"$W/list.txt"
 n_uri=0
-while IFS=$'\t' read -r cls uri; do
+while read -r cls uri; do
   case $cls in certificate) want=cert ;; private-key) want=private ;; public-key) want=public ;; *) continue ;; esac
   [ "$uri" != - ] || continue
   out=$(GNUTLS_PIN=$PIN p11tool --provider "$MODULE" --login --list-all "$uri" 2>&1)
   if [ "$(grep -c '^Object ' <<<"$out")" = 1 ] && grep -q "Label: carol" <<<"$out" && [[ $uri == *";type=$want" ]]; then
     n_uri=$((n_uri + 1))
   else bad "the $cls's URI names exactly it" "$uri: $out"; fi
-done < <(python3 -c 'import json,sys; [print(i["itemClass"]+"\t"+i["uri"]) for i in json.load(open(sys.argv[1]))]' "$W/list.json")
-[ "$n_uri" = 3 ] && ok "list: the certificate's, private key's (;type=private) and public key's URIs each name exactly that object (p11tool)" \
-  || bad "list: three URIs, one object each" "$n_uri; $(cat "$W/list.json")"
-grep -q '"uri" : "-"' "$W/list.json" && ok "list: the CA certificate of carol's chain is in the keychain with no URI (not a token object)" \
-  || bad "list: the chain certificate kept apart" "$(cat "$W/list.json")"
+done < <(awk 'NR > 1 {print $1, $NF}' "$W/list.txt")
+[ "$n_uri" = 3 ] && ok "list: the certificate's, private key's (;type=private) and public key's URIs, as printed, each name exactly that object (p11tool)" \
+  || bad "list: three URIs, one object each" "$n_uri; $(cat "$W/list.txt")"
+awk 'NR > 1 && $1 == "certificate" && $NF == "-"' "$W/list.txt" | grep -q . \
+  && ok "list: the CA certificate of carol's chain is in the keychain with no URI (not a token object)" \
+  || bad "list: the chain certificate kept apart" "$(cat "$W/list.txt")"
 certs=$(p11tool --provider "$MODULE" --list-all-certs "pkcs11:token=browsers" 2>&1 | grep -c '^Object ')
 [ "$certs" = 1 ] && ok "the token shows one certificate: carol's (what systemd-cryptenroll --pkcs11-token-uri=auto takes)" \
   || bad "the token shows one certificate" "$certs: $(p11tool --provider "$MODULE" --list-all-certs "pkcs11:token=browsers" 2>&1)"
@@ -156,9 +158,14 @@ check_fail "a policy file that is not JSON is refused with one line" "is not a J
 cmp -s "$W/broken.json" "$W/broken.orig" && ok "... and left byte for byte as it was" || bad "broken policy file untouched"
 
 # --- the site, the token unlocked, Firefox with only the package's policy --------------------------------
-# keyshare unlock --program (unlock for named programs only) is not on this branch: the token is
-# unlocked for every program of the user, for the script's duration.
-check_out "unlock the token for the browsers" "unlocked token browsers" ks unlock --for 10m --token browsers --pin-source env:PIN
+# The token unlocked for the two browsers only (the programs that load the module: Firefox's
+# parent process, Chromium's browser process behind its /usr/bin wrapper).
+FIREFOX_EXE=$(realpath "$(command -v firefox-esr)"); CHROMIUM_EXE=/usr/lib/chromium/chromium
+check_out "unlock the token for Firefox and Chromium only" "unlocked token browsers" \
+  ks unlock --for 10m --token browsers --program "$FIREFOX_EXE" --program "$CHROMIUM_EXE" --pin-source env:PIN
+out=$(pkcs11-tool --module "$MODULE" --token-label browsers -O --type privkey 2>&1)
+grep -q 'Private Key Object' <<<"$out" && bad "the unlock does not reach another program (pkcs11-tool sees no private key)" "$out" \
+  || ok "the unlock does not reach another program (pkcs11-tool sees no private key)"
 REQ=$W/requests.log
 : >"$REQ"
 if ! serve "$W/site.log" python3 "$HERE/support/client_cert_site.py" "$W/server.pem" "$W/server.key" "$W/ca.pem" @PORT@ "$REQ"; then
