@@ -20,6 +20,11 @@ KEYSHARE=$(realpath "${1:?keyshare binary}")
 MODULE=$(realpath "${2:?module path}")  # Firefox matches a policy's device to a profile's module by this path
 . "$(dirname "$0")/lib.sh"
 . "$HERE/support/consumers.sh"
+# Not under strace: with strace -f tracing Firefox's process launches, about 1 run in 10 left
+# Firefox waiting on a content process that never started (then every later run: strace lost its
+# tracees), where untraced runs logged in 40 times out of 40. Secrets reach programs only through
+# env:VAR and pipes here; 09-no-secrets-on-argv's lint reads this script.
+export KEYSHARE_IT_NO_TRACE=1
 enter_sandbox "$@"
 # The browsers use the token the agent holds unlocked (keyshare unlock): the agent mode, in every suite run.
 unset KEYSHARE_IN_PROCESS
@@ -188,11 +193,11 @@ user_pref("toolkit.telemetry.reportingpolicy.firstRun", false);
 EOF
 grep -qx 'name=keyshare' "$FF/pkcs11.txt" && bad "the Firefox profile starts without the module" || ok "the Firefox profile starts without the module"
 t=$SECONDS
-spawn "$W/firefox.log" env MOZ_CRASHREPORTER_DISABLE=1 unshare -p -f --mount-proc \
+spawn "$W/firefox.log" timeout 45 env MOZ_CRASHREPORTER_DISABLE=1 unshare -p -f --kill-child --mount-proc \
   firefox-esr --headless --no-remote --profile "$FF" --window-size 900,330 --screenshot "$W/firefox.png" "$URL"
 FIREFOX_PID=$SPAWNED
 wait "$FIREFOX_PID"; rc=$?
-if wait_log "$REQ" 'subject=.*commonName=Carol Example.*agent=.*Firefox/' 1 && [ -s "$W/firefox.png" ]; then
+if wait_log "$REQ" 'subject=.*CN=Carol Example.*agent=.*Firefox/' 1 && [ -s "$W/firefox.png" ]; then
   ok "Firefox ESR logs in with carol's keyshare certificate (exit $rc, $((SECONDS - t)) s; screenshot)"
 else bad "Firefox ESR logs in with the keyshare certificate" "exit $rc; site: $(cat "$REQ"); firefox: $(tail -5 "$W/firefox.log")"; fi
 grep -qx "library=$MODULE" "$FF/pkcs11.txt" && ok "Firefox added the module to the profile from the policy alone" \
@@ -205,12 +210,12 @@ mkdir -p "$(dirname "$CR_POLICY")"
 printf '{"AutoSelectCertificateForUrls": ["{\\"pattern\\":\\"https://127.0.0.1:%s\\",\\"filter\\":{\\"ISSUER\\":{\\"CN\\":\\"keyshare browsers test CA\\"}}}"]}\n' "$PORT" >"$CR_POLICY"
 CR=(chromium --headless=new --no-sandbox --disable-gpu --no-first-run --disable-dev-shm-usage --user-data-dir="$W/chromium")
 t=$SECONDS
-spawn "$W/chromium-dom.log" unshare -p -f --mount-proc "${CR[@]}" --dump-dom "$URL"
+spawn "$W/chromium-dom.log" timeout 45 unshare -p -f --kill-child --mount-proc "${CR[@]}" --dump-dom "$URL"
 wait "$SPAWNED"; rc=$?
-if grep -q 'Subject: <b>.*commonName=Carol Example' "$W/chromium-dom.log" && wait_log "$REQ" 'subject=.*commonName=Carol Example.*agent=.*Chrome/' 1; then
+if grep -q 'Subject: <b>.*CN=Carol Example' "$W/chromium-dom.log" && wait_log "$REQ" 'subject=.*CN=Carol Example.*agent=.*Chrome/' 1; then
   ok "Chromium logs in with carol's keyshare certificate: the page names it (--dump-dom, $((SECONDS - t)) s)"
 else bad "Chromium logs in with the keyshare certificate" "exit $rc; site: $(cat "$REQ"); chromium: $(grep -v '^\[' "$W/chromium-dom.log" | tail -5; grep '^\[' "$W/chromium-dom.log" | tail -5)"; fi
-spawn "$W/chromium-shot.log" unshare -p -f --mount-proc "${CR[@]}" --window-size=900,330 --screenshot="$W/chromium.png" "$URL"
+spawn "$W/chromium-shot.log" timeout 45 unshare -p -f --kill-child --mount-proc "${CR[@]}" --window-size=900,330 --screenshot="$W/chromium.png" "$URL"
 wait "$SPAWNED"
 [ -s "$W/chromium.png" ] && ok "Chromium's screenshot of the logged-in page" || bad "Chromium's screenshot" "$(tail -5 "$W/chromium-shot.log")"
 

@@ -22,8 +22,12 @@ ctx.verify_mode = ssl.CERT_REQUIRED
 log_lock = threading.Lock()
 
 
+SHORT = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU", "countryName": "C",
+         "emailAddress": "emailAddress"}
+
+
 def name(parts):
-    return ", ".join(f"{k}={v}" for rdn in parts for (k, v) in rdn)
+    return ", ".join(f"{SHORT.get(k, k)}={v}" for rdn in parts for (k, v) in rdn)
 
 
 class Page(http.server.BaseHTTPRequestHandler):
