@@ -119,6 +119,8 @@ let package = Package(
         .testTarget(name: "KeyShareTests", dependencies: ["KeyShare"], swiftSettings: strict),
         // PKCS11: the module's mechanism list and parameter decoder, which the codec must cover.
         .testTarget(name: "AgentProtocolTests", dependencies: ["AgentProtocol", "CPKCS11", "PKCS11"], swiftSettings: strict),
+        // The agent's control requests: the fuzzer's kept corpus replayed (Tests/fuzz/corpus/control).
+        .testTarget(name: "KeyshareAgentTests", dependencies: ["KeyshareAgent"], swiftSettings: strict),
         .testTarget(name: "PKCS11Tests", dependencies: ["PKCS11", "Tokens", "CPKCS11"], swiftSettings: strict),
     ]
 )
@@ -126,7 +128,7 @@ let package = Package(
 if sanitizerBuild {
     package.targets.append(.executableTarget(
         name: "keyshare-fuzz",
-        dependencies: ["KeySharing", "KeyshareCrypto"],
+        dependencies: ["KeySharing", "KeyshareCrypto", "KeyshareAgent"],
         path: "Tests/fuzz/swift",
         swiftSettings: strict + [.unsafeFlags(["-parse-as-library"])]))
 }

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Replays the module fuzzer's kept corpus and crash reproducers (Tests/fuzz,
 # issue 8) against the release module with a plain C build of the harness, so
-# make test catches a regression without a sanitizer build. (The Swift
-# targets' corpora are replayed by Tests/KeySharingTests/FuzzCorpusTests.swift.)
+# make test catches a regression without a sanitizer build; then those of the
+# agent protocol's C targets (protocol, shm, hello, gate), each with its own
+# invariants (an abort is a failure). (The Swift targets' corpora are replayed
+# by Tests/KeySharingTests/FuzzCorpusTests.swift and, the control requests',
+# Tests/KeyshareAgentTests/ControlCorpusTests.swift.)
 # Usage: 62-fuzz-replay.sh KEYSHARE MODULE.
 set -u
 KS=${1:?keyshare binary}
@@ -27,8 +30,10 @@ check_out "replay ${#existing[@]} module inputs (corpus + crash reproducers)" "r
 # The agent protocol's codecs (Tests/fuzz/protocol_fuzz.c): its corpus and
 # crash reproducers, replayed by a plain build (no sanitizer, no libFuzzer).
 AP="$ROOT/Sources/AgentProtocol"
+# frame.c's deadlines use spin.c's clock (ksa_mono_ns).
+AP_ALL=("$AP/codec.c" "$AP/kdf_params.c" "$AP/struct_params.c" "$AP/breadth_params.c" "$AP/template_params.c" "$AP/v32_params.c" "$AP/pq_params.c" "$AP/frame.c" "$AP/serve.c" "$AP/spin.c")
 check "compile protocol replay host" cc -O1 -Wall -Werror -DFUZZ_MAIN_REPLAY -I "$ROOT/pkcs11/types" -I "$AP/include" \
-  -o "$WORK/protocol_replay" "$ROOT/Tests/fuzz/protocol_fuzz.c" "$AP/codec.c" "$AP/kdf_params.c" "$AP/struct_params.c" "$AP/breadth_params.c" "$AP/template_params.c" "$AP/v32_params.c" "$AP/pq_params.c" "$AP/frame.c" "$AP/serve.c" "$AP/spin.c"
+  -o "$WORK/protocol_replay" "$ROOT/Tests/fuzz/protocol_fuzz.c" "${AP_ALL[@]}"
 files=("$ROOT"/Tests/fuzz/corpus/protocol/* "$ROOT"/Tests/fuzz/crashes/protocol-*)
 existing=(); for f in "${files[@]}"; do [ -f "$f" ] && existing+=("$f"); done
 [ ${#existing[@]} -ge 10 ] && ok "the protocol corpus is there (${#existing[@]} inputs)" \
@@ -36,13 +41,26 @@ existing=(); for f in "${files[@]}"; do [ -f "$f" ] && existing+=("$f"); done
 check_out "replay ${#existing[@]} protocol inputs (corpus + crash reproducers)" "replayed [0-9]+ inputs" \
   "$WORK/protocol_replay" "${existing[@]}"
 # The agent's side of the shared region (Tests/fuzz/shm_fuzz.c): hostile
-# regions and sockets from its corpus and crash reproducers.
-check "compile shm replay host" cc -O1 -Wall -Werror -DFUZZ_MAIN_REPLAY -I "$ROOT/pkcs11/types" -I "$AP/include" \
-  -o "$WORK/shm_replay" "$ROOT/Tests/fuzz/shm_fuzz.c" "$AP/shm.c" "$AP/spin.c" "$AP/codec.c" "$AP/kdf_params.c" "$AP/struct_params.c" "$AP/breadth_params.c" "$AP/template_params.c" "$AP/v32_params.c" "$AP/pq_params.c" "$AP/frame.c" "$AP/serve.c"
+# regions and sockets from its corpus and crash reproducers. Single-threaded: the rest
+# of a partial frame never comes, so no 10 s wait for it (KSA_FRAME_TIMEOUT_MS=0).
+check "compile shm replay host" cc -O1 -Wall -Werror -DFUZZ_MAIN_REPLAY -DKSA_FRAME_TIMEOUT_MS=0 -I "$ROOT/pkcs11/types" -I "$AP/include" \
+  -o "$WORK/shm_replay" "$ROOT/Tests/fuzz/shm_fuzz.c" "$AP/shm.c" "${AP_ALL[@]}"
 files=("$ROOT"/Tests/fuzz/corpus/shm/* "$ROOT"/Tests/fuzz/crashes/shm-*)
 existing=(); for f in "${files[@]}"; do [ -f "$f" ] && existing+=("$f"); done
 [ ${#existing[@]} -ge 10 ] && ok "the shm corpus is there (${#existing[@]} inputs)" \
   || bad "the shm corpus is there" "${#existing[@]} inputs"
 check_out "replay ${#existing[@]} shm inputs (corpus + crash reproducers)" "replayed [0-9]+ inputs" \
   "$WORK/shm_replay" "${existing[@]}"
+# The hello and its reply (Tests/fuzz/hello_fuzz.c: hello.c), and the agent's
+# gate before a first frame (Tests/fuzz/gate_fuzz.c: gate.c, real socketpairs).
+for t in hello gate; do
+  check "compile $t replay host" cc -O1 -Wall -Werror -DFUZZ_MAIN_REPLAY -I "$ROOT/pkcs11/types" -I "$AP/include" \
+    -o "$WORK/${t}_replay" "$ROOT/Tests/fuzz/${t}_fuzz.c" "$AP/hello.c" "$AP/gate.c" "${AP_ALL[@]}"
+  files=("$ROOT"/Tests/fuzz/corpus/$t/* "$ROOT"/Tests/fuzz/crashes/$t-*)
+  existing=(); for f in "${files[@]}"; do [ -f "$f" ] && existing+=("$f"); done
+  [ ${#existing[@]} -ge 10 ] && ok "the $t corpus is there (${#existing[@]} inputs)" \
+    || bad "the $t corpus is there" "${#existing[@]} inputs"
+  check_out "replay ${#existing[@]} $t inputs (corpus + crash reproducers)" "replayed [0-9]+ inputs" \
+    "$WORK/${t}_replay" "${existing[@]}"
+done
 finish
