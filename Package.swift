@@ -119,8 +119,6 @@ let package = Package(
         .testTarget(name: "KeyShareTests", dependencies: ["KeyShare"], swiftSettings: strict),
         // PKCS11: the module's mechanism list and parameter decoder, which the codec must cover.
         .testTarget(name: "AgentProtocolTests", dependencies: ["AgentProtocol", "CPKCS11", "PKCS11"], swiftSettings: strict),
-        // The agent's control requests: the fuzzer's kept corpus replayed (Tests/fuzz/corpus/control).
-        .testTarget(name: "KeyshareAgentTests", dependencies: ["KeyshareAgent"], swiftSettings: strict),
         .testTarget(name: "PKCS11Tests", dependencies: ["PKCS11", "Tokens", "CPKCS11"], swiftSettings: strict),
     ]
 )

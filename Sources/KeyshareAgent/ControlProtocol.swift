@@ -74,11 +74,11 @@ public enum ControlProtocol {
         return (head, m)
     }
 
-    /// The fuzzer's entry (Tests/fuzz/swift, target control) and the kept corpus's replay
-    /// (Tests/KeyshareAgentTests/ControlCorpusTests.swift): decodes `bytes` as the agent decodes
-    /// a request and the CLI a reply; what decodes is encoded again and must decode to the same
-    /// head and fields (a trap otherwise; a key that was not UTF-8 is repaired to a longer one,
-    /// which may no longer fit the 64-byte bound). True when `bytes` decoded.
+    /// The fuzzer's entry (Tests/fuzz/swift/Fuzz.swift, target control): decodes `bytes` as the
+    /// agent decodes a request and the CLI a reply; what decodes is encoded again and must decode
+    /// to the same head and fields (a trap otherwise; a key that was not UTF-8 is repaired to a
+    /// longer one, which may no longer fit the 64-byte bound). True when `bytes` decoded. (The
+    /// kept corpus is replayed through the release CLI: Tests/integration/62-fuzz-replay.sh.)
     public static func fuzzDecode(_ bytes: [UInt8]) -> Bool {
         var input = bytes
         return input.withUnsafeMutableBufferPointer { p -> Bool in

@@ -75,6 +75,7 @@ printf 'KSC1\001\000\003\000\000\000\000\000' >"$WORK/corpus-control/status"
 printf 'KSC1\001\000\001\000\002\000\000\000\003\000\000\000pin\004\000\000\0001234\005\000\000\000token\001\000\000\000t' \
   >"$WORK/corpus-control/unlock"
 printf 'KSC1\001\000\001\000\001\000\000\000\005\000\000\000error\004\000\000\000nope' >"$WORK/corpus-control/refused"
+printf 'KSC1\001\000\000\000\001\000\000\000\003\000\000\000pid\002\000\000\00042' >"$WORK/corpus-control/answer"
 
 # The binary and environment of a target.
 bin_of() {

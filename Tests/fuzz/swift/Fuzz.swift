@@ -8,7 +8,7 @@ import KeyshareCrypto
 /// so a single sanitized build serves every target. Built only with
 /// KEYSHARE_SANITIZE=1 (Package.swift); run by Tests/fuzz/run-fuzz.sh.
 /// The Swift regression replay of the corpora is Tests/KeySharingTests/FuzzCorpusTests.swift
-/// (control: Tests/KeyshareAgentTests/ControlCorpusTests.swift).
+/// (control: Tests/integration/62-fuzz-replay.sh, through the release CLI's decoder).
 enum Target: String { case pkcs12, x509, password, control }
 
 nonisolated(unsafe) private var target: Target? = nil
