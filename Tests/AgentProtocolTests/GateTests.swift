@@ -146,26 +146,39 @@ import Glibc
         events.forEach { close($0.fd) }
     }
 
-    @Test func perProcessAndTotalLimits() throws {
+    @Test func perProcessLimitAndAFullGatePushesOutTheLongestWaiting() throws {
         let g = try gate(pending: 3, perPid: 2)
         defer { ksa_gate_free(g) }
-        let a = connect(g, pid: 1), b = connect(g, pid: 1)
+        let a = connect(g, pid: 1)
+        usleep(3000)   // a's deadline is the earliest
+        let b = connect(g, pid: 1)
         #expect(a.why == nil && b.why == nil)
         let c = connect(g, pid: 1)
         #expect(c.why == "this process already has the most connections that may wait for their first frame")
+        usleep(3000)
         let d = connect(g, pid: 2)
-        #expect(d.why == nil)
+        #expect(d.why == nil && ksa_gate_count(g) == 3)
+        usleep(3000)
+        // The gate is full: a new connection takes the place of the one that waited longest.
         let e = connect(g, pid: 3)
-        #expect(e.why == "too many connections are waiting for their first frame")
-        #expect(ksa_gate_count(g) == 3)
-        // One of pid 1 goes (it closes): pid 1 may wait with another.
-        close(a.client)
-        let gone = service(g)
-        #expect(gone.count == 1 && gone.first?.why == "" && gone.first?.pid == 1)
-        gone.forEach { close($0.fd) }
+        #expect(e.why == nil && ksa_gate_count(g) == 3)
+        var ev = ksa_gate_event()
+        #expect(ksa_gate_take(g, &ev) == 1)
+        #expect(ev.fd == a.agent && ev.pid == 1 && ev.kind == 0
+            && ev.why.map { String(cString: $0) } == "pushed out of the full gate by a newer connection (the longest waiting)")
+        if ev.fd >= 0 { close(ev.fd) }
+        #expect(ksa_gate_take(g, &ev) == 0)
+        // One of pid 1 is gone: pid 1 may wait with another, which pushes out b, now the oldest.
         let f = connect(g, pid: 1)
         #expect(f.why == nil)
-        for x in [b, d, f] where x.client >= 0 { close(x.client) }
+        #expect(ksa_gate_take(g, &ev) == 1 && ev.fd == b.agent && ev.pid == 1)
+        if ev.fd >= 0 { close(ev.fd) }
+        #expect(ksa_gate_take(g, &ev) == 0 && ksa_gate_count(g) == 3)
+        for x in [a, b, d, e, f] where x.client >= 0 { close(x.client) }
+        // A gate of no places refuses.
+        let none = try gate(pending: 0)
+        defer { ksa_gate_free(none) }
+        #expect(connect(none).why == "too many connections are waiting for their first frame")
     }
 
     @Test func theByteBudgetIsShared() throws {

@@ -138,6 +138,45 @@ import Glibc
         #expect(parse(fields([(UInt16(KSA_HELLO_GROUPS), [0x61, 0, 0x62])])).rc == -1)   // no NUL in the groups
     }
 
+    /// The display variables and the terminal (issue 27): only listed names, NAME=VALUE, at most
+    /// KSA_HELLO_MAX_DISPLAY; one terminal under /dev.
+    @Test func displayAndTerminalFields() throws {
+        let env = ["DISPLAY=:0", "HOME=/home/u", "PIN=1234", "LANG=C.UTF-8", "TERM=xterm", "WAYLAND_DISPLAY=w",
+                   "XAUTHORITY=/x", "XDG_SESSION_TYPE=x11", "XDG_RUNTIME_DIR=/run/user/1",
+                   "DBUS_SESSION_BUS_ADDRESS=unix:path=/b", "DISPLAY=:1", "LANG=C"]
+        var ptrs: [UnsafeMutablePointer<CChar>?] = env.map { strdup($0) } + [nil]
+        defer { ptrs.forEach { free($0) } }
+        var b = ksa_buf()
+        ksa_buf_init(&b)
+        defer { ksa_buf_free(&b) }
+        ksa_hello_build_full(&b, 0, Self.zero, "g", &ptrs, "/dev/pts/7")
+        let built = bytes(b)
+        let parsed = built.withUnsafeBufferPointer { p -> (Int32, [String], String?) in
+            var h = ksa_hello()
+            let rc = ksa_hello_parse(p.baseAddress, p.count, &h)
+            let spans = withUnsafeBytes(of: h.display) { Array($0.bindMemory(to: ksa_span.self)) }
+            let display = spans.prefix(Int(h.display_count)).map { String(decoding: UnsafeBufferPointer(start: $0.p, count: Int($0.len)), as: UTF8.self) }
+            let tty = h.tty.p.map { String(decoding: UnsafeBufferPointer(start: $0, count: Int(h.tty.len)), as: UTF8.self) }
+            return (rc, display, tty)
+        }
+        #expect(parsed.0 == 0)
+        // HOME and PIN are not display variables; the first eight listed ones go.
+        #expect(parsed.1 == ["DISPLAY=:0", "LANG=C.UTF-8", "TERM=xterm", "WAYLAND_DISPLAY=w", "XAUTHORITY=/x",
+                             "XDG_SESSION_TYPE=x11", "XDG_RUNTIME_DIR=/run/user/1", "DBUS_SESSION_BUS_ADDRESS=unix:path=/b"])
+        #expect(parsed.2 == "/dev/pts/7")
+        let display = UInt16(KSA_HELLO_DISPLAY), tty = UInt16(KSA_HELLO_TTY)
+        #expect(parse(fields([(display, Array("HOME=/root".utf8))])).rc == -1)   // not a listed name
+        #expect(parse(fields([(display, Array("DISPLAY".utf8))])).rc == -1)      // no '='
+        #expect(parse(fields([(display, Array("=:0".utf8))])).rc == -1)          // no name
+        #expect(parse(fields([(display, Array("TERM=a\u{0}b".utf8))])).rc == -1)
+        #expect(parse(fields((0...Int(KSA_HELLO_MAX_DISPLAY)).map { _ in (display, Array("LANG=C".utf8)) })).rc == -1)
+        #expect(parse(fields([(tty, Array("/dev/tty1".utf8))])).rc == 0)
+        #expect(parse(fields([(tty, Array("/etc/passwd".utf8))])).rc == -1)
+        #expect(parse(fields([(tty, Array("/dev/".utf8))])).rc == -1)
+        #expect(parse(fields([(tty, Array("/dev/".utf8) + [UInt8](repeating: 0x61, count: 251))])).rc == -1)   // 256 bytes
+        #expect(parse(fields([(tty, Array("/dev/a".utf8)), (tty, Array("/dev/b".utf8))])).rc == -1)   // once
+    }
+
     @Test func trailingBytesAreRefused() {
         #expect(parse(hello(groups: "a") + [0]).rc == -1)
         #expect(parse(hello(groups: nil) + [0, 0]).rc == -1)

@@ -13,7 +13,8 @@
  *     5 service (real poll, or every descriptor claimed ready) and take
  *     the events.
  * What must hold (an abort otherwise): a connection is refused at add exactly
- * when the gate is full or its process has its most; the gate never holds
+ * when its process has its most; an add to a full gate pushes out one that
+ * had waited longest (one event, at once); the gate never holds
  * more bytes than its budget; every connection ends in exactly one event with
  * its own descriptor and pid; a done event's frame is exactly the bytes that
  * were sent after the length (len == the header's length, kind == the
@@ -46,6 +47,7 @@
 typedef struct {
     int client, agent;   /* client -1 once closed; agent -1 once its event came */
     pid_t pid;
+    int64_t added_ms, added_by_ms;   /* the clock just before and just after ksa_gate_add */
     int closed;          /* the client closed its end */
     uint8_t *sent;       /* every byte the client's end accepted (grows, at most MAX_SENT) */
     size_t nsent, cap;
@@ -122,6 +124,21 @@ static void check_event(conn *cs, int n, const ksa_gate_event *ev) {
     c->agent = -1;
 }
 
+static const char pushed_out[] = "pushed out of the full gate by a newer connection (the longest waiting)";
+
+/* After an add to a full gate: exactly one event, the push-out of a connection
+ * that had waited longest (no other waiting one was added before it). */
+static void take_pushed_out(ksa_gate *g, conn *cs, int n) {
+    ksa_gate_event ev;
+    if (ksa_gate_take(g, &ev) != 1 || !ev.why || strcmp(ev.why, pushed_out) != 0) abort();
+    conn *c = by_agent_fd(cs, n, ev.fd);
+    if (!c || c == &cs[n - 1]) abort();
+    for (int k = 0; k < n - 1; k++)
+        if (cs[k].agent >= 0 && cs[k].added_by_ms < c->added_ms) abort();
+    check_event(cs, n, &ev);
+    if (ksa_gate_take(g, &ev) != 0) abort();
+}
+
 static void service(ksa_gate *g, conn *cs, int n, int real_poll, unsigned max, size_t budget) {
     struct pollfd pfds[MAX_CONNS];
     int k = ksa_gate_pollfds(g, pfds, MAX_CONNS);
@@ -175,16 +192,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 waiting += cs[k].agent >= 0;
                 mine += cs[k].agent >= 0 && cs[k].pid == pid;
             }
+            /* Refused only for its process's limit; a full gate pushes out its longest waiter. */
             const char *why = NULL;
+            int64_t before = (int64_t)(ksa_mono_ns() / 1000000u);
             int rc = ksa_gate_add(g, sv[0], pid, &why);
-            if ((rc != 0) != (waiting >= max || mine >= per_pid)) abort();
+            int64_t after = (int64_t)(ksa_mono_ns() / 1000000u);
+            if ((rc != 0) != (mine >= per_pid)) abort();
             if (rc != 0) {
                 if (!why || !why[0]) abort();
+                ksa_gate_event ev;
+                if (ksa_gate_take(g, &ev) != 0) abort();
                 close(sv[0]);
                 close(sv[1]);
                 break;
             }
-            cs[n++] = (conn){.client = sv[1], .agent = sv[0], .pid = pid};
+            cs[n++] = (conn){.client = sv[1], .agent = sv[0], .pid = pid, .added_ms = before, .added_by_ms = after};
+            if (waiting >= max) take_pushed_out(g, cs, n);
+            else {
+                ksa_gate_event ev;
+                if (ksa_gate_take(g, &ev) != 0) abort();
+            }
+            if (ksa_gate_count(g) > max) abort();
             break;
         }
         case 1: {

@@ -2,10 +2,12 @@
  * libFuzzer target for the hello (Sources/AgentProtocol/hello.c, docs/agent.md
  * "Hello"): the first frame a module client sends and the agent's answer,
  * both read from a peer that may be hostile. Every input goes through both:
- *   ksa_hello_parse (the agent reading a client's hello): on 0 the token and
- *     the groups lie inside the input, the groups hold no NUL, magic and
+ *   ksa_hello_parse (the agent reading a client's hello): on 0 the token,
+ *     the groups, the display entries and the tty lie inside the input and
+ *     hold no NUL, a display entry is NAME=VALUE with a listed name (at most
+ *     KSA_HELLO_MAX_DISPLAY), the tty is /dev/... of 6 to 255 bytes, magic and
  *     version are this protocol's; on -2 the version is another one. A parsed
- *     hello built again (ksa_hello_build) parses to the same fields.
+ *     hello built again (ksa_hello_build_full) parses to the same fields.
  *   ksa_hello_reply_parse (the client reading the agent's reply): on 0 the
  *     reason is NUL-terminated within KSA_HELLO_MAX_REASON and printable
  *     ASCII; built again, it parses to the same status, token and reason.
@@ -39,6 +41,28 @@ static void check_hello(const uint8_t *data, size_t size) {
     } else if (h.groups_len != 0) {
         abort();
     }
+    if (h.display_count > KSA_HELLO_MAX_DISPLAY) abort();
+    static char display[KSA_HELLO_MAX_DISPLAY][KSA_HELLO_MAX_FIELD + 1];
+    char *env[KSA_HELLO_MAX_DISPLAY + 1];
+    for (uint32_t i = 0; i < h.display_count; i++) {
+        ksa_span d = h.display[i];
+        if (!d.p || d.len > KSA_HELLO_MAX_FIELD || !inside(d.p, d.len, data, size) || memchr(d.p, 0, d.len)) abort();
+        const uint8_t *eq = memchr(d.p, '=', d.len);
+        if (!eq || eq == d.p || !ksa_hello_display_name((const char *)d.p, (size_t)(eq - d.p))) abort();
+        memcpy(display[i], d.p, d.len);
+        display[i][d.len] = '\0';
+        env[i] = display[i];
+    }
+    env[h.display_count] = NULL;
+    char tty[256];
+    if (h.tty.p) {
+        if (h.tty.len < 6 || h.tty.len > 255 || !inside(h.tty.p, h.tty.len, data, size)) abort();
+        if (memchr(h.tty.p, 0, h.tty.len) || memcmp(h.tty.p, "/dev/", 5) != 0) abort();
+        memcpy(tty, h.tty.p, h.tty.len);
+        tty[h.tty.len] = '\0';
+    } else if (h.tty.len != 0) {
+        abort();
+    }
     /* Built again from what was parsed: the same fields (unknown tags are dropped). */
     char groups[KSA_HELLO_MAX_FIELD + 1];
     if (h.groups) {
@@ -47,12 +71,17 @@ static void check_hello(const uint8_t *data, size_t size) {
     }
     ksa_buf b;
     ksa_buf_init(&b);
-    ksa_hello_build(&b, h.flags, h.token, h.groups ? groups : NULL);
+    ksa_hello_build_full(&b, h.flags, h.token, h.groups ? groups : NULL, env, h.tty.p ? tty : NULL);
     ksa_hello again;
     if (b.failed || ksa_hello_parse(b.data, b.len, &again) != 0) abort();
     if (again.flags != h.flags || memcmp(again.token, h.token, KSA_TOKEN_LEN) != 0) abort();
     if (!again.groups != !h.groups || again.groups_len != h.groups_len) abort();
     if (h.groups && memcmp(again.groups, h.groups, h.groups_len) != 0) abort();
+    if (again.display_count != h.display_count) abort();
+    for (uint32_t i = 0; i < h.display_count; i++)
+        if (again.display[i].len != h.display[i].len || memcmp(again.display[i].p, h.display[i].p, h.display[i].len) != 0) abort();
+    if (!again.tty.p != !h.tty.p || again.tty.len != h.tty.len) abort();
+    if (h.tty.p && memcmp(again.tty.p, h.tty.p, h.tty.len) != 0) abort();
     ksa_buf_free(&b);
 }
 
@@ -114,6 +143,18 @@ int main(int argc, char **argv) {
         ksa_hello_build(&b, (uint16_t)(i % 4), zero, groups[i]);
         put_seed(argv[1], &b);
     }
+    /* A new client with its display and terminal (the display variables of its
+     * environment; the others are left out), and one with all eight. */
+    char *env[] = {"DISPLAY=:0", "HOME=/home/u", "WAYLAND_DISPLAY=wayland-0", "XAUTHORITY=/run/user/1000/xauth",
+                   "XDG_SESSION_TYPE=wayland", "XDG_RUNTIME_DIR=/run/user/1000", "PIN=1234",
+                   "DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/1000/bus", "TERM=xterm-256color", "LANG=C.UTF-8",
+                   "DISPLAY=:1", NULL};
+    ksa_buf_reset(&b);
+    ksa_hello_build_full(&b, KSA_HELLO_SHM | KSA_HELLO_AUTHENTICATOR, zero, "app", env + 7, "/dev/pts/3");
+    put_seed(argv[1], &b);
+    ksa_buf_reset(&b);
+    ksa_hello_build_full(&b, KSA_HELLO_SHM, zero, NULL, env, "/dev/tty1");
+    put_seed(argv[1], &b);
     /* An attached client (its token), with the shared region and a log. */
     ksa_buf_reset(&b);
     ksa_hello_build(&b, KSA_HELLO_LOG | KSA_HELLO_SHM, token, NULL);
