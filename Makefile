@@ -231,7 +231,10 @@ stress: build $(CARD_BRIDGE)
 	@bash Tests/stress/tsan.sh "$(KEYSHARE)" .build-tsan/release/libkeyshare-pkcs11.so 4 1000
 
 ## fuzz: the C ABI sweep under ASan/LSan, then libFuzzer + ASan on the PKCS #12, X.509, password-request and
-## module template/mechanism parsers, FUZZ_SECONDS each (default 450: 30 minutes in all). Build in .build-fuzz.
+## module template/mechanism parsers, and on the agent's inputs (control requests; with UBSan too the call
+## codec, the shared region, the hello and the gate): FUZZ_SECONDS each (default 450), two at a time
+## (FUZZ_PARALLEL), FUZZ_SECONDS_<target> for one target, FUZZ_TARGETS for some (Tests/fuzz/run-fuzz.sh).
+## Build in .build-fuzz.
 fuzz: build
 	$(SANITIZE) --scratch-path .build-fuzz -Xswiftc -sanitize=fuzzer,address --product keyshare-fuzz
 	$(SANITIZE) --scratch-path .build-fuzz -Xswiftc -sanitize=fuzzer,address --product keyshare-pkcs11

@@ -126,7 +126,7 @@ let package = Package(
 if sanitizerBuild {
     package.targets.append(.executableTarget(
         name: "keyshare-fuzz",
-        dependencies: ["KeySharing", "KeyshareCrypto"],
+        dependencies: ["KeySharing", "KeyshareCrypto", "KeyshareAgent"],
         path: "Tests/fuzz/swift",
         swiftSettings: strict + [.unsafeFlags(["-parse-as-library"])]))
 }
