@@ -12,7 +12,7 @@ DEB_PACKAGES  := libssl-dev libsqlite3-dev libp11-kit-dev p11-kit opensc softhsm
                  p11-kit-modules openssh-server openvpn curl iproute2 openjdk-17-jdk-headless gdb sqlite3 \
                  pcscd vsmartcard-vpcd opensc-pkcs11 libcacard-dev util-linux \
                  swtpm swtpm-tools tpm2-tools libtpm2-pkcs11-1 libtpm2-pkcs11-tools systemd libtss2-dev \
-                 libzstd-dev zlib1g-dev libbrotli-dev libsystemd-dev bubblewrap libpam-p11 pamtester cryptsetup-bin
+                 libzstd-dev zlib1g-dev libbrotli-dev libsystemd-dev bubblewrap libpam-p11 pamtester cryptsetup-bin pinentry-curses
 ## The crypto engine (docs/architecture.md, "The crypto engine"). OPENSSL=auto (default): the system
 ## libcrypto where it is 3.5 or newer (linked dynamically), else Debian 13's OpenSSL fetched into
 ## $(OPENSSL_BUNDLE) (checksums pinned below) and linked statically into the module, the agent and the

@@ -82,6 +82,7 @@ extension Runtime {
         guard base.bool(CKA_DERIVE) == true else { throw PKCS11Error.keyFunctionNotPermitted }
         let t = try template.map()
         let request = try ecdhKeyRequest(t)
+        try checkConsent(base, .derive)  // Prompt.swift
 
         var z: [UInt8]
         if base.isExternalKey {

@@ -49,6 +49,7 @@ extension Runtime {
         }
         guard view.bool(usage) == true else { throw PKCS11Error.keyFunctionNotPermitted }
         try AllowedMechanisms.check(view, mechanism)
+        if cls == CKO_PRIVATE_KEY { try checkConsent(view, .decapsulate) }  // Prompt.swift
         return view
     }
 

@@ -133,6 +133,7 @@ extension Runtime {
             guard target.attributes[CKA.keyshareExternal] == nil else { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
             // DSA and DH keys are components, not PKCS #8 of a PrivateKey (FFCKeys.swift).
             guard target.keyType != CKK_DSA, target.keyType != CKK_DH else { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
+            try checkConsent(target, .export)  // Prompt.swift
             material = try privateKey(target).pkcs8DER()
         default:
             throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE)

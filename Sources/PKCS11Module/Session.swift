@@ -73,13 +73,15 @@ public func ks_C_SetOperationState(_ hSession: CK_SESSION_HANDLE, _ pOperationSt
 }
 
 /// The PIN of C_Login / C_LoginUser. PKCS #11 3.0 §5.6.8: a NULL pPin
-/// means "use the protected authentication path"; no keyshare token has one
-/// (CKF_PROTECTED_AUTHENTICATION_PATH is never set), so a NULL pPin is
-/// CKR_ARGUMENTS_BAD whatever ulPinLen says, and it is refused before the
-/// token sees it: it is not a failed login and does not count towards the
-/// PIN lockout.
-func loginPIN(_ pPin: UnsafeMutablePointer<CK_UTF8CHAR>?, _ ulPinLen: CK_ULONG) throws -> [UInt8] {
-    guard pPin != nil else { throw PKCS11Error.argumentsBad }
+/// means "use the protected authentication path": nil here, and the runtime
+/// asks the agent's prompt where the token shows
+/// CKF_PROTECTED_AUTHENTICATION_PATH (an agent client with a display or a
+/// terminal, docs/agent.md "The agent's prompt"), whatever ulPinLen says;
+/// elsewhere (the in-process module, external tokens) a NULL pPin is
+/// CKR_ARGUMENTS_BAD, refused before the token sees it: not a failed login,
+/// not counted towards the PIN lockout.
+func loginPIN(_ pPin: UnsafeMutablePointer<CK_UTF8CHAR>?, _ ulPinLen: CK_ULONG) throws -> [UInt8]? {
+    guard pPin != nil else { return nil }
     return try required(pPin, ulPinLen)
 }
 
