@@ -130,6 +130,8 @@ final class AgentPrompt: @unchecked Sendable {
     func consent(_ q: ConsentQuestion) -> ConsentAnswer {
         if let known = remembered(q) { return known }
         guard let settings, place.reachable else {
+            // Its display and terminal are fixed at the hello: refused for this process's life, logged once per key.
+            lock.withLock { _ = denied.insert(q.keyReference) }
             AgentLog.line("\(who): use of key “\(Self.short(q.keyLabel))” of token \(q.token) to \(q.use.rawValue) refused: the token asks for consent and no prompt can reach this client (\(settings == nil ? "no pinentry" : "no display or terminal"))")
             return .rejected
         }

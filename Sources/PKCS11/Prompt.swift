@@ -37,7 +37,7 @@ public struct PINQuestion: Sendable, Equatable {
 }
 
 /// A private key's use that may need the person's consent (docs/agent.md, "Consent").
-public enum KeyUse: String, Sendable {
+public enum KeyPurpose: String, Sendable {
     case sign, decrypt, derive, unwrap, decapsulate
     /// C_WrapKey of the private key itself: its value leaves the token.
     case export = "wrap (export)"
@@ -51,7 +51,7 @@ public struct ConsentQuestion: Sendable, Equatable {
     public let keyID: [UInt8]
     /// The store item: what "Allow once" is remembered by.
     public let keyReference: PersistentReference
-    public let use: KeyUse
+    public let use: KeyPurpose
 }
 
 public enum ConsentAnswer: Sendable, Equatable {
@@ -95,7 +95,7 @@ extension Runtime {
     /// consent is `ask` and this module has a prompt (an agent client), the
     /// agent decides (its policy, the answers this process got, else the
     /// person). A key allowed once is not asked about again by this runtime.
-    func checkConsent(_ view: ObjectView, _ use: KeyUse) throws {
+    func checkConsent(_ view: ObjectView, _ use: KeyPurpose) throws {
         guard let prompt, view.objectClass == CKO_PRIVATE_KEY, case .token(let token, let ref, _) = view.entry else { return }
         let (rec, known) = lock.withLock { (slotCache.records.first { $0.tokenID == token }, consented.contains(ref)) }
         guard let rec, rec.consent == .ask, !known else { return }
