@@ -693,6 +693,7 @@ public final class Agent: @unchecked Sendable {
         // Logged when the last connection's call has ended too: "gone" means the
         // agent is done with the client (61-crash waits for this line).
         AgentLog.line("client pid \(client.pid) (\(client.exe)) gone")
+        Audit.shared.programGone(pid: client.pid, program: client.exe)
     }
 
     /// The client's process has exited (its pidfd): finalised now, whatever

@@ -56,7 +56,8 @@ final class AgentPrompt: @unchecked Sendable {
     deinit { if place.abortFD >= 0 { close(place.abortFD) } }
 
     var clientPrompt: ClientPrompt {
-        ClientPrompt(available: { [self] in available }, pin: { [self] q in askPIN(q) }, consent: { [self] q in consent(q) })
+        ClientPrompt(available: { [self] in available }, pin: { [self] q in askPIN(q) }, consent: { [self] q in consent(q) },
+                     audit: { [program, pid] use in Audit.shared.record(.init(program: program.description, pid: pid, use: use)) })
     }
 
     var available: Bool { settings != nil && place.reachable }

@@ -17,12 +17,17 @@ public struct ClientPrompt: Sendable {
     /// Asks whether the program may use a key (the agent's policy and its
     /// earlier answers first; only then a pinentry CONFIRM).
     public let consent: @Sendable (ConsentQuestion) -> ConsentAnswer
+    /// Each use of a token's private key, and its outcome (the agent's audit
+    /// records, docs/agent.md "Audit records").
+    public let audit: @Sendable (KeyUse) -> Void
 
     public init(available: @escaping @Sendable () -> Bool, pin: @escaping @Sendable (PINQuestion) -> [UInt8]?,
-                consent: @escaping @Sendable (ConsentQuestion) -> ConsentAnswer) {
+                consent: @escaping @Sendable (ConsentQuestion) -> ConsentAnswer,
+                audit: @escaping @Sendable (KeyUse) -> Void = { _ in }) {
         self.available = available
         self.pin = pin
         self.consent = consent
+        self.audit = audit
     }
 }
 
@@ -95,17 +100,28 @@ extension Runtime {
     /// consent is `ask` and this module has a prompt (an agent client), the
     /// agent decides (its policy, the answers this process got, else the
     /// person). A key allowed once is not asked about again by this runtime.
+    /// Also where each such use is put on the audit record (its outcome:
+    /// CKR_OK, or the consent's refusal), in the agent only.
     func checkConsent(_ view: ObjectView, _ use: KeyPurpose) throws {
         guard let prompt, view.objectClass == CKO_PRIVATE_KEY, case .token(let token, let ref, _) = view.entry else { return }
         let (rec, known) = lock.withLock { (slotCache.records.first { $0.tokenID == token }, consented.contains(ref)) }
+        let keyLabel = view.attributes[CKA_LABEL].map { String(decoding: $0, as: UTF8.self) } ?? ""
+        var outcome = CK_RV(CKR_OK)
+        defer {
+            prompt.audit(KeyUse(tokenID: token.description, tokenLabel: rec?.label ?? "", keyLabel: keyLabel,
+                                keyReference: ref.base64url, operation: use.rawValue, mechanism: "", result: outcome))
+        }
         guard let rec, rec.consent == .ask, !known else { return }
-        let q = ConsentQuestion(token: token, tokenLabel: rec.label,
-                                keyLabel: view.attributes[CKA_LABEL].map { String(decoding: $0, as: UTF8.self) } ?? "",
+        let q = ConsentQuestion(token: token, tokenLabel: rec.label, keyLabel: keyLabel,
                                 keyID: view.attributes[CKA_ID] ?? [], keyReference: ref, use: use)
         switch ForkGate.outside({ prompt.consent(q) }) {
         case .allowed: lock.withLock { _ = consented.insert(ref) }
-        case .rejected: throw PKCS11Error(CKR_FUNCTION_REJECTED)
-        case .canceled: throw PKCS11Error(CKR_FUNCTION_CANCELED)
+        case .rejected:
+            outcome = CK_RV(CKR_FUNCTION_REJECTED)
+            throw PKCS11Error(CKR_FUNCTION_REJECTED)
+        case .canceled:
+            outcome = CK_RV(CKR_FUNCTION_CANCELED)
+            throw PKCS11Error(CKR_FUNCTION_CANCELED)
         }
     }
 }
