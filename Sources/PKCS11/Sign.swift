@@ -109,6 +109,7 @@ final class SignatureOperation: SignOperation, VerifyOperation {
             if let rawLength, buf.count != rawLength { throw PKCS11Error.dataLenRange }
             if case .ed25519 = algorithm { return (buf, false) }
             if case .ed448 = algorithm { return (buf, false) }
+            if case .eddsa = algorithm { return (buf, false) }
             return (buf, true)
         }
     }

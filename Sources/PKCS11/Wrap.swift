@@ -147,6 +147,8 @@ extension Runtime {
     public func unwrapKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, unwrappingKey: CK_OBJECT_HANDLE,
                           wrapped: [UInt8], template: Template) throws -> CK_OBJECT_HANDLE {
         let s = try session(h)
+        // A key unwrapped with a private key is private (issue 29; ObjectRules).
+        try checkInheritedPrivacy(s, sources: [unwrappingKey], templates: [template], stored: KS_CKA_UNWRAP_TEMPLATE)
         if mechanism.isRSAWrap { return try rsaUnwrapKey(s, mechanism, unwrappingKey: unwrappingKey, wrapped: wrapped, template: template) }
         return try unwrapKey(s, method: try WrapMethod(mechanism), unwrappingKey: unwrappingKey, wrapped: wrapped,
                              template: template)

@@ -49,6 +49,9 @@ public func ks_C_GetSessionInfo(_ hSession: CK_SESSION_HANDLE, _ pInfo: UnsafeMu
 /// signatures (Sources/PKCS11/OperationState.swift); the output convention
 /// of §5.2 (NULL buffer: the length; short buffer: CKR_BUFFER_TOO_SMALL).
 /// Neither call ends an active operation when it fails.
+/// A NULL pOperationState is CKR_ARGUMENTS_BAD whatever its length, as a NULL
+/// argument is everywhere else in the module (§5.6.x lists it, and
+/// pkcs11test's NULL-state check expects it), not CKR_SAVED_STATE_INVALID.
 @c @implementation
 public func ks_C_GetOperationState(_ hSession: CK_SESSION_HANDLE, _ pOperationState: UnsafeMutablePointer<CK_BYTE>?,
                                    _ pulOperationStateLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
@@ -66,6 +69,7 @@ public func ks_C_SetOperationState(_ hSession: CK_SESSION_HANDLE, _ pOperationSt
                                    _ hAuthenticationKey: CK_OBJECT_HANDLE) -> CK_RV {
     entry("C_SetOperationState", "hSession=\(hSession) len=\(ulOperationStateLen)") {
         let rt = try runtime(session: hSession)
+        guard let pOperationState else { throw PKCS11Error.argumentsBad }
         try rt.setOperationState(session: hSession, state: try required(pOperationState, ulOperationStateLen),
                                  encryptionKey: hEncryptionKey, authenticationKey: hAuthenticationKey)
         return CKR_OK
