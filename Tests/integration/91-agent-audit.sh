@@ -81,7 +81,7 @@ python3 -c "$JOURNAL_CHECK" "$REF" "$(id -u)" <<<"$rec" && ok "the journal holds
 check_out "keyshare log (text) shows the program, the key and the operation" "pkcs11-tool.*used key audited .* to sign" "$KS" log
 check_out "keyshare log --since filters through journalctl" '^\[' "$KS" log --json --since "1 hour ago"
 exp=$(journalctl --no-pager -o export SYSLOG_IDENTIFIER=keyshare-agent)
-! grep -qF -e "$PIN" -e "$SOPIN" <<<"$exp" && ok "nothing secret in the journal (no PIN, no SO PIN)" || bad "no secret in the journal"
+! grep -qF -f <(printf '%s\n' "$PIN" "$SOPIN") <<<"$exp" && ok "nothing secret in the journal (no PIN, no SO PIN)" || bad "no secret in the journal"
 ! grep -q "no systemd journal is running" "$(agent_dir)/agent.log" 2>/dev/null && ok "with a journal the agent's log holds no audit lines" \
   || bad "no fallback with a journal" "$(grep audit "$(agent_dir)/agent.log" | head -2)"
 finish
