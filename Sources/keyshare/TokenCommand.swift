@@ -242,12 +242,15 @@ extension TokenCommand {
             discussion: "With ask, a program with no allow rule for the token (keyshare policy allow) is asked about through the agent's prompt (pinentry) at its first use of each private key: Deny, Allow once (for that process), Always allow (an allow rule). Applies at once, to programs already running too.")
         @Argument(help: "The token's label or token ID (needed when there is more than one token).") var token: String?
         @Option(help: "ask or off.") var consent: TokenConsent
+        @OptionGroup var output: JSONOption
 
         func run() throws {
             let ctx = try Context.open()
             let record = try ctx.tokens.resolveToken(token)
             try ctx.store.setConsent(record.tokenID, consent)
-            Console.out("token \(record.label): consent \(consent.rawValue)")
+            try Console.report(output.json, "token \(record.label): consent \(consent.rawValue)",
+                               ["token": .string(record.label), "tokenID": .string(record.tokenID.description),
+                                "consent": .string(consent.rawValue)])
         }
     }
 
