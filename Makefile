@@ -12,7 +12,7 @@ DEB_PACKAGES  := libssl-dev libsqlite3-dev libp11-kit-dev p11-kit opensc softhsm
                  p11-kit-modules openssh-server openvpn curl iproute2 openjdk-17-jdk-headless gdb sqlite3 \
                  pcscd vsmartcard-vpcd opensc-pkcs11 libcacard-dev util-linux \
                  swtpm swtpm-tools tpm2-tools libtpm2-pkcs11-1 libtpm2-pkcs11-tools systemd libtss2-dev \
-                 libzstd-dev zlib1g-dev libbrotli-dev libsystemd-dev bubblewrap libpam-p11 pamtester cryptsetup-bin
+                 libzstd-dev zlib1g-dev libbrotli-dev libsystemd-dev bubblewrap libpam-p11 pamtester cryptsetup-bin pinentry-curses
 # 89-browsers: the browsers that open a client-certificate site, and X for the screenshots.
 DEB_PACKAGES  += firefox-esr chromium xvfb xauth imagemagick
 ## The crypto engine (docs/architecture.md, "The crypto engine"). OPENSSL=auto (default): the system
@@ -233,7 +233,10 @@ stress: build $(CARD_BRIDGE)
 	@bash Tests/stress/tsan.sh "$(KEYSHARE)" .build-tsan/release/libkeyshare-pkcs11.so 4 1000
 
 ## fuzz: the C ABI sweep under ASan/LSan, then libFuzzer + ASan on the PKCS #12, X.509, password-request and
-## module template/mechanism parsers, FUZZ_SECONDS each (default 450: 30 minutes in all). Build in .build-fuzz.
+## module template/mechanism parsers, and on the agent's inputs (control requests; with UBSan too the call
+## codec, the shared region, the hello and the gate): FUZZ_SECONDS each (default 450), two at a time
+## (FUZZ_PARALLEL), FUZZ_SECONDS_<target> for one target, FUZZ_TARGETS for some (Tests/fuzz/run-fuzz.sh).
+## Build in .build-fuzz.
 fuzz: build
 	$(SANITIZE) --scratch-path .build-fuzz -Xswiftc -sanitize=fuzzer,address --product keyshare-fuzz
 	$(SANITIZE) --scratch-path .build-fuzz -Xswiftc -sanitize=fuzzer,address --product keyshare-pkcs11

@@ -52,7 +52,7 @@ let package = Package(
         // libsystemd's journal, for the agent's audit records (Sources/KeyshareAgent/Audit.swift).
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         // dladdr (where the bundled OpenSSL's legacy provider is) and the bundle's glibc shim (issue 18).
-        .target(name: "COpenSSLSupport", path: "Sources/COpenSSLSupport"),
+        .target(name: "COpenSSLSupport", dependencies: ["COpenSSL"], path: "Sources/COpenSSLSupport"),
 
         // Layers.
         .target(name: "KeyshareCrypto", dependencies: ["COpenSSL", "COpenSSLSupport"], swiftSettings: strict),
@@ -126,7 +126,7 @@ let package = Package(
 if sanitizerBuild {
     package.targets.append(.executableTarget(
         name: "keyshare-fuzz",
-        dependencies: ["KeySharing", "KeyshareCrypto"],
+        dependencies: ["KeySharing", "KeyshareCrypto", "KeyshareAgent"],
         path: "Tests/fuzz/swift",
         swiftSettings: strict + [.unsafeFlags(["-parse-as-library"])]))
 }

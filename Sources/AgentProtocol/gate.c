@@ -236,3 +236,18 @@ int ksa_gate_take(ksa_gate *g, ksa_gate_event *ev) {
     g->nevents--;
     return 1;
 }
+
+void ksa_gate_free(ksa_gate *g) {
+    if (!g) return;
+    for (unsigned i = 0; i < g->count; i++) {
+        wipe_free(g->slots[i].body, g->slots[i].cap);
+        close(g->slots[i].fd);
+    }
+    for (unsigned i = 0; i < g->nevents; i++) {
+        wipe_free(g->events[i].data, g->events[i].cap);
+        close(g->events[i].fd);
+    }
+    free(g->slots);
+    free(g->events);
+    free(g);
+}

@@ -48,7 +48,7 @@ void ksa_hello_build_full(ksa_buf *b, uint16_t flags, const uint8_t token[KSA_TO
         if (eq && eq > *e && strlen(*e) <= KSA_HELLO_MAX_FIELD && ksa_hello_display_name(*e, (size_t)(eq - *e)))
             display[nd++] = *e;
     }
-    int has_tty = tty && strncmp(tty, "/dev/", 5) == 0 && strlen(tty) < 256;
+    int has_tty = tty && strncmp(tty, "/dev/", 5) == 0 && strlen(tty) > 5 && strlen(tty) < 256;
     ksa_put_u16(b, (uint16_t)((groups ? 1 : 0) + nd + (has_tty ? 1 : 0)));
     if (groups) put_field(b, KSA_HELLO_GROUPS, groups);
     for (uint16_t i = 0; i < nd; i++) put_field(b, KSA_HELLO_DISPLAY, display[i]);

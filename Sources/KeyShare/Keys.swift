@@ -130,6 +130,7 @@ public final class KeyRef: @unchecked Sendable {
         case .ecdsa: fits = keyType == .ec
         case .ed25519: fits = keyType == .ed25519
         case .ed448: fits = keyType == .ed448
+        case .eddsa(let i): fits = keyType == i.keyType
         case .mlDSA: if case .mlDSA = keyType { fits = true } else { fits = false }
         case .slhDSA: if case .slhDSA = keyType { fits = true } else { fits = false }
         }

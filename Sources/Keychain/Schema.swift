@@ -88,6 +88,11 @@ enum Schema {
             (SELECT x.digest FROM attr_index x WHERE x.item = attributes.item AND x.type = attributes.type);
         DROP TABLE attr_index;
         """,
+        // 5: the token's consent setting (TokenConsent: 1 ask, 0 off; docs/agent.md
+        // "Consent"); tokens made before it keep today's behaviour: off.
+        """
+        ALTER TABLE tokens ADD COLUMN consent INTEGER NOT NULL DEFAULT 0;
+        """,
     ]
 
     /// Attributes kept out of the lookup index since version 3: flags and

@@ -154,7 +154,7 @@ extension KeychainStore {
     /// PIN's and the SO PIN's derived authorization (dictionary-attack
     /// protected), so the store holds nothing a PIN can be tested against.
     public func createTPMToken(_ id: TokenID, label: String, soPIN: [UInt8], userPIN: [UInt8], serial: String,
-                               maxPINAttempts: Int = 10) throws -> TokenRecord {
+                               maxPINAttempts: Int = 10, consent: TokenConsent = .off) throws -> TokenRecord {
         var tokenKey = try SecureRandom.bytes(AESGCM.keySize)
         defer { wipe(&tokenKey) }
         let tcti = tpmSite()
@@ -165,12 +165,12 @@ extension KeychainStore {
             let slot = try allocateSlot(id)
             try db.run("""
                 INSERT INTO tokens (token_id, label, serial, slot_id, present, created, user_salt, user_kdf, user_wrapped,
-                    so_salt, so_kdf, so_wrapped, user_pin_initialized, max_attempts)
-                VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, 1, ?)
+                    so_salt, so_kdf, so_wrapped, user_pin_initialized, max_attempts, consent)
+                VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)
                 """, [
                     .text(id.description), .text(label), .text(serial), .int(Int64(slot)), .int(Self.now()),
                     .blob(user.salt), .text(user.cost), .blob(user.wrapped), .blob(so.salt), .text(so.cost), .blob(so.wrapped),
-                    .int(Int64(maxPINAttempts)),
+                    .int(Int64(maxPINAttempts)), .int(consent == .ask ? 1 : 0),
                 ])
             try storeCanary(id, tokenKey: tokenKey)
             try bumpPresence(id)

@@ -1,5 +1,15 @@
 import KeyshareCrypto
 
+/// Whether the agent asks before a program uses a token's private keys
+/// (docs/agent.md, "Consent").
+public enum TokenConsent: String, Sendable, Equatable, CaseIterable {
+    /// A program with no allow rule for the token is asked about at its first
+    /// use of each key (a pinentry CONFIRM).
+    case ask
+    /// No question: what the policy allows is used as is.
+    case off
+}
+
 /// What the store knows about a token, without any key material.
 public struct TokenRecord: Sendable, Equatable {
     public var tokenID: TokenID
@@ -20,6 +30,10 @@ public struct TokenRecord: Sendable, Equatable {
     public var kdfCost: String
     /// Unix seconds.
     public var created: Int64
+    /// Whether the agent asks the person before a program uses one of the
+    /// token's private keys (`keyshare token set --consent`, docs/agent.md
+    /// "Consent"). Off for tokens made before schema 5 and by C_InitToken.
+    public var consent: TokenConsent = .off
 
     public var userPINRemaining: Int { max(0, maxPINAttempts - userPINFailures) }
     public var soPINRemaining: Int { max(0, maxPINAttempts - soPINFailures) }
@@ -28,7 +42,7 @@ public struct TokenRecord: Sendable, Equatable {
 extension KeychainStore {
     static let tokenColumns = """
         token_id, label, serial, slot_id, present, so_wrapped IS NOT NULL, user_pin_initialized,
-        user_failures, so_failures, user_locked, so_locked, max_attempts, COALESCE(user_kdf, ''), created
+        user_failures, so_failures, user_locked, so_locked, max_attempts, COALESCE(user_kdf, ''), created, consent
         """
 
     static func tokenRecord(_ s: Statement) -> TokenRecord? {
@@ -37,7 +51,8 @@ extension KeychainStore {
             tokenID: id, label: s.text(1), serial: s.text(2), slotID: UInt(s.int(3)), present: s.int(4) != 0,
             hasPINs: s.int(5) != 0, userPINInitialized: s.int(6) != 0, userPINFailures: Int(s.int(7)),
             soPINFailures: Int(s.int(8)), userPINLocked: s.int(9) != 0, soPINLocked: s.int(10) != 0,
-            maxPINAttempts: Int(s.int(11)), kdfCost: s.text(12), created: s.int(13))
+            maxPINAttempts: Int(s.int(11)), kdfCost: s.text(12), created: s.int(13),
+            consent: s.int(14) == 1 ? .ask : .off)
     }
 
     public func tokens() throws -> [TokenRecord] {
@@ -68,7 +83,8 @@ extension KeychainStore {
     /// A soft token: a fresh random token key wrapped under the SO PIN and,
     /// if given, the user PIN. The scrypt work happens before the write lock.
     public func createToken(_ id: TokenID, label: String, soPIN: [UInt8], userPIN: [UInt8]?,
-                            serial: String? = nil, maxPINAttempts: Int = 10, bindPCRs: [Int]? = nil) throws -> TokenRecord {
+                            serial: String? = nil, maxPINAttempts: Int = 10, bindPCRs: [Int]? = nil,
+                            consent: TokenConsent = .off) throws -> TokenRecord {
         guard !inTransaction else { throw KeychainError.invalidArgument("createToken cannot run inside a transaction") }
         guard maxPINAttempts > 0 else { throw KeychainError.invalidArgument("maxPINAttempts must be positive") }
         var tokenKey = try SecureRandom.bytes(AESGCM.keySize)
@@ -86,15 +102,15 @@ extension KeychainStore {
             let slot = try allocateSlot(id)
             try db.run("""
                 INSERT INTO tokens (token_id, label, serial, slot_id, present, created, user_salt, user_kdf, user_wrapped,
-                    so_salt, so_kdf, so_wrapped, user_pin_initialized, max_attempts)
-                VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    so_salt, so_kdf, so_wrapped, user_pin_initialized, max_attempts, consent)
+                VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """, [
                     .text(id.description), .text(label), .text(serial ?? String(id.instance.prefix(16))),
                     .int(Int64(slot)), .int(Self.now()),
                     user.map { .blob($0.salt) } ?? .null, user.map { .text($0.cost) } ?? .null,
                     user.map { .blob($0.wrapped) } ?? .null,
                     .blob(so.salt), .text(so.cost), .blob(so.wrapped), .int(user == nil ? 0 : 1),
-                    .int(Int64(maxPINAttempts)),
+                    .int(Int64(maxPINAttempts)), .int(consent == .ask ? 1 : 0),
                 ])
             try storeCanary(id, tokenKey: tokenKey)
             if let b = fresh?.binding {
@@ -170,6 +186,14 @@ extension KeychainStore {
             guard rec.present != present else { return }
             try db.run("UPDATE tokens SET present = ? WHERE token_id = ?", [.int(present ? 1 : 0), .text(id.description)])
             try bumpPresence(id)
+        }
+    }
+
+    /// `keyshare token set --consent ask|off`; the agent reads it at each use.
+    public func setConsent(_ id: TokenID, _ consent: TokenConsent) throws {
+        try write {
+            try db.run("UPDATE tokens SET consent = ? WHERE token_id = ?", [.int(consent == .ask ? 1 : 0), .text(id.description)])
+            guard db.changes == 1 else { throw KeychainError.tokenNotFound }
         }
     }
 

@@ -101,6 +101,9 @@ public final class Agent: @unchecked Sendable {
     /// Whether clients get a shared region for their frames (Sources/AgentProtocol/shm.c;
     /// KEYSHARE_AGENT_SHM=0 in the agent's environment: sockets only).
     let sharedRegions: Bool = ksa_shm_wanted() != 0
+    /// The agent's prompt program (KEYSHARE_PINENTRY, else pinentry on PATH) and
+    /// its timeout, read once at start (Pinentry.swift); nil: no prompt.
+    private(set) var pinentry: PinentrySettings?
 
     public init(options: Options) { self.options = options }
 
@@ -201,6 +204,9 @@ public final class Agent: @unchecked Sendable {
         writePID(dir + "/agent.pid")
         let storeNote = KeychainStore.exists(home: storeHome) ? "store \(storeHome)" : "store \(storeHome) (none yet: created by C_InitToken or keyshare token create)"
         AgentLog.line("listening on \(socketPath) (pid \(getpid()), protocol \(KSA_VERSION), \(storeNote), idle timeout \(options.idleTimeout)s, poll \(spinMicroseconds) us, shared memory \(sharedRegions ? "on" : "off"), \(files) descriptors\(activated ? ", socket-activated" : ""))")
+        let (prompt, promptNote) = PinentrySettings.fromEnvironment()
+        pinentry = prompt
+        AgentLog.line(promptNote + " (docs/agent.md, \"The agent's prompt\")")
         ready("1")
         // What a client's card login cannot do for a reason the user must fix
         // (a driver that does not show a token it mirrored) is in this log too.
@@ -687,6 +693,7 @@ public final class Agent: @unchecked Sendable {
         // Logged when the last connection's call has ended too: "gone" means the
         // agent is done with the client (61-crash waits for this line).
         AgentLog.line("client pid \(client.pid) (\(client.exe)) gone")
+        Audit.shared.programGone(pid: client.pid, program: client.exe)
     }
 
     /// The client's process has exited (its pidfd): finalised now, whatever

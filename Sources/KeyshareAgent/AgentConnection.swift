@@ -129,9 +129,12 @@ struct AgentConnection {
         let base = CK_ULONG(UInt32.random(in: 1..<2048)) << 20 | 1
         let hiddenFor = exe
         let agent = self.agent
+        // The agent's own prompt on this client's display (AgentPrompt.swift).
+        let prompt = AgentPrompt(agent: agent, settings: agent.pinentry, display: display, pidfd: pidfd, program: program, pid: pid,
+                                 policy: policy)
         let module = Module(home: agent.storeHome, accessGroups: groups, handleBase: base,
                             hidden: { [policy] token in !policy.allows(exe: hiddenFor, token: token) },
-                            storeCheck: { store in try agent.verify(store) })
+                            storeCheck: { store in try agent.verify(store) }, prompt: prompt.clientPrompt)
         // An authenticator (libpam or libcryptsetup in the client, hello.c's
         // flag) is never reached by an unlock (UnlockScope.swift, issue 27).
         let authenticator = h.flags & UInt16(KSA_HELLO_AUTHENTICATOR) != 0

@@ -37,6 +37,14 @@ import KeySharing
 /// `keyshare unlock` without `--program` unlocks the token for (UnlockScope.swift).
 /// It sits beside a program's allow or deny rule for the same token, never
 /// replacing it.
+///
+/// Consent (docs/agent.md, "Consent"): on a token whose consent is `ask`, a
+/// program with an allow rule naming it (`spares`) is not asked. "Always
+/// allow" at the prompt writes such a rule, marked as written by the prompt
+/// (`fromPrompt`): it spares the program the question and nothing else. It
+/// does not turn the token into an allow-list (other programs are still asked,
+/// not hidden), gives no access groups, and does not let the program see a
+/// token an allow-list or a deny rule keeps from it.
 public struct AgentPolicy: Sendable, Equatable {
     public enum Effect: String, Sendable { case allow, deny, unlock }
 
@@ -55,9 +63,12 @@ public struct AgentPolicy: Sendable, Equatable {
         public var digest: [UInt8]?
         /// That file's device and inode then (shown; matching uses the file at `exe` now).
         public var file: FileIdentity?
+        /// Written by "Always allow" at the agent's prompt (an allow rule that
+        /// only spares the program the consent question; the type's comment).
+        public var fromPrompt: Bool
 
         public init(effect: Effect, exe: String, tokenID: TokenID? = nil, tokenLabel: String? = nil, groups: [String]? = nil,
-                    digest: [UInt8]? = nil, file: FileIdentity? = nil) {
+                    digest: [UInt8]? = nil, file: FileIdentity? = nil, fromPrompt: Bool = false) {
             self.effect = effect
             self.exe = exe
             self.tokenID = tokenID
@@ -65,12 +76,14 @@ public struct AgentPolicy: Sendable, Equatable {
             self.groups = groups
             self.digest = digest
             self.file = file
+            self.fromPrompt = fromPrompt
         }
 
         public var description: String {
             var s = "\(effect.rawValue) \(exe)"
             s += tokenID.map { " token \(tokenLabel ?? "") (\($0))" } ?? " every token"
             if let groups { s += " groups \(groups.joined(separator: ","))" }
+            if fromPrompt { s += " (always allowed at the prompt)" }
             return s
         }
 
@@ -124,7 +137,8 @@ public struct AgentPolicy: Sendable, Equatable {
         if let i = indices(.deny, naming: exe, where: { $0.tokenID == nil }).first {
             return "denied by rule \"\(rules[i])\" (\(match(i, exe)?.rawValue ?? ""))"
         }
-        if rules.contains(where: { $0.effect == .allow && $0.tokenID == nil }), indices(.allow, naming: exe).isEmpty {
+        if rules.contains(where: { $0.effect == .allow && $0.tokenID == nil }),
+           indices(.allow, naming: exe, where: { !$0.fromPrompt }).isEmpty {
             return "not in an allow rule, and allow rules cover every token"
         }
         return nil
@@ -133,13 +147,20 @@ public struct AgentPolicy: Sendable, Equatable {
     /// Whether E may see token T.
     public func allows(exe: String, token: TokenID) -> Bool {
         if !indices(.deny, naming: exe, where: { $0.covers(token) }).isEmpty { return false }
-        let allowing = rules.contains { $0.effect == .allow && $0.covers(token) }
-        return !allowing || !indices(.allow, naming: exe, where: { $0.covers(token) }).isEmpty
+        let allowing = rules.contains { $0.effect == .allow && !$0.fromPrompt && $0.covers(token) }
+        return !allowing || !indices(.allow, naming: exe, where: { !$0.fromPrompt && $0.covers(token) }).isEmpty
+    }
+
+    /// Whether E uses T without the consent question: an allow rule names E
+    /// for T (or every token), written by `keyshare policy allow` or by
+    /// "Always allow" at the prompt.
+    public func spares(exe: String, token: TokenID) -> Bool {
+        !indices(.allow, naming: exe, where: { $0.covers(token) }).isEmpty
     }
 
     /// The access groups E may use; nil: every group.
     public func groups(exe: String) -> Set<String>? {
-        let mine = indices(.allow, naming: exe).map { rules[$0] }
+        let mine = indices(.allow, naming: exe, where: { !$0.fromPrompt }).map { rules[$0] }
         if mine.isEmpty || mine.contains(where: { $0.groups == nil }) { return nil }
         return Set(mine.flatMap { $0.groups ?? [] })
     }
@@ -177,19 +198,25 @@ public struct AgentPolicy: Sendable, Equatable {
     /// 3 is format 2 with `unlock` rules: written only when the policy has
     /// one, so a policy without them stays readable by an agent that knows
     /// format 2 (and one with them is refused there as a whole, fail closed,
-    /// rather than read without its unlock rules).
+    /// rather than read without its unlock rules). Format 4 adds an eighth
+    /// field, who wrote the rule (`prompt`: "Always allow" at the agent's
+    /// prompt, else `-`): written only when some rule comes from the prompt.
+    static let header4 = "keyshare-agent-policy 4"
     static let header3 = "keyshare-agent-policy 3"
     static let header = "keyshare-agent-policy 2"
     static let header1 = "keyshare-agent-policy 1"
 
     /// One line per rule, tab-separated: effect, exe, token ID or *, label,
-    /// groups or *, SHA-256 (hex) or -, device:inode or -.
+    /// groups or *, SHA-256 (hex) or -, device:inode or -[, prompt or -].
     public func encoded() -> [UInt8] {
-        var lines = [rules.contains { $0.effect == .unlock } ? Self.header3 : Self.header]
+        let four = rules.contains { $0.fromPrompt }
+        var lines = [four ? Self.header4 : rules.contains { $0.effect == .unlock } ? Self.header3 : Self.header]
         for r in rules {
-            lines.append([r.effect.rawValue, r.exe, r.tokenID?.description ?? "*", r.tokenLabel ?? "",
-                          r.groups?.joined(separator: ",") ?? "*", r.digest.map(ProgramDigests.hex) ?? "-",
-                          r.file.map { "\($0.device):\($0.inode)" } ?? "-"].joined(separator: "\t"))
+            var f = [r.effect.rawValue, r.exe, r.tokenID?.description ?? "*", r.tokenLabel ?? "",
+                     r.groups?.joined(separator: ",") ?? "*", r.digest.map(ProgramDigests.hex) ?? "-",
+                     r.file.map { "\($0.device):\($0.inode)" } ?? "-"]
+            if four { f.append(r.fromPrompt ? "prompt" : "-") }
+            lines.append(f.joined(separator: "\t"))
         }
         return Array((lines.joined(separator: "\n") + "\n").utf8)
     }
@@ -203,11 +230,12 @@ public struct AgentPolicy: Sendable, Equatable {
         var lines = text.split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
         let fieldCount: Int
         switch lines.first {
+        case Self.header4: fieldCount = 8
         case Self.header3, Self.header: fieldCount = 7
         case Self.header1: fieldCount = 5
         default: throw Malformed(description: "the agent policy has an unknown format")
         }
-        let unlockRules = lines.first == Self.header3
+        let unlockRules = lines.first == Self.header3 || lines.first == Self.header4
         lines.removeFirst()
         rules = try lines.map { line in
             let f = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
@@ -217,7 +245,14 @@ public struct AgentPolicy: Sendable, Equatable {
             }
             var digest: [UInt8]?
             var file: FileIdentity?
-            if fieldCount == 7 {
+            var fromPrompt = false
+            if fieldCount == 8 {
+                guard f[7] == "prompt" || f[7] == "-", f[7] == "-" || (effect == .allow && f[2] != "*") else {
+                    throw Malformed(description: "the agent policy has a malformed rule source")
+                }
+                fromPrompt = f[7] == "prompt"
+            }
+            if fieldCount >= 7 {
                 if f[5] != "-" {
                     guard let d = ProgramDigests.unhex(f[5]) else { throw Malformed(description: "the agent policy has a malformed digest") }
                     digest = d
@@ -236,8 +271,8 @@ public struct AgentPolicy: Sendable, Equatable {
                 token = t
             }
             let groups = f[4] == "*" ? nil : f[4].split(separator: ",").map(String.init)
-            return Rule(effect: effect, exe: f[1], tokenID: token, tokenLabel: f[3].isEmpty ? nil : f[3], groups: groups,
-                        digest: digest, file: file)
+            return Rule(effect: effect, exe: f[1], tokenID: token, tokenLabel: f[3].isEmpty ? nil : f[3], groups: fromPrompt ? nil : groups,
+                        digest: digest, file: file, fromPrompt: fromPrompt)
         }
     }
 

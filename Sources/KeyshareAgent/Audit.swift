@@ -78,7 +78,8 @@ final class Audit: @unchecked Sendable {
         if final {
             message = "keyshare: \(u.program) (pid \(u.pid)) used key \(what) to \(verb) \(count) more time\(count == 1 ? "" : "s") before it ended"
         } else {
-            message = "keyshare: \(u.program) (pid \(u.pid)) used key \(what) of token \(token) to \(verb) with \(u.use.mechanism): \(result)"
+            message = "keyshare: \(u.program) (pid \(u.pid)) used key \(what) of token \(token) to \(verb)"
+                + (u.use.mechanism.isEmpty ? "" : " with \(u.use.mechanism)") + ": \(result)"
                 + (count > 1 ? " (\(count) uses since the last record)" : "")
         }
         var fields = [
@@ -91,6 +92,7 @@ final class Audit: @unchecked Sendable {
             fields += ["KEYSHARE_TOKEN_ID=\(u.use.tokenID)", "KEYSHARE_TOKEN_LABEL=\(u.use.tokenLabel)",
                        "KEYSHARE_KEY_LABEL=\(u.use.keyLabel)", "KEYSHARE_RESULT=\(result)"]
         }
+        fields.removeAll { $0.hasSuffix("=") }   // a field with no value (no mechanism known) says nothing
         if Self.journal(fields) { return }
         let note = lock.withLock { () -> Bool in
             defer { fellBack = true }

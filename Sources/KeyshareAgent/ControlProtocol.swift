@@ -74,6 +74,32 @@ public enum ControlProtocol {
         return (head, m)
     }
 
+    /// The fuzzer's entry (Tests/fuzz/swift/Fuzz.swift, target control): decodes `bytes` as the
+    /// agent decodes a request and the CLI a reply; what decodes is encoded again and must decode
+    /// to the same head and fields (a trap otherwise; a key that was not UTF-8 is repaired to a
+    /// longer one, which may no longer fit the 64-byte bound). True when `bytes` decoded. (The
+    /// kept corpus is replayed through the release CLI: Tests/integration/62-fuzz-replay.sh.)
+    public static func fuzzDecode(_ bytes: [UInt8]) -> Bool {
+        var input = bytes
+        return input.withUnsafeMutableBufferPointer { p -> Bool in
+            guard let (head, m) = decode(ksa_buf(data: p.baseAddress, len: p.count, cap: p.count, failed: 0)) else {
+                return false
+            }
+            precondition(m.fields.count <= 64)
+            var again = ksa_buf()
+            ksa_buf_init(&again)
+            defer { ksa_buf_free(&again) }
+            encode(head, m, into: &again)
+            precondition(again.failed == 0)
+            if let (head2, m2) = decode(again) {
+                precondition(head2 == head && m2.fields == m.fields, "a decoded control message encodes to another")
+            } else {
+                precondition(m.fields.keys.contains { $0.utf8.count > 64 }, "a decoded control message encodes to a malformed one")
+            }
+            return true
+        }
+    }
+
     /// Whether a first frame is a control request (and not a module hello).
     static func isControl(_ b: ksa_buf) -> Bool {
         var r = ksa_rd(p: b.data, left: b.len, failed: 0)

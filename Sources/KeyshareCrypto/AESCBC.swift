@@ -17,9 +17,9 @@ public enum AESCBC {
 
     static func cipher(keySize: Int) -> OpaquePointer? {
         switch keySize {
-        case 16: EVP_aes_128_cbc()
-        case 24: EVP_aes_192_cbc()
-        case 32: EVP_aes_256_cbc()
+        case 16: Fetched.aes128CBC
+        case 24: Fetched.aes192CBC
+        case 32: Fetched.aes256CBC
         default: nil
         }
     }

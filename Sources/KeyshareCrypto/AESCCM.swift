@@ -145,7 +145,7 @@ public final class CBCMAC: @unchecked Sendable {
 }
 
 extension Fetched {
-    nonisolated(unsafe) static let aes128CCM: OpaquePointer? = EVP_CIPHER_fetch(nil, "AES-128-CCM", nil) ?? EVP_aes_128_ccm()
-    nonisolated(unsafe) static let aes192CCM: OpaquePointer? = EVP_CIPHER_fetch(nil, "AES-192-CCM", nil) ?? EVP_aes_192_ccm()
-    nonisolated(unsafe) static let aes256CCM: OpaquePointer? = EVP_CIPHER_fetch(nil, "AES-256-CCM", nil) ?? EVP_aes_256_ccm()
+    nonisolated(unsafe) static let aes128CCM: OpaquePointer? = EVP_CIPHER_fetch(CryptoEngine.context, "AES-128-CCM", nil) ?? EVP_aes_128_ccm()
+    nonisolated(unsafe) static let aes192CCM: OpaquePointer? = EVP_CIPHER_fetch(CryptoEngine.context, "AES-192-CCM", nil) ?? EVP_aes_192_ccm()
+    nonisolated(unsafe) static let aes256CCM: OpaquePointer? = EVP_CIPHER_fetch(CryptoEngine.context, "AES-256-CCM", nil) ?? EVP_aes_256_ccm()
 }

@@ -37,12 +37,12 @@ public enum AESKeyWrap {
         }
         let cipher: OpaquePointer?
         switch (kek.count, padded) {
-        case (16, false): cipher = EVP_aes_128_wrap()
-        case (24, false): cipher = EVP_aes_192_wrap()
-        case (32, false): cipher = EVP_aes_256_wrap()
-        case (16, true): cipher = EVP_aes_128_wrap_pad()
-        case (24, true): cipher = EVP_aes_192_wrap_pad()
-        case (32, true): cipher = EVP_aes_256_wrap_pad()
+        case (16, false): cipher = Fetched.aes128Wrap
+        case (24, false): cipher = Fetched.aes192Wrap
+        case (32, false): cipher = Fetched.aes256Wrap
+        case (16, true): cipher = Fetched.aes128WrapPad
+        case (24, true): cipher = Fetched.aes192WrapPad
+        case (32, true): cipher = Fetched.aes256WrapPad
         default: cipher = nil
         }
         guard let cipher else { throw CryptoError(.invalidInput, op, reason: "KEK must be 16, 24 or 32 bytes") }

@@ -71,16 +71,16 @@ public enum AESCounter {
 }
 
 extension Fetched {
-    nonisolated(unsafe) static let aes128ECB: OpaquePointer? = EVP_CIPHER_fetch(nil, "AES-128-ECB", nil) ?? EVP_aes_128_ecb()
-    nonisolated(unsafe) static let aes192ECB: OpaquePointer? = EVP_CIPHER_fetch(nil, "AES-192-ECB", nil) ?? EVP_aes_192_ecb()
-    nonisolated(unsafe) static let aes256ECB: OpaquePointer? = EVP_CIPHER_fetch(nil, "AES-256-ECB", nil) ?? EVP_aes_256_ecb()
-    nonisolated(unsafe) static let aes128CTR: OpaquePointer? = EVP_CIPHER_fetch(nil, "AES-128-CTR", nil) ?? EVP_aes_128_ctr()
-    nonisolated(unsafe) static let aes192CTR: OpaquePointer? = EVP_CIPHER_fetch(nil, "AES-192-CTR", nil) ?? EVP_aes_192_ctr()
-    nonisolated(unsafe) static let aes256CTR: OpaquePointer? = EVP_CIPHER_fetch(nil, "AES-256-CTR", nil) ?? EVP_aes_256_ctr()
+    nonisolated(unsafe) static let aes128ECB: OpaquePointer? = EVP_CIPHER_fetch(CryptoEngine.context, "AES-128-ECB", nil) ?? EVP_aes_128_ecb()
+    nonisolated(unsafe) static let aes192ECB: OpaquePointer? = EVP_CIPHER_fetch(CryptoEngine.context, "AES-192-ECB", nil) ?? EVP_aes_192_ecb()
+    nonisolated(unsafe) static let aes256ECB: OpaquePointer? = EVP_CIPHER_fetch(CryptoEngine.context, "AES-256-ECB", nil) ?? EVP_aes_256_ecb()
+    nonisolated(unsafe) static let aes128CTR: OpaquePointer? = EVP_CIPHER_fetch(CryptoEngine.context, "AES-128-CTR", nil) ?? EVP_aes_128_ctr()
+    nonisolated(unsafe) static let aes192CTR: OpaquePointer? = EVP_CIPHER_fetch(CryptoEngine.context, "AES-192-CTR", nil) ?? EVP_aes_192_ctr()
+    nonisolated(unsafe) static let aes256CTR: OpaquePointer? = EVP_CIPHER_fetch(CryptoEngine.context, "AES-256-CTR", nil) ?? EVP_aes_256_ctr()
     /// No legacy EVP_aes_*_cbc_cts() exists: nil when the provider lacks it.
-    nonisolated(unsafe) static let aes128CTS: OpaquePointer? = EVP_CIPHER_fetch(nil, "AES-128-CBC-CTS", nil)
-    nonisolated(unsafe) static let aes192CTS: OpaquePointer? = EVP_CIPHER_fetch(nil, "AES-192-CBC-CTS", nil)
-    nonisolated(unsafe) static let aes256CTS: OpaquePointer? = EVP_CIPHER_fetch(nil, "AES-256-CBC-CTS", nil)
+    nonisolated(unsafe) static let aes128CTS: OpaquePointer? = EVP_CIPHER_fetch(CryptoEngine.context, "AES-128-CBC-CTS", nil)
+    nonisolated(unsafe) static let aes192CTS: OpaquePointer? = EVP_CIPHER_fetch(CryptoEngine.context, "AES-192-CBC-CTS", nil)
+    nonisolated(unsafe) static let aes256CTS: OpaquePointer? = EVP_CIPHER_fetch(CryptoEngine.context, "AES-256-CBC-CTS", nil)
     nonisolated(unsafe) static let chacha20Poly1305: OpaquePointer? =
-        EVP_CIPHER_fetch(nil, "ChaCha20-Poly1305", nil) ?? EVP_chacha20_poly1305()
+        EVP_CIPHER_fetch(CryptoEngine.context, "ChaCha20-Poly1305", nil) ?? EVP_chacha20_poly1305()
 }

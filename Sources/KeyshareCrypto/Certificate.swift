@@ -40,7 +40,7 @@ public struct Certificate: Sendable, Equatable, Hashable {
 
     public init(der: [UInt8]) throws {
         CryptoError.clearQueue()
-        guard let (x, used) = OSSL.d2i(der, { p, n in d2i_X509(nil, p, n) }) else {
+        guard let (x, used) = OSSL.d2i(der, OSSL.decodeX509) else {
             throw CryptoError.openssl("certificate decode", kind: .invalidInput)
         }
         defer { X509_free(x) }
@@ -67,8 +67,10 @@ public struct Certificate: Sendable, Equatable, Hashable {
             let block = String(rest[b.lowerBound..<e.upperBound]) + "\n"
             rest = rest[e.upperBound...]
             CryptoError.clearQueue()
-            let x = try OSSL.withReadBIO(Array(block.utf8), "certificate PEM") {
-                PEM_read_bio_X509($0, nil, noPassphraseCallback, nil)
+            let x = try OSSL.withReadBIO(Array(block.utf8), "certificate PEM") { bio -> OpaquePointer? in
+                var x: OpaquePointer? = X509_new_ex(CryptoEngine.context, nil)
+                guard x != nil else { return nil }
+                return PEM_read_bio_X509(bio, &x, noPassphraseCallback, nil)
             }
             guard let x else { throw CryptoError.openssl("certificate PEM decode", kind: .invalidInput) }
             defer { X509_free(x) }

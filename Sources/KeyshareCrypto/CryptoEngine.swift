@@ -41,6 +41,18 @@ public enum CryptoEngine {
 }
 
 extension CryptoEngine {
+    /// keyshare's own OpenSSL library context (issue 29): every fetch, key and operation of keyshare
+    /// names it instead of OpenSSL's default context, which in-process is the host's (its
+    /// OPENSSL_CONF's providers, pkcs11-provider included, and default properties). No
+    /// configuration is ever read into it; its one provider is "default" (`ks_libctx`,
+    /// COpenSSLSupport). nil only if OpenSSL could not make it, and then the default context serves.
+    nonisolated(unsafe) public static let context: OpaquePointer? = ks_libctx()
+
+    /// The name a fetched (or legacy) digest goes by, for the `_ex` calls that take a name.
+    static func name(of md: OpaquePointer?) -> UnsafePointer<CChar>? {
+        md.flatMap { EVP_MD_get0_name($0) }
+    }
+
     /// Every provider loaded in OpenSSL's default library context, with the version it reports
     /// ("default" and, once a PKCS #12 was parsed, the legacy one). With the bundled engine every
     /// one of them must be 3.5: a 3.0 legacy.so from the system would be a mismatched pair.

@@ -192,6 +192,16 @@ public enum ECXCurve: String, Sendable, CaseIterable {
         }
     }
 
+    /// The key type's name for the `_ex` constructors that take one (OpenSSL's, as EVP_PKEY_get0_type_name).
+    var opensslName: String {
+        switch self {
+        case .ed25519: "ED25519"
+        case .ed448: "ED448"
+        case .x25519: "X25519"
+        case .x448: "X448"
+        }
+    }
+
     var pkeyID: Int32 {
         switch self {
         case .ed25519: EVP_PKEY_ED25519

@@ -109,6 +109,6 @@ final class LegacyDESContext: @unchecked Sendable {
 }
 
 extension Fetched {
-    nonisolated(unsafe) static let tdesECB: OpaquePointer? = EVP_CIPHER_fetch(nil, "DES-EDE3-ECB", nil) ?? EVP_des_ede3_ecb()
-    nonisolated(unsafe) static let tdesCBC: OpaquePointer? = EVP_CIPHER_fetch(nil, "DES-EDE3-CBC", nil) ?? EVP_des_ede3_cbc()
+    nonisolated(unsafe) static let tdesECB: OpaquePointer? = EVP_CIPHER_fetch(CryptoEngine.context, "DES-EDE3-ECB", nil) ?? EVP_des_ede3_ecb()
+    nonisolated(unsafe) static let tdesCBC: OpaquePointer? = EVP_CIPHER_fetch(CryptoEngine.context, "DES-EDE3-CBC", nil) ?? EVP_des_ede3_cbc()
 }

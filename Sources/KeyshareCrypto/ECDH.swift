@@ -19,7 +19,7 @@ enum KeyAgreement {
     /// EVP_PKEY_derive of `pkey` with `peer`: the raw shared secret.
     static func derive(_ pkey: OpaquePointer, peer: OpaquePointer, _ op: String) throws -> [UInt8] {
         CryptoError.clearQueue()
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl(op) }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(CryptoEngine.context, pkey, nil) else { throw CryptoError.openssl(op) }
         defer { EVP_PKEY_CTX_free(ctx) }
         guard EVP_PKEY_derive_init(ctx) == 1, EVP_PKEY_derive_set_peer_ex(ctx, peer, 1) == 1 else {
             throw CryptoError.openssl(op, kind: .invalidInput)

@@ -34,7 +34,7 @@ public enum FFC {
         // DH parameters come from OpenSSL's X9.42 key manager ("DHX"): OpenSSL
         // 3.0's "DH" generates only safe primes ("generator" type, minutes for
         // 2048 bits); q is dropped for a PKCS #3 domain by the caller.
-        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, kind == .dsa ? "DSA" : "DHX", nil) else {
+        guard let ctx = EVP_PKEY_CTX_new_from_name(CryptoEngine.context, kind == .dsa ? "DSA" : "DHX", nil) else {
             throw CryptoError.openssl("FFC parameters")
         }
         defer { EVP_PKEY_CTX_free(ctx) }
@@ -61,7 +61,7 @@ public enum FFC {
     public static func generateKey(_ kind: Kind, _ domain: Domain, privateBits: Int? = nil) throws -> (x: [UInt8], y: [UInt8]) {
         let params = try pkey(kind, domain, x: nil, y: nil)
         defer { EVP_PKEY_free(params) }
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, params, nil) else { throw CryptoError.openssl("FFC key") }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(CryptoEngine.context, params, nil) else { throw CryptoError.openssl("FFC key") }
         defer { EVP_PKEY_CTX_free(ctx) }
         guard EVP_PKEY_keygen_init(ctx) == 1 else { throw CryptoError.openssl("FFC key") }
         if let privateBits {
@@ -96,7 +96,7 @@ public enum FFC {
     public static func validate(_ kind: Kind, _ domain: Domain, x: [UInt8]?, y: [UInt8]?) throws {
         let key = try pkey(kind, domain, x: x, y: y)
         defer { EVP_PKEY_free(key) }
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else { throw CryptoError.openssl("FFC check") }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(CryptoEngine.context, key, nil) else { throw CryptoError.openssl("FFC check") }
         defer { EVP_PKEY_CTX_free(ctx) }
         let ok: Bool
         if x != nil { ok = EVP_PKEY_pairwise_check(ctx) == 1 || (y == nil) }
@@ -113,7 +113,7 @@ public enum FFC {
         let y = try publicValue(domain, x: x)
         let key = try pkey(.dsa, domain, x: x, y: y)
         defer { EVP_PKEY_free(key) }
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else { throw CryptoError.openssl("DSA sign") }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(CryptoEngine.context, key, nil) else { throw CryptoError.openssl("DSA sign") }
         defer { EVP_PKEY_CTX_free(ctx) }
         var len = Int(EVP_PKEY_get_size(key))
         var sig = [UInt8](repeating: 0, count: len)
@@ -129,7 +129,7 @@ public enum FFC {
         guard let der = try DERSignature.der(signature, width: q.count) else { return false }
         let key = try pkey(.dsa, domain, x: nil, y: y)
         defer { EVP_PKEY_free(key) }
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, key, nil) else { throw CryptoError.openssl("DSA verify") }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(CryptoEngine.context, key, nil) else { throw CryptoError.openssl("DSA verify") }
         defer { EVP_PKEY_CTX_free(ctx) }
         guard EVP_PKEY_verify_init(ctx) == 1 else { throw CryptoError.openssl("DSA verify") }
         let r = EVP_PKEY_verify(ctx, der, der.count, digest, digest.count)
@@ -145,7 +145,7 @@ public enum FFC {
         defer { EVP_PKEY_free(mine) }
         let other = try pkey(.dh, domain, x: nil, y: peer)
         defer { EVP_PKEY_free(other) }
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, mine, nil) else { throw CryptoError.openssl("DH derive") }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(CryptoEngine.context, mine, nil) else { throw CryptoError.openssl("DH derive") }
         defer { EVP_PKEY_CTX_free(ctx) }
         var pad: UInt32 = 1
         let params = [OSSL_PARAM_construct_uint(cString("pad"), &pad), OSSL_PARAM_construct_end()]

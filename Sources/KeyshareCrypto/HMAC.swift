@@ -66,7 +66,7 @@ public final class MACContext: @unchecked Sendable {
             self.algorithm = algorithm
             return
         }
-        guard let mac = EVP_MAC_fetch(nil, macName, nil) else { throw CryptoError.openssl(macName) }
+        guard let mac = EVP_MAC_fetch(CryptoEngine.context, macName, nil) else { throw CryptoError.openssl(macName) }
         defer { EVP_MAC_free(mac) }
         guard let c = EVP_MAC_CTX_new(mac) else { throw CryptoError.openssl(macName) }
         let ok = paramName.withCString { namePtr in
@@ -128,7 +128,7 @@ public final class MACContext: @unchecked Sendable {
 /// the full path, so behaviour never depends on the cache.
 enum MACTemplates {
     private static func make(_ macName: String, _ paramName: String, _ value: String) -> OpaquePointer? {
-        guard let mac = EVP_MAC_fetch(nil, macName, nil) else { CryptoError.clearQueue(); return nil }
+        guard let mac = EVP_MAC_fetch(CryptoEngine.context, macName, nil) else { CryptoError.clearQueue(); return nil }
         defer { EVP_MAC_free(mac) }
         guard let c = EVP_MAC_CTX_new(mac) else { CryptoError.clearQueue(); return nil }
         let ok = paramName.withCString { namePtr in

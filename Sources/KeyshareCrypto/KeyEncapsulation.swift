@@ -36,7 +36,7 @@ extension PublicKey {
         let op = "RSASVE encapsulate"
         guard keyType == .rsa else { throw CryptoError(.invalidInput, op, reason: "not an RSA key") }
         CryptoError.clearQueue()
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl(op) }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(CryptoEngine.context, pkey, nil) else { throw CryptoError.openssl(op) }
         defer { EVP_PKEY_CTX_free(ctx) }
         guard EVP_PKEY_encapsulate_init(ctx, nil) == 1, EVP_PKEY_CTX_set_kem_op(ctx, "RSASVE") == 1 else {
             throw CryptoError.openssl(op)
@@ -63,7 +63,7 @@ extension PrivateKey {
             throw CryptoError(.invalidInput, op, reason: "ciphertext must be \((bits + 7) / 8) bytes")
         }
         CryptoError.clearQueue()
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl(op) }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(CryptoEngine.context, pkey, nil) else { throw CryptoError.openssl(op) }
         defer { EVP_PKEY_CTX_free(ctx) }
         guard EVP_PKEY_decapsulate_init(ctx, nil) == 1, EVP_PKEY_CTX_set_kem_op(ctx, "RSASVE") == 1 else {
             throw CryptoError.openssl(op)

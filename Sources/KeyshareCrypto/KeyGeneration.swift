@@ -42,7 +42,7 @@ extension PrivateKey {
 
     private static func generate(_ type: String, _ op: String, _ configure: (OpaquePointer) -> Bool) throws -> PrivateKey {
         CryptoError.clearQueue()
-        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, type, nil) else { throw CryptoError.openssl(op) }
+        guard let ctx = EVP_PKEY_CTX_new_from_name(CryptoEngine.context, type, nil) else { throw CryptoError.openssl(op) }
         defer { EVP_PKEY_CTX_free(ctx) }
         var key: OpaquePointer? = nil
         guard EVP_PKEY_keygen_init(ctx) == 1, configure(ctx),
@@ -57,7 +57,7 @@ extension PrivateKey {
         let d = try OSSL.bignum(privateScalar)
         defer { BN_clear_free(d) }
         // OpenSSL needs the public point too; derive it from the scalar.
-        guard let group = EC_GROUP_new_by_curve_name(curve.nid) else { throw CryptoError.openssl("EC private key") }
+        guard let group = EC_GROUP_new_by_curve_name_ex(CryptoEngine.context, nil, curve.nid) else { throw CryptoError.openssl("EC private key") }
         defer { EC_GROUP_free(group) }
         guard let point = EC_POINT_new(group) else { throw CryptoError.openssl("EC private key") }
         defer { EC_POINT_free(point) }
@@ -85,7 +85,7 @@ extension PrivateKey {
         guard privateRaw.count == curve.keyLength else {
             throw CryptoError(.invalidInput, "\(curve.rawValue) private key", reason: "must be \(curve.keyLength) bytes")
         }
-        guard let key = EVP_PKEY_new_raw_private_key(curve.pkeyID, nil, privateRaw, privateRaw.count) else {
+        guard let key = EVP_PKEY_new_raw_private_key_ex(CryptoEngine.context, curve.opensslName, nil, privateRaw, privateRaw.count) else {
             throw CryptoError.openssl("\(curve.rawValue) private key", kind: .invalidInput)
         }
         return try PrivateKey(owning: key)

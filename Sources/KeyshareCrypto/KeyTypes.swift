@@ -87,6 +87,8 @@ public enum SignatureAlgorithm: Sendable, Hashable {
     case ed25519
     /// Pure Ed448 (RFC 8032 §5.2) with the empty context: what OpenSSL 3.0 signs.
     case ed448
+    /// Ed25519ctx, Ed25519ph, Ed448 with a context, Ed448ph (OpenSSL ≥ 3.2; EdDSAInstances.swift).
+    case eddsa(EdDSAInstance)
     /// Pure ML-DSA (FIPS 204 ML-DSA.Sign), empty context, hedged: what X.509 and CSRs use.
     /// Contexts, the deterministic variant and HashML-DSA are on `MLDSAKey`.
     case mlDSA

@@ -50,6 +50,15 @@ enum OSSL {
         }
     }
 
+    /// d2i_X509 into a certificate of keyshare's library context (`CryptoEngine.context`), so its
+    /// public key and signature checks never fetch from the default one. On failure d2i_X509 frees
+    /// the object it was given.
+    static func decodeX509(_ p: UnsafeMutablePointer<UnsafePointer<UInt8>?>, _ n: Int) -> OpaquePointer? {
+        var x: OpaquePointer? = X509_new_ex(CryptoEngine.context, nil)
+        guard x != nil else { return nil }
+        return d2i_X509(&x, p, n)
+    }
+
     static func bytes(of bn: OpaquePointer?, padTo width: Int = 0) -> [UInt8] {
         guard let bn else { return [] }
         let n = max(Int((BN_num_bits(bn) + 7) / 8), width)

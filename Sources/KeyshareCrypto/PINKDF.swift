@@ -53,10 +53,10 @@ public enum PINKDF {
         let ok = pinBytes.withUnsafeBufferPointer { pinBuf in
             parameters.salt.withUnsafeBufferPointer { saltBuf in
                 out.withUnsafeMutableBufferPointer { o in
-                    EVP_PBE_scrypt(
+                    EVP_PBE_scrypt_ex(
                         pinBuf.baseAddress, pin.count, saltBuf.baseAddress, saltBuf.count,
                         n, UInt64(parameters.r), UInt64(parameters.p), maxmem,
-                        o.baseAddress, length)
+                        o.baseAddress, length, CryptoEngine.context, nil)
                 }
             }
         }

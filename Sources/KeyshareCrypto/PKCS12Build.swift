@@ -18,7 +18,7 @@ extension PKCS12 {
         var x509s: [OpaquePointer] = []
         defer { x509s.forEach { X509_free($0) } }
         for c in [certificate] + (profile == .modern ? chain : []) {
-            guard let (x, _) = OSSL.d2i(c.der, { p, n in d2i_X509(nil, p, n) }) else {
+            guard let (x, _) = OSSL.d2i(c.der, OSSL.decodeX509) else {
                 throw CryptoError.openssl("PKCS #12 build: certificate")
             }
             x509s.append(x)

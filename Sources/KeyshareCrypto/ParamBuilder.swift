@@ -57,7 +57,7 @@ final class ParamBuilder {
     func makeKey(_ type: String, selection: Int32, _ op: String) throws -> OpaquePointer {
         guard ok, let params = OSSL_PARAM_BLD_to_param(bld) else { throw CryptoError.openssl(op) }
         defer { OSSL_PARAM_free(params) }
-        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, type, nil) else { throw CryptoError.openssl(op) }
+        guard let ctx = EVP_PKEY_CTX_new_from_name(CryptoEngine.context, type, nil) else { throw CryptoError.openssl(op) }
         defer { EVP_PKEY_CTX_free(ctx) }
         var key: OpaquePointer? = nil
         guard EVP_PKEY_fromdata_init(ctx) == 1,

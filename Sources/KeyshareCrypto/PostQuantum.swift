@@ -128,7 +128,7 @@ public final class MLDSAKey: @unchecked Sendable {
         defer { OSSL_PARAM_free(params) }
         guard let mctx = EVP_MD_CTX_new() else { throw CryptoError.openssl(op) }
         defer { EVP_MD_CTX_free(mctx) }
-        guard EVP_DigestSignInit_ex(mctx, nil, nil, nil, nil, pkey, params) == 1 else { throw CryptoError.openssl(op) }
+        guard EVP_DigestSignInit_ex(mctx, nil, nil, CryptoEngine.context, nil, pkey, params) == 1 else { throw CryptoError.openssl(op) }
         var len = 0
         guard EVP_DigestSign(mctx, nil, &len, message, message.count) == 1, len > 0 else { throw CryptoError.openssl(op) }
         var sig = [UInt8](repeating: 0, count: len)
@@ -147,7 +147,7 @@ public final class MLDSAKey: @unchecked Sendable {
         defer { OSSL_PARAM_free(params) }
         guard let mctx = EVP_MD_CTX_new() else { throw CryptoError.openssl(op) }
         defer { EVP_MD_CTX_free(mctx) }
-        guard EVP_DigestVerifyInit_ex(mctx, nil, nil, nil, nil, pkey, params) == 1 else { throw CryptoError.openssl(op) }
+        guard EVP_DigestVerifyInit_ex(mctx, nil, nil, CryptoEngine.context, nil, pkey, params) == 1 else { throw CryptoError.openssl(op) }
         let rc = EVP_DigestVerify(mctx, signature, signature.count, message, message.count)
         CryptoError.clearQueue()
         return rc == 1
@@ -191,7 +191,7 @@ public final class MLKEMKey: @unchecked Sendable {
             : spareEncapsulation.exchange(0, ordering: .acquiring)
         if let ctx = OpaquePointer(bitPattern: parked) { return ctx }
         let what = decapsulating ? "decapsulate" : "encapsulate"
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl(op(what)) }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(CryptoEngine.context, pkey, nil) else { throw CryptoError.openssl(op(what)) }
         guard (decapsulating ? EVP_PKEY_decapsulate_init(ctx, nil) : EVP_PKEY_encapsulate_init(ctx, nil)) == 1 else {
             EVP_PKEY_CTX_free(ctx)
             throw CryptoError.openssl(op(what))
@@ -263,7 +263,7 @@ public final class MLKEMKey: @unchecked Sendable {
         let ctx: OpaquePointer
         if let m = testEntropy {
             // A context of its own for the test's m, never parked.
-            guard let c = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl(op("encapsulate")) }
+            guard let c = EVP_PKEY_CTX_new_from_pkey(CryptoEngine.context, pkey, nil) else { throw CryptoError.openssl(op("encapsulate")) }
             ctx = c
             let b = try ParamBuilder()
             b.octets("ikme", m)
@@ -337,7 +337,7 @@ public final class MLKEMKey: @unchecked Sendable {
 enum PQ {
     /// A key of algorithm `name`, from `seed` when given.
     static func generate(_ name: String, seed: [UInt8]?, op: String) throws -> OpaquePointer {
-        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, name, nil) else {
+        guard let ctx = EVP_PKEY_CTX_new_from_name(CryptoEngine.context, name, nil) else {
             throw CryptoError.openssl(op, kind: CryptoEngine.hasPostQuantum ? .openssl : .unsupported)
         }
         defer { EVP_PKEY_CTX_free(ctx) }

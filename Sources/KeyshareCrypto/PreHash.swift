@@ -52,7 +52,7 @@ public enum PreHash: Sendable, Hashable {
         case .digest(let d): return d.hash(message)
         case .shake128, .shake256:
             let name = self == .shake128 ? "SHAKE128" : "SHAKE256"
-            guard let md = EVP_MD_fetch(nil, name, nil), let ctx = EVP_MD_CTX_new() else { throw CryptoError.openssl(name) }
+            guard let md = EVP_MD_fetch(CryptoEngine.context, name, nil), let ctx = EVP_MD_CTX_new() else { throw CryptoError.openssl(name) }
             defer { EVP_MD_free(md); EVP_MD_CTX_free(ctx) }
             var out = [UInt8](repeating: 0, count: outputSize)
             guard EVP_DigestInit_ex(ctx, md, nil) == 1, EVP_DigestUpdate(ctx, message, message.count) == 1,

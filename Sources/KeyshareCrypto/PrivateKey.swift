@@ -31,7 +31,7 @@ public final class PrivateKey: @unchecked Sendable {
     /// PKCS #8 or the traditional per-algorithm form (PKCS #1, SEC 1), auto-detected.
     public convenience init(der: [UInt8]) throws {
         CryptoError.clearQueue()
-        guard let (key, _) = OSSL.d2i(der, { p, n in d2i_AutoPrivateKey(nil, p, n) }) else {
+        guard let (key, _) = OSSL.d2i(der, { p, n in d2i_AutoPrivateKey_ex(nil, p, n, CryptoEngine.context, nil) }) else {
             throw CryptoError.openssl("private key decode", kind: .invalidInput)
         }
         try self.init(owning: key)
@@ -45,9 +45,9 @@ public final class PrivateKey: @unchecked Sendable {
             if var pw = password {
                 pw.append(0)
                 defer { OSSL.cleanse(&pw) }
-                return pw.withUnsafeMutableBytes { PEM_read_bio_PrivateKey(bio, nil, nil, $0.baseAddress) }
+                return pw.withUnsafeMutableBytes { PEM_read_bio_PrivateKey_ex(bio, nil, nil, $0.baseAddress, CryptoEngine.context, nil) }
             }
-            return PEM_read_bio_PrivateKey(bio, nil, noPassphraseCallback, nil)
+            return PEM_read_bio_PrivateKey_ex(bio, nil, noPassphraseCallback, nil, CryptoEngine.context, nil)
         }
         guard let key else {
             let kind: CryptoError.Kind = password == nil ? .invalidInput : .wrongPassword

@@ -24,7 +24,7 @@ public final class PublicKey: @unchecked Sendable {
     /// X.509 SubjectPublicKeyInfo DER (CKA_PUBLIC_KEY_INFO).
     public convenience init(spkiDER: [UInt8]) throws {
         CryptoError.clearQueue()
-        guard let (key, used) = OSSL.d2i(spkiDER, { p, n in d2i_PUBKEY(nil, p, n) }) else {
+        guard let (key, used) = OSSL.d2i(spkiDER, { p, n in d2i_PUBKEY_ex(nil, p, n, CryptoEngine.context, nil) }) else {
             throw CryptoError.openssl("public key decode", kind: .invalidInput)
         }
         guard used == spkiDER.count else {
@@ -37,7 +37,7 @@ public final class PublicKey: @unchecked Sendable {
     public convenience init(pem: String) throws {
         CryptoError.clearQueue()
         let key = try OSSL.withReadBIO(Array(pem.utf8), "public key PEM") { bio in
-            PEM_read_bio_PUBKEY(bio, nil, noPassphraseCallback, nil)
+            PEM_read_bio_PUBKEY_ex(bio, nil, noPassphraseCallback, nil, CryptoEngine.context, nil)
         }
         guard let key else { throw CryptoError.openssl("public key PEM decode", kind: .invalidInput) }
         try self.init(owning: key)
@@ -92,7 +92,7 @@ public final class PublicKey: @unchecked Sendable {
         guard raw.count == curve.keyLength else {
             throw CryptoError(.invalidInput, "\(curve.rawValue) public key", reason: "must be \(curve.keyLength) bytes")
         }
-        guard let key = EVP_PKEY_new_raw_public_key(curve.pkeyID, nil, raw, raw.count) else {
+        guard let key = EVP_PKEY_new_raw_public_key_ex(CryptoEngine.context, curve.opensslName, nil, raw, raw.count) else {
             throw CryptoError.openssl("\(curve.rawValue) public key", kind: .invalidInput)
         }
         try self.init(owning: key)
@@ -104,7 +104,7 @@ public final class PublicKey: @unchecked Sendable {
     /// these curves: every ECCurve has cofactor 1, so every point on the
     /// curve but the identity has prime order n.
     private func checkPublic() throws {
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl("public key check") }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(CryptoEngine.context, pkey, nil) else { throw CryptoError.openssl("public key check") }
         defer { EVP_PKEY_CTX_free(ctx) }
         guard EVP_PKEY_public_check_quick(ctx) == 1 else {
             throw CryptoError.openssl("public key check", kind: .invalidInput)

@@ -20,7 +20,7 @@ extension PublicKey {
             }
         }
         CryptoError.clearQueue()
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl("RSA encrypt") }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(CryptoEngine.context, pkey, nil) else { throw CryptoError.openssl("RSA encrypt") }
         defer { EVP_PKEY_CTX_free(ctx) }
         guard EVP_PKEY_encrypt_init(ctx) == 1, try RSACipher.configure(ctx, padding) else {
             throw CryptoError.openssl("RSA encrypt init")
@@ -47,7 +47,7 @@ extension PrivateKey {
             throw CryptoError(.invalidInput, "RSA decrypt", reason: "ciphertext must be \(k) bytes")
         }
         CryptoError.clearQueue()
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl("RSA decrypt") }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(CryptoEngine.context, pkey, nil) else { throw CryptoError.openssl("RSA decrypt") }
         defer { EVP_PKEY_CTX_free(ctx) }
         guard EVP_PKEY_decrypt_init(ctx) == 1, try RSACipher.configure(ctx, padding) else {
             throw CryptoError.openssl("RSA decrypt init")

@@ -24,7 +24,7 @@ extension PublicKey {
             throw CryptoError(.verificationFailed, "verify recover", reason: "signature must be \(k) bytes")
         }
         CryptoError.clearQueue()
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl("verify recover") }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(CryptoEngine.context, pkey, nil) else { throw CryptoError.openssl("verify recover") }
         defer { EVP_PKEY_CTX_free(ctx) }
         guard EVP_PKEY_verify_recover_init(ctx) == 1, Signer.configure(ctx, algorithm) else {
             throw CryptoError.openssl("verify recover init")

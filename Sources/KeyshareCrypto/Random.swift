@@ -7,7 +7,7 @@ public enum SecureRandom {
         precondition(count >= 0)
         if count == 0 { return [] }
         var out = [UInt8](repeating: 0, count: count)
-        let ok = out.withUnsafeMutableBufferPointer { RAND_bytes($0.baseAddress, Int32(count)) }
+        let ok = out.withUnsafeMutableBufferPointer { RAND_bytes_ex(CryptoEngine.context, $0.baseAddress, count, 0) }
         guard ok == 1 else { throw CryptoError.openssl("random") }
         return out
     }
@@ -24,8 +24,14 @@ public enum SecureRandom {
     }
 
     /// Adds caller-supplied entropy to the DRBG (C_SeedRandom): mixed in,
-    /// never replacing OpenSSL's own seeding.
+    /// never replacing OpenSSL's own seeding. keyshare's DRBGs are its own
+    /// library context's (`CryptoEngine.context`), which RAND_add (the
+    /// default context's) does not reach: the primary DRBG is reseeded from
+    /// its own entropy source with the data as additional input, and the
+    /// public and private DRBGs follow it at their next use.
     public static func seed(_ data: [UInt8]) {
-        data.withUnsafeBufferPointer { RAND_add($0.baseAddress, Int32($0.count), 0) }
+        guard !data.isEmpty, let primary = RAND_get0_primary(CryptoEngine.context) else { return }
+        _ = data.withUnsafeBufferPointer { EVP_RAND_reseed(primary, 0, nil, 0, $0.baseAddress, $0.count) }
+        CryptoError.clearQueue()
     }
 }

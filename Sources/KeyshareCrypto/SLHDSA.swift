@@ -115,7 +115,7 @@ extension PQ {
         defer { OSSL_PARAM_free(params) }
         guard let mctx = EVP_MD_CTX_new() else { throw CryptoError.openssl(op) }
         defer { EVP_MD_CTX_free(mctx) }
-        guard EVP_DigestSignInit_ex(mctx, nil, nil, nil, nil, pkey, params) == 1 else { throw CryptoError.openssl(op) }
+        guard EVP_DigestSignInit_ex(mctx, nil, nil, CryptoEngine.context, nil, pkey, params) == 1 else { throw CryptoError.openssl(op) }
         var len = 0
         guard EVP_DigestSign(mctx, nil, &len, message, message.count) == 1, len > 0 else { throw CryptoError.openssl(op) }
         var sig = [UInt8](repeating: 0, count: len)
@@ -129,7 +129,7 @@ extension PQ {
         defer { OSSL_PARAM_free(params) }
         guard let mctx = EVP_MD_CTX_new() else { throw CryptoError.openssl(op) }
         defer { EVP_MD_CTX_free(mctx) }
-        guard EVP_DigestVerifyInit_ex(mctx, nil, nil, nil, nil, pkey, params) == 1 else { throw CryptoError.openssl(op) }
+        guard EVP_DigestVerifyInit_ex(mctx, nil, nil, CryptoEngine.context, nil, pkey, params) == 1 else { throw CryptoError.openssl(op) }
         let rc = EVP_DigestVerify(mctx, signature, signature.count, message, message.count)
         CryptoError.clearQueue()
         return rc == 1

@@ -15,6 +15,8 @@ extension PrivateKey {
             }
         case .ed25519, .ed448, .mlDSA, .slhDSA:
             return try Signer.digestSign(pkey, md: nil, message: message, curve: nil) { _ in true }
+        case .eddsa(let i):
+            return try EdDSASigner.sign(pkey, i, message: message, signatureLength: ECXCurve(keyType: keyType)?.signatureLength ?? 0)
         case .rsaPKCS1(nil), .ecdsa(nil), .rsaRaw:
             return try sign(digest: message, algorithm: algorithm)
         }
@@ -27,7 +29,7 @@ extension PrivateKey {
         CryptoError.clearQueue()
         var input = digest
         switch algorithm {
-        case .ed25519, .ed448:
+        case .ed25519, .ed448, .eddsa:
             throw CryptoError(.unsupported, "EdDSA sign", reason: "EdDSA signs messages, not digests")
         case .mlDSA, .slhDSA:
             throw CryptoError(.unsupported, "\(keyType) sign", reason: "pure ML-DSA/SLH-DSA sign messages; HashML-DSA is MLDSAKey.sign(digest:)")
@@ -76,13 +78,15 @@ extension PublicKey {
         case .rsaPKCS1(let d?), .ecdsa(let d?): md = d.md
         case .rsaPSS(let d, let mgf1, let salt): md = d.md; pss = (mgf1, salt)
         case .ed25519, .ed448, .mlDSA, .slhDSA: md = nil
+        case .eddsa(let i):
+            return try EdDSASigner.verify(pkey, i, signature: signature, message: message)
         case .rsaPKCS1(nil), .ecdsa(nil), .rsaRaw:
             return try verify(signature: signature, digest: message, algorithm: algorithm)
         }
         guard let mdctx = EVP_MD_CTX_new() else { throw CryptoError.openssl("verify") }
         defer { EVP_MD_CTX_free(mdctx) }
         var pctx: OpaquePointer? = nil
-        guard EVP_DigestVerifyInit(mdctx, &pctx, md, nil, pkey) == 1 else { throw CryptoError.openssl("verify init") }
+        guard EVP_DigestVerifyInit_ex(mdctx, &pctx, CryptoEngine.name(of: md), CryptoEngine.context, nil, pkey, nil) == 1 else { throw CryptoError.openssl("verify init") }
         if let (mgf1, salt) = pss, let pctx {
             guard Signer.configurePSS(pctx, mgf1: mgf1, saltLength: salt) else { throw CryptoError.openssl("verify init") }
         }
@@ -94,10 +98,10 @@ extension PublicKey {
     public func verify(signature: [UInt8], digest: [UInt8], algorithm: SignatureAlgorithm) throws -> Bool {
         try Signer.check(algorithm, keyType: keyType)
         CryptoError.clearQueue()
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl("verify") }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(CryptoEngine.context, pkey, nil) else { throw CryptoError.openssl("verify") }
         defer { EVP_PKEY_CTX_free(ctx) }
         switch algorithm {
-        case .ed25519, .ed448:
+        case .ed25519, .ed448, .eddsa:
             throw CryptoError(.unsupported, "EdDSA verify", reason: "EdDSA verifies messages, not digests")
         case .mlDSA, .slhDSA:
             throw CryptoError(.unsupported, "\(keyType) verify", reason: "pure ML-DSA/SLH-DSA verify messages, not digests")
@@ -137,6 +141,9 @@ enum Signer {
         case .ecdsa: ok = keyType == .ec
         case .ed25519: ok = keyType == .ed25519
         case .ed448: ok = keyType == .ed448
+        case .eddsa(let i):
+            try EdDSASigner.check(i, keyType: keyType)
+            ok = true
         case .mlDSA: if case .mlDSA = keyType { ok = true } else { ok = false }
         case .slhDSA: if case .slhDSA = keyType { ok = true } else { ok = false }
         }
@@ -161,7 +168,7 @@ enum Signer {
         case .ecdsa(let md):
             if let md { return EVP_PKEY_CTX_set_signature_md(ctx, md.md) == 1 }
             return true
-        case .ed25519, .ed448, .mlDSA, .slhDSA:
+        case .ed25519, .ed448, .eddsa, .mlDSA, .slhDSA:
             return true
         }
     }
@@ -177,7 +184,7 @@ enum Signer {
         guard let mdctx = EVP_MD_CTX_new() else { throw CryptoError.openssl("sign") }
         defer { EVP_MD_CTX_free(mdctx) }
         var pctx: OpaquePointer? = nil
-        guard EVP_DigestSignInit(mdctx, &pctx, md, nil, pkey) == 1, let pctx, configure(pctx) else {
+        guard EVP_DigestSignInit_ex(mdctx, &pctx, CryptoEngine.name(of: md), CryptoEngine.context, nil, pkey, nil) == 1, let pctx, configure(pctx) else {
             throw CryptoError.openssl("sign init")
         }
         var len = 0

@@ -16,7 +16,7 @@ final class SigningContexts: @unchecked Sendable {
     /// A context ready for EVP_PKEY_sign; the caller frees it.
     func context(_ algorithm: SignatureAlgorithm, pkey: OpaquePointer) throws -> OpaquePointer {
         if let base = lock.withLock({ prepared[algorithm] }), let ctx = EVP_PKEY_CTX_dup(base) { return ctx }
-        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw CryptoError.openssl("sign") }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(CryptoEngine.context, pkey, nil) else { throw CryptoError.openssl("sign") }
         guard EVP_PKEY_sign_init(ctx) == 1, Signer.configure(ctx, algorithm) else {
             EVP_PKEY_CTX_free(ctx)
             throw CryptoError.openssl("sign init")

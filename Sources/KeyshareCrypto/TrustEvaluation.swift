@@ -96,7 +96,7 @@ public enum TrustEvaluator {
     }
 
     private static func x509(_ c: Certificate) throws -> OpaquePointer {
-        guard let (x, _) = OSSL.d2i(c.der, { p, n in d2i_X509(nil, p, n) }) else {
+        guard let (x, _) = OSSL.d2i(c.der, OSSL.decodeX509) else {
             throw CryptoError.openssl("certificate decode", kind: .invalidInput)
         }
         return x
@@ -125,7 +125,7 @@ public enum TrustEvaluator {
         }
         let leafX = try x509(leaf)
         defer { X509_free(leafX) }
-        guard let ctx = X509_STORE_CTX_new() else { throw CryptoError.openssl("trust context") }
+        guard let ctx = X509_STORE_CTX_new_ex(CryptoEngine.context, nil) else { throw CryptoError.openssl("trust context") }
         defer { X509_STORE_CTX_free(ctx) }
         guard X509_STORE_CTX_init(ctx, store, leafX, untrusted) == 1 else { throw CryptoError.openssl("trust context") }
         let param = X509_STORE_CTX_get0_param(ctx)

@@ -210,6 +210,7 @@ extension Runtime {
                 return RSACipherOperation(padding: padding, publicKey: k, privateKey: nil, bits: k.bits)
             }
             guard view.objectClass == CKO_PRIVATE_KEY else { throw PKCS11Error.keyTypeInconsistent }
+            try checkConsent(view, .decrypt)  // Prompt.swift
             // A key of an external token: decrypted on the card (ExternalTokens.swift).
             if view.isExternalKey { return try externalDecryptOperation(view, m) }
             if let blob = view.tpmBlob { return try tpmDecryptOperation(view, blob: blob, m) }  // TPMKeys.swift

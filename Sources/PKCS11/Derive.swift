@@ -58,6 +58,12 @@ extension Runtime {
                 }
             }
         }
+        // A key made from a private key's material is private (issue 29; ObjectRules).
+        var sources = [baseKey]
+        var templates = [template]
+        if case .simpleDerive(.concatenateBaseAndKey(let other)) = mechanism { sources.append(other) }
+        if case .sp800108(let p) = mechanism { templates += p.additionalKeys.map(\.template) }
+        try checkInheritedPrivacy(s, sources: sources, templates: templates)
         switch mechanism {
         case .ecdh(let p): return [try deriveECDH(s, p, baseKey: baseKey, template: template)]
         case .hkdf(let p, let data): return [try deriveHKDF(s, p, data: data, baseKey: baseKey, template: template)]
@@ -82,6 +88,7 @@ extension Runtime {
         guard base.bool(CKA_DERIVE) == true else { throw PKCS11Error.keyFunctionNotPermitted }
         let t = try template.map()
         let request = try ecdhKeyRequest(t)
+        try checkConsent(base, .derive)  // Prompt.swift
 
         var z: [UInt8]
         if base.isExternalKey {

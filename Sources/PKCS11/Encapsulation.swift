@@ -49,6 +49,7 @@ extension Runtime {
         }
         guard view.bool(usage) == true else { throw PKCS11Error.keyFunctionNotPermitted }
         try AllowedMechanisms.check(view, mechanism)
+        if cls == CKO_PRIVATE_KEY { try checkConsent(view, .decapsulate) }  // Prompt.swift
         return view
     }
 
@@ -154,6 +155,9 @@ extension Runtime {
     /// C_DecapsulateKey.
     public func decapsulateKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, privateKey: CK_OBJECT_HANDLE,
                                template: Template, ciphertext: [UInt8]) throws -> CK_OBJECT_HANDLE {
+        // A key decapsulated with a private key is private (issue 29; ObjectRules).
+        try checkInheritedPrivacy(try session(h), sources: [privateKey], templates: [template],
+                                  stored: CK_ATTRIBUTE_TYPE(CKA_DECAPSULATE_TEMPLATE))
         if mechanism.isRSAKEM || mechanism.ecdhKEM != nil {
             return try classicDecapsulateKey(try session(h), mechanism: mechanism, privateKey: privateKey, template: template,
                                              ciphertext: ciphertext)
@@ -167,6 +171,8 @@ extension Runtime {
     /// memory is valid for the call): ML-KEM decapsulates from it without a heap copy.
     public func decapsulateKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, privateKey: CK_OBJECT_HANDLE,
                                template: Template, ciphertext: UnsafeRawBufferPointer) throws -> CK_OBJECT_HANDLE {
+        try checkInheritedPrivacy(try session(h), sources: [privateKey], templates: [template],
+                                  stored: CK_ATTRIBUTE_TYPE(CKA_DECAPSULATE_TEMPLATE))
         if mechanism.isRSAKEM || mechanism.ecdhKEM != nil {
             return try classicDecapsulateKey(try session(h), mechanism: mechanism, privateKey: privateKey, template: template,
                                              ciphertext: Array(ciphertext))

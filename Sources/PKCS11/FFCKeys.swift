@@ -313,6 +313,7 @@ extension Runtime {
         let base = try resolveKey(s, baseKey)
         guard base.objectClass == CKO_PRIVATE_KEY, base.keyType == CKK_DH else { throw PKCS11Error.keyTypeInconsistent }
         guard base.bool(CKA_DERIVE) == true else { throw PKCS11Error.keyFunctionNotPermitted }
+        try checkConsent(base, .derive)  // Prompt.swift
         let d = try FFCRules.domain(base.attributes, .dh, missing: .keyHandleInvalid)
         guard let x = base.attributes[CKA_VALUE] else { throw PKCS11Error.keyHandleInvalid }
         let r = try DerivedKeyRequest(try template.map(), also: Runtime.encryptDataKeyTypes)

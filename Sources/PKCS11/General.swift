@@ -58,6 +58,9 @@ public final class Module: @unchecked Sendable {
     /// The agent's check that a store it opens is the one it serves (its
     /// device and inode, docs/agent.md "Which store"); throws to refuse it.
     private let storeCheck: (@Sendable (KeychainStore) throws -> Void)?
+    /// The agent's prompt for this client (Prompt.swift: the protected
+    /// authentication path, consent); nil in the in-process module.
+    private let prompt: ClientPrompt?
 
     init() {
         home = nil
@@ -65,18 +68,22 @@ public final class Module: @unchecked Sendable {
         handleBase = 1
         hidden = { _ in false }
         storeCheck = nil
+        prompt = nil
     }
 
     /// A module for one agent client (docs/agent.md); `hidden` names the
-    /// tokens its policy denies it (no slot, CKR_SLOT_ID_INVALID).
+    /// tokens its policy denies it (no slot, CKR_SLOT_ID_INVALID); `prompt`
+    /// is the agent's prompt on the client's display (docs/agent.md, "The agent's prompt").
     public init(home: String?, accessGroups: AccessGroupChoice, handleBase: CK_ULONG,
                 hidden: @escaping @Sendable (TokenID) -> Bool = { _ in false },
-                storeCheck: (@Sendable (KeychainStore) throws -> Void)? = nil) {
+                storeCheck: (@Sendable (KeychainStore) throws -> Void)? = nil,
+                prompt: ClientPrompt? = nil) {
         self.home = home
         self.accessGroups = accessGroups
         self.handleBase = max(1, handleBase)
         self.hidden = hidden
         self.storeCheck = storeCheck
+        self.prompt = prompt
     }
 
     /// The module the calling thread serves: the agent sets one per client
@@ -123,7 +130,7 @@ public final class Module: @unchecked Sendable {
             // No store yet: an empty view (the free slot, no token) that creates
             // nothing; the first call that needs a store makes it (runtimeCreatingStore).
             let where_ = explicitHome ?? home
-            runtime = try Runtime(home: where_, accessGroups: accessGroups, handleBase: handleBase, hidden: hidden,
+            runtime = try Runtime(home: where_, accessGroups: accessGroups, handleBase: handleBase, hidden: hidden, prompt: prompt,
                                   emptyView: !KeychainStore.exists(home: where_))
             if !runtime.store.isEmptyView { try storeCheck?(runtime.store) }
         } catch {
@@ -188,7 +195,7 @@ public final class Module: @unchecked Sendable {
         guard rt.store.isEmptyView else { return rt }
         let fresh: Runtime
         do {
-            fresh = try Runtime(home: rt.store.home, accessGroups: accessGroups, handleBase: handleBase, hidden: hidden)
+            fresh = try Runtime(home: rt.store.home, accessGroups: accessGroups, handleBase: handleBase, hidden: hidden, prompt: prompt)
             try storeCheck?(fresh.store)
         } catch {
             Log.message("cannot create the keychain store \(rt.store.home): \(error)")

@@ -122,6 +122,13 @@ enum KeyUsagePolicy {
         }
         // A non-sensitive key's value is readable as it is: wrapping it reveals nothing.
         guard target.bool(CKA_SENSITIVE) ?? true else { return }
+        // Rule 8 (issue 29): a private key is never wrapped under a public secret key (a session key
+        // born CKA_PRIVATE=false), which outlives C_Logout: unwrapped again under it after the
+        // logout, the private key would be usable without the login.
+        // (A public key object is public by nature: rule 2 already asks CKA_TRUSTED of it.)
+        if target.isPrivate, wrapper.objectClass == CKO_SECRET_KEY, !wrapper.isPrivate {
+            throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE)
+        }
         // Rule 1: a key that can decrypt opens the blob; one that can derive
         // makes a key of its own value that can (XOR with zeros, extraction).
         if wrapper.bool(CKA_DECRYPT) == true || wrapper.bool(CKA_DERIVE) == true {

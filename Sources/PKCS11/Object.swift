@@ -39,6 +39,21 @@ extension Runtime {
         return CK_ULONG(size)
     }
 
+    /// ObjectRules.checkInheritedPrivacy for a key made from the keys `sources` (C_DeriveKey,
+    /// C_UnwrapKey, C_DecapsulateKey), with the template as the caller gave it and, when
+    /// `stored` names one, the source's own CKA_UNWRAP_TEMPLATE / CKA_DECAPSULATE_TEMPLATE that
+    /// will be merged into it. A handle that does not resolve is left to the function, which
+    /// answers for it in its own order.
+    func checkInheritedPrivacy(_ s: Session, sources: [CK_OBJECT_HANDLE], templates: [Template],
+                               stored: CK_ATTRIBUTE_TYPE? = nil) throws {
+        let views = sources.compactMap { try? resolveKey(s, $0) }
+        guard views.contains(where: { $0.isPrivate }) else { return }
+        for t in templates { try ObjectRules.checkInheritedPrivacy(views, try t.map()) }
+        if let stored {
+            for v in views { try ObjectRules.checkInheritedPrivacy(views, try TemplateAttributes.stored(v, stored).map()) }
+        }
+    }
+
     /// Token objects need a R/W session, private ones a logged-in user.
     func checkWritable(_ s: Session, isToken: Bool, isPrivate: Bool) throws {
         if isToken, !s.readWrite { throw PKCS11Error.sessionReadOnly }
@@ -48,7 +63,7 @@ extension Runtime {
     public func setAttributeValue(session h: CK_SESSION_HANDLE, object: CK_OBJECT_HANDLE, template: Template) throws {
         let s = try session(h)
         let view = try resolveObject(s, object)
-        try ObjectRules.checkPrivacy(view.objectClass, try template.map())
+        try ObjectRules.checkPrivacyChange(view, try template.map())
         try checkWritable(s, isToken: view.isToken, isPrivate: view.isPrivate)
         guard view.bool(CKA_MODIFIABLE) ?? true else { throw PKCS11Error.actionProhibited }
         let so = login(for: s.tokenID)?.role == .securityOfficer
@@ -134,8 +149,12 @@ extension Runtime {
         let s = try session(h)
         let view = try resolveObject(s, object)
         let changes = try template.map()
-        // A copy may change CKA_PRIVATE, but a key never becomes public (ObjectRules.alwaysPrivate).
-        try ObjectRules.checkPrivacy(view.objectClass, changes)
+        // A copy may change CKA_PRIVATE, but a private key never becomes public, and a token copy of
+        // a key is private (ObjectRules.alwaysPrivate); a public session key may stay public in a
+        // session copy (issue 29).
+        try ObjectRules.checkPrivacyChange(view, changes)
+        let copyIsToken = try changes.checkedBool(CKA_TOKEN) ?? view.isToken
+        try ObjectRules.checkPrivacy(view.objectClass, changes, isToken: copyIsToken)
         guard view.bool(CKA_COPYABLE) ?? true else { throw PKCS11Error.actionProhibited }
         // A card's key lives on the card: a token copy of its proxy would be a
         // private item of a token with no token key to seal it (session copies,
@@ -149,8 +168,11 @@ extension Runtime {
             if t.type != CKA_TOKEN, t.type != CKA_PRIVATE { try ObjectRules.checkSet(view, t, soLoggedIn: so) }
         }
         a.merge(changes) { _, new in new }
-        // A key a store from before the rule holds as public is copied as private.
-        if ObjectRules.alwaysPrivate(view.objectClass) { a[CKA_PRIVATE] = AttributeCoding.bool(true) }
+        // A private key's copy is private (a key a store from before the rule holds as public
+        // included), and so is a token copy of a public session key unless it said otherwise above.
+        if ObjectRules.alwaysPrivate(view.objectClass), view.isPrivate || copyIsToken {
+            a[CKA_PRIVATE] = AttributeCoding.bool(true)
+        }
         return try store(a, in: s, copiedTrust: view.bool(CKA_TRUSTED) == true)
     }
 

@@ -122,21 +122,61 @@ enum ObjectRules {
 
     /// The CKA_PRIVATE rule (docs/pkcs11-conformance.md, "CKA_PRIVATE"):
     /// objects that carry secret material (private keys, secret keys, generic
-    /// passwords) are always private, because that material is sealed under
-    /// the token key, which only the user's login unlocks. PKCS #11 3.0 leaves
-    /// the default "token-specific" (§4.4, common storage object attributes)
-    /// and lets C_CopyObject change CKA_PRIVATE, but a value "incompatible
-    /// with other existing attributes of the object" fails with
-    /// CKR_TEMPLATE_INCONSISTENT (§5.7, C_CopyObject): so does
-    /// CKA_PRIVATE=false here, on every path that makes or changes a key,
-    /// logged in or not. SoftHSM2 differs: it stores such keys in the clear.
+    /// passwords) are private when they are stored, because that material is
+    /// sealed under the token key, which only the user's login unlocks. PKCS
+    /// #11 3.0 leaves the default "token-specific" (§4.4, common storage object
+    /// attributes) and lets C_CopyObject change CKA_PRIVATE, but a value
+    /// "incompatible with other existing attributes of the object" fails with
+    /// CKR_TEMPLATE_INCONSISTENT (§5.7, C_CopyObject): so does CKA_PRIVATE=false
+    /// for a token object of these classes, logged in or not. SoftHSM2 differs:
+    /// it stores such keys in the clear.
+    ///
+    /// A session object (CKA_TOKEN=false) may be born public (issue 29): it is
+    /// never stored, lives in this process's memory only and dies with its
+    /// session, so nothing is left unsealed; it is a public object of the
+    /// session as PKCS #11 3.0 defines them (usable without a login, as in
+    /// SoftHSM2, Kryoptic and NSS). What stays: a private object never becomes
+    /// public (C_SetAttributeValue, C_CopyObject: `checkPrivacyChange`), and a
+    /// key made from a private key's material (derived, unwrapped,
+    /// decapsulated) is private too (`checkInheritedPrivacy`), so no key that
+    /// was private is usable after C_Logout.
     static func alwaysPrivate(_ objectClass: CK_OBJECT_CLASS) -> Bool {
         objectClass == CKO_PRIVATE_KEY || objectClass == CKO_SECRET_KEY || objectClass == ItemClass.genericPassword.rawValue
     }
 
-    /// Refuses a template that asks for a public secret-bearing object.
-    static func checkPrivacy(_ objectClass: CK_OBJECT_CLASS, _ t: AttributeMap) throws {
-        if alwaysPrivate(objectClass), try t.checkedBool(CKA_PRIVATE) == false { throw PKCS11Error.templateInconsistent }
+    /// What the refusal of a public token key says (the debug log, the agent's log).
+    static let publicTokenKeyMessage =
+        "CKA_PRIVATE=false refused for a token private or secret key (CKR_TEMPLATE_INCONSISTENT): its material would be "
+        + "stored without the PIN's protection. Make it private (pkcs11-tool --private), or a session key (CKA_TOKEN=false), "
+        + "which may be public"
+
+    /// Refuses a template that asks for a public secret-bearing token object.
+    /// `isToken` is where the object will live: the template's CKA_TOKEN unless the caller knows better.
+    static func checkPrivacy(_ objectClass: CK_OBJECT_CLASS, _ t: AttributeMap, isToken: Bool? = nil) throws {
+        guard alwaysPrivate(objectClass), try t.checkedBool(CKA_PRIVATE) == false else { return }
+        if try isToken ?? (t.checkedBool(CKA_TOKEN) ?? false) {
+            Log.warning(publicTokenKeyMessage)
+            throw PKCS11Error.templateInconsistent
+        }
+    }
+
+    /// C_SetAttributeValue and C_CopyObject: a private key is never made public. (Data objects and
+    /// certificates carry no key material; a copy of one may change CKA_PRIVATE, §5.7.)
+    static func checkPrivacyChange(_ view: ObjectView, _ t: AttributeMap) throws {
+        if alwaysPrivate(view.objectClass), view.isPrivate, try t.checkedBool(CKA_PRIVATE) == false {
+            throw PKCS11Error.templateInconsistent
+        }
+    }
+
+    /// A key made from other keys' material (C_DeriveKey's base and its other keys, C_UnwrapKey's
+    /// unwrapping key, C_DecapsulateKey's private key): if any of them is private, a template
+    /// asking for a public key is CKR_TEMPLATE_INCONSISTENT, as C_CopyObject of that key would be.
+    /// Otherwise a derived key of a private key's value (CKM_EXTRACT_KEY_FROM_KEY from bit 0,
+    /// CKM_XOR_BASE_AND_DATA with zeros) or a private key unwrapped again would outlive C_Logout.
+    static func checkInheritedPrivacy(_ sources: [ObjectView], _ t: AttributeMap) throws {
+        if sources.contains(where: { $0.isPrivate }), try t.checkedBool(CKA_PRIVATE) == false {
+            throw PKCS11Error.templateInconsistent
+        }
     }
 
     /// Whether a stored item is private to the module: its CKA_PRIVATE, or
@@ -187,7 +227,7 @@ enum ObjectRules {
             try CheckValue.checkSet(view, a.value)
             return
         }
-        if a.type == CKA_PRIVATE, alwaysPrivate(view.objectClass), AttributeCoding.decodeBool(a.value) == false {
+        if a.type == CKA_PRIVATE, alwaysPrivate(view.objectClass), view.isPrivate, AttributeCoding.decodeBool(a.value) == false {
             throw PKCS11Error.templateInconsistent
         }
         if readOnly.contains(a.type) { throw PKCS11Error.attributeReadOnly }

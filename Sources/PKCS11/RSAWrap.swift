@@ -49,6 +49,7 @@ extension Runtime {
             throw PKCS11Error(wrapping ? CKR_WRAPPING_KEY_TYPE_INCONSISTENT : CKR_UNWRAPPING_KEY_TYPE_INCONSISTENT)
         }
         guard view.bool(wrapping ? CKA_WRAP : CKA_UNWRAP) == true else { throw PKCS11Error.keyFunctionNotPermitted }
+        if !wrapping { try checkConsent(view, .unwrap) }  // Prompt.swift
         return view
     }
 
@@ -78,6 +79,7 @@ extension Runtime {
                   target.keyType != CKK_DSA, target.keyType != CKK_DH else {
                 throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE)
             }
+            try checkConsent(target, .export)  // Prompt.swift
             material = try privateKey(target).pkcs8DER()
         default:
             throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE)

@@ -44,11 +44,17 @@ public final class Runtime: @unchecked Sendable {
     /// Shared unlocks this application ended with C_Logout: token -> the
     /// unlock generation it declined (SharedLogin.swift). Guarded by `lock`.
     var declinedShared: [TokenID: UInt64] = [:]
+    /// The agent's prompt for this client (Prompt.swift); nil in-process. Set once at creation.
+    let prompt: ClientPrompt?
+    /// Keys this runtime was allowed to use by the consent check (Prompt.swift). Guarded by `lock`.
+    var consented: Set<PersistentReference> = []
 
     init(home: String?, accessGroups: AccessGroupChoice = .process, handleBase: CK_ULONG = 1,
-         hidden: @escaping @Sendable (TokenID) -> Bool = { _ in false }, emptyView: Bool = false) throws {
+         hidden: @escaping @Sendable (TokenID) -> Bool = { _ in false }, prompt: ClientPrompt? = nil,
+         emptyView: Bool = false) throws {
         store = emptyView ? try KeychainStore(emptyViewOf: home) : try KeychainStore(home: home)
         self.hidden = hidden
+        self.prompt = prompt
         switch accessGroups {
         case .process:
             // KEYSHARE_ACCESS_GROUPS confines this process: other groups' items are absent.

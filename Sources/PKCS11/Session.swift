@@ -115,13 +115,21 @@ extension Runtime {
     /// both win. A PIN outside the bounds the token advertises (ulMinPinLen,
     /// ulMaxPinLen) cannot be right: CKR_PIN_LEN_RANGE before anything is
     /// counted, so a mistyped or truncated PIN costs no attempt (issue 28).
-    public func login(session handle: CK_SESSION_HANDLE, userType: CK_USER_TYPE, pin: [UInt8]) throws {
+    ///
+    /// `pin` nil is a NULL pPin: the PIN comes from the agent's prompt
+    /// (Prompt.swift, the protected authentication path), asked only once
+    /// every other check has passed (a login that cannot succeed shows no
+    /// prompt), and zeroed after the check; without a prompt,
+    /// CKR_ARGUMENTS_BAD, not counted.
+    public func login(session handle: CK_SESSION_HANDLE, userType: CK_USER_TYPE, pin given: [UInt8]?) throws {
         let s = try session(handle)
         switch userType {
         case CKU_CONTEXT_SPECIFIC:
             guard userKey(for: s.tokenID) != nil else { throw PKCS11Error.userNotLoggedIn }
             let active = s.lock.withLock { !s.operations.isEmpty }
             guard active else { throw PKCS11Error.operationNotInitialized }
+            var pin = try given ?? promptedPIN(try tokenForPrompt(s), .contextSpecific)
+            defer { if given == nil { for i in pin.indices { pin[i] = 0 } } }
             if try store.token(s.tokenID)?.hasPINs ?? true { try Self.checkPINLength(pin) }
             _ = try store.unlockUser(s.tokenID, pin: pin)
             return
@@ -134,8 +142,13 @@ extension Runtime {
         try checkCanLogin(s, role: role)
         guard let rec = try store.token(s.tokenID) else { throw PKCS11Error(CKR_DEVICE_REMOVED) }
         // An external token: the card checks the PIN (ExternalTokens.swift).
-        guard rec.hasPINs else { return try externalLogin(s, role: role, pin: pin) }
+        guard rec.hasPINs else {
+            guard let given else { throw PKCS11Error.argumentsBad }
+            return try externalLogin(s, role: role, pin: given)
+        }
         if role == .user, !rec.userPINInitialized { throw PKCS11Error(CKR_USER_PIN_NOT_INITIALIZED) }
+        var pin = try given ?? promptedPIN(rec, role == .user ? .user : .securityOfficer)
+        defer { if given == nil { for i in pin.indices { pin[i] = 0 } } }
         try Self.checkPINLength(pin)
         let key = role == .user ? try store.unlockUser(s.tokenID, pin: pin) : try store.unlockSO(s.tokenID, pin: pin)
         try lock.withLock { () throws in
@@ -143,6 +156,12 @@ extension Runtime {
             logins[s.tokenID] = LoginState(role: role, key: key)
             if role == .user { objects.loggedIn(token: s.tokenID) }
         }
+    }
+
+    /// The session's token record, for a prompt (none: the token is gone).
+    private func tokenForPrompt(_ s: Session) throws -> TokenRecord {
+        guard let rec = try store.token(s.tokenID) else { throw PKCS11Error(CKR_DEVICE_REMOVED) }
+        return rec
     }
 
     private func checkCanLogin(_ s: Session, role: TokenKey.Role) throws {

@@ -109,6 +109,7 @@ final class SignatureOperation: SignOperation, VerifyOperation {
             if let rawLength, buf.count != rawLength { throw PKCS11Error.dataLenRange }
             if case .ed25519 = algorithm { return (buf, false) }
             if case .ed448 = algorithm { return (buf, false) }
+            if case .eddsa = algorithm { return (buf, false) }
             return (buf, true)
         }
     }
@@ -167,6 +168,7 @@ extension Runtime {
         if view.keyType == CKK_DSA || view.keyType == CKK_DH { throw PKCS11Error.keyTypeInconsistent }
         guard view.objectClass == CKO_PRIVATE_KEY else { throw PKCS11Error.keyTypeInconsistent }
         guard view.bool(CKA_SIGN) == true else { throw PKCS11Error.keyFunctionNotPermitted }
+        try checkConsent(view, .sign)  // the person's consent, where the token asks (Prompt.swift)
         // A key of an external token: signed on the card (ExternalTokens.swift).
         if view.isExternalKey {
             return try s.begin(.sign, try externalSignOperation(s, view, mechanism))

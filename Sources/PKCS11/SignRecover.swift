@@ -76,6 +76,7 @@ extension Runtime {
             throw PKCS11Error.keyFunctionNotPermitted
         }
         if view.isExternalKey { throw PKCS11Error.keyFunctionNotPermitted }
+        if signing { try checkConsent(view, .sign) }  // Prompt.swift
         return view
     }
 

@@ -105,6 +105,9 @@ extension Runtime {
         // need not log in, so hosts that log in whenever the flag is set
         // (pkcs11-tool, libp11, the OpenSSL provider) do not ask for a PIN.
         if shared { flags &= ~CKF_LOGIN_REQUIRED }
+        // The agent can ask for the PIN itself (Prompt.swift): C_Login(NULL)
+        // then gets it from a pinentry on the client's display or terminal.
+        if promptsForPIN(rec) { flags |= CKF_PROTECTED_AUTHENTICATION_PATH }
         return TokenInfo(label: rec.label, manufacturer: ModuleInfo.manufacturer,
                          model: rec.hasPINs ? "keyshare soft" : "keyshare ext", serial: rec.serial,
                          flags: flags, sessionCount: CK_ULONG(count), rwSessionCount: CK_ULONG(rw),

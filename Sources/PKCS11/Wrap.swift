@@ -133,6 +133,7 @@ extension Runtime {
             guard target.attributes[CKA.keyshareExternal] == nil else { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
             // DSA and DH keys are components, not PKCS #8 of a PrivateKey (FFCKeys.swift).
             guard target.keyType != CKK_DSA, target.keyType != CKK_DH else { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
+            try checkConsent(target, .export)  // Prompt.swift
             material = try privateKey(target).pkcs8DER()
         default:
             throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE)
@@ -146,6 +147,8 @@ extension Runtime {
     public func unwrapKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, unwrappingKey: CK_OBJECT_HANDLE,
                           wrapped: [UInt8], template: Template) throws -> CK_OBJECT_HANDLE {
         let s = try session(h)
+        // A key unwrapped with a private key is private (issue 29; ObjectRules).
+        try checkInheritedPrivacy(s, sources: [unwrappingKey], templates: [template], stored: KS_CKA_UNWRAP_TEMPLATE)
         if mechanism.isRSAWrap { return try rsaUnwrapKey(s, mechanism, unwrappingKey: unwrappingKey, wrapped: wrapped, template: template) }
         return try unwrapKey(s, method: try WrapMethod(mechanism), unwrappingKey: unwrappingKey, wrapped: wrapped,
                              template: template)

@@ -48,6 +48,7 @@ extension Runtime {
             throw PKCS11Error.argumentsBad
         }
         p.aad = associatedData
+        try checkInheritedPrivacy(s, sources: [unwrappingKey], templates: [template], stored: KS_CKA_UNWRAP_TEMPLATE)
         return try unwrapKey(s, method: .gcm(p), unwrappingKey: unwrappingKey, wrapped: wrapped, template: template)
     }
 

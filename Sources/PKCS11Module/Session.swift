@@ -49,6 +49,9 @@ public func ks_C_GetSessionInfo(_ hSession: CK_SESSION_HANDLE, _ pInfo: UnsafeMu
 /// signatures (Sources/PKCS11/OperationState.swift); the output convention
 /// of §5.2 (NULL buffer: the length; short buffer: CKR_BUFFER_TOO_SMALL).
 /// Neither call ends an active operation when it fails.
+/// A NULL pOperationState is CKR_ARGUMENTS_BAD whatever its length, as a NULL
+/// argument is everywhere else in the module (§5.6.x lists it, and
+/// pkcs11test's NULL-state check expects it), not CKR_SAVED_STATE_INVALID.
 @c @implementation
 public func ks_C_GetOperationState(_ hSession: CK_SESSION_HANDLE, _ pOperationState: UnsafeMutablePointer<CK_BYTE>?,
                                    _ pulOperationStateLen: UnsafeMutablePointer<CK_ULONG>?) -> CK_RV {
@@ -66,6 +69,7 @@ public func ks_C_SetOperationState(_ hSession: CK_SESSION_HANDLE, _ pOperationSt
                                    _ hAuthenticationKey: CK_OBJECT_HANDLE) -> CK_RV {
     entry("C_SetOperationState", "hSession=\(hSession) len=\(ulOperationStateLen)") {
         let rt = try runtime(session: hSession)
+        guard let pOperationState else { throw PKCS11Error.argumentsBad }
         try rt.setOperationState(session: hSession, state: try required(pOperationState, ulOperationStateLen),
                                  encryptionKey: hEncryptionKey, authenticationKey: hAuthenticationKey)
         return CKR_OK
@@ -73,13 +77,15 @@ public func ks_C_SetOperationState(_ hSession: CK_SESSION_HANDLE, _ pOperationSt
 }
 
 /// The PIN of C_Login / C_LoginUser. PKCS #11 3.0 §5.6.8: a NULL pPin
-/// means "use the protected authentication path"; no keyshare token has one
-/// (CKF_PROTECTED_AUTHENTICATION_PATH is never set), so a NULL pPin is
-/// CKR_ARGUMENTS_BAD whatever ulPinLen says, and it is refused before the
-/// token sees it: it is not a failed login and does not count towards the
-/// PIN lockout.
-func loginPIN(_ pPin: UnsafeMutablePointer<CK_UTF8CHAR>?, _ ulPinLen: CK_ULONG) throws -> [UInt8] {
-    guard pPin != nil else { throw PKCS11Error.argumentsBad }
+/// means "use the protected authentication path": nil here, and the runtime
+/// asks the agent's prompt where the token shows
+/// CKF_PROTECTED_AUTHENTICATION_PATH (an agent client with a display or a
+/// terminal, docs/agent.md "The agent's prompt"), whatever ulPinLen says;
+/// elsewhere (the in-process module, external tokens) a NULL pPin is
+/// CKR_ARGUMENTS_BAD, refused before the token sees it: not a failed login,
+/// not counted towards the PIN lockout.
+func loginPIN(_ pPin: UnsafeMutablePointer<CK_UTF8CHAR>?, _ ulPinLen: CK_ULONG) throws -> [UInt8]? {
+    guard pPin != nil else { return nil }
     return try required(pPin, ulPinLen)
 }
 

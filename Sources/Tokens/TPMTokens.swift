@@ -34,14 +34,16 @@ public enum TPMToken {
 
 extension TokenManager {
     /// A soft token whose key also needs a secret sealed in this machine's TPM (`bindPCRs` non-nil).
-    public func createSoftToken(label: String, soPIN: [UInt8], userPIN: [UInt8], bindPCRs: [Int]?) throws -> TokenRecord {
+    public func createSoftToken(label: String, soPIN: [UInt8], userPIN: [UInt8], bindPCRs: [Int]?,
+                                consent: TokenConsent = .off) throws -> TokenRecord {
         while true {
             let serial = ObjectTemplates.hex(try SecureRandom.bytes(8))
             guard let id = TokenID(driverClass: SoftToken.driverClass, instance: serial) else {
                 throw KeychainError.invalidArgument("bad token ID")
             }
             do {
-                return try store.createToken(id, label: label, soPIN: soPIN, userPIN: userPIN, serial: serial, bindPCRs: bindPCRs)
+                return try store.createToken(id, label: label, soPIN: soPIN, userPIN: userPIN, serial: serial, bindPCRs: bindPCRs,
+                                             consent: consent)
             } catch KeychainError.tokenExists {
                 continue
             }
@@ -49,7 +51,7 @@ extension TokenManager {
     }
 
     /// A TPM token on the TPM the store's TCTI names.
-    public func createTPMToken(label: String, soPIN: [UInt8], userPIN: [UInt8]) throws -> TokenRecord {
+    public func createTPMToken(label: String, soPIN: [UInt8], userPIN: [UInt8], consent: TokenConsent = .off) throws -> TokenRecord {
         let tcti = store.tpmSite()
         let ek: [UInt8]
         do {
@@ -64,7 +66,7 @@ extension TokenManager {
                 throw KeychainError.invalidArgument("bad token ID")
             }
             do {
-                return try store.createTPMToken(id, label: label, soPIN: soPIN, userPIN: userPIN, serial: serial)
+                return try store.createTPMToken(id, label: label, soPIN: soPIN, userPIN: userPIN, serial: serial, consent: consent)
             } catch KeychainError.tokenExists {
                 continue
             }

@@ -166,13 +166,15 @@ struct AgentPolicyCommand: ParsableCommand {
                 ["effect": $0.effect.rawValue, "exe": $0.exe, "token": $0.tokenID?.description ?? "*",
                  "label": $0.tokenLabel ?? "", "groups": $0.groups?.joined(separator: ",") ?? "*",
                  "sha256": $0.digest.map(ProgramDigests.hex) ?? "",
-                 "file": $0.file.map { "\($0.device):\($0.inode)" } ?? ""]
+                 "file": $0.file.map { "\($0.device):\($0.inode)" } ?? "",
+                 "from": $0.fromPrompt ? "prompt" : "command"]
             }
             if json { return try Console.json(["rules": rows]) }
             if rows.isEmpty { Console.out("no policy: every program of yours may use every token"); return }
-            Console.table(["EFFECT", "EXE", "TOKEN", "LABEL", "GROUPS", "SHA256"],
+            // FROM: `command` (keyshare policy), `prompt` ("Always allow" at the agent's prompt).
+            Console.table(["EFFECT", "EXE", "TOKEN", "LABEL", "GROUPS", "SHA256", "FROM"],
                           rows.map { [$0["effect"]!, $0["exe"]!, $0["token"]!, $0["label"]!, $0["groups"]!,
-                                      $0["sha256"]!.isEmpty ? "-" : $0["sha256"]!.prefix(16) + "…"] })
+                                      $0["sha256"]!.isEmpty ? "-" : $0["sha256"]!.prefix(16) + "…", $0["from"]!] })
         }
     }
 }

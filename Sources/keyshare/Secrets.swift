@@ -122,6 +122,8 @@ enum Secrets {
     static func promptNoEcho(_ prompt: String) throws -> [UInt8] {
         let fd = open("/dev/tty", O_RDWR | O_NOCTTY)
         guard fd >= 0 else {
+            // No terminal: on a desktop, the pinentry on this process's display (DesktopPrompt).
+            if let pin = try DesktopPrompt.ask(prompt) { return pin }
             throw CLIError("no terminal to ask for the \(prompt.lowercased().trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: ":"))): give a source option (env:VAR or file:PATH)")
         }
         defer { close(fd) }

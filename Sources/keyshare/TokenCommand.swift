@@ -8,7 +8,7 @@ struct TokenCommand: ParsableCommand {
         commandName: "token",
         abstract: "Create, list, delete, remove, insert and watch tokens and manage their PINs.",
         subcommands: [Create.self, List.self, Delete.self, SetPIN.self, InitPIN.self, Remove.self, Insert.self, Watch.self,
-                      Bind.self, Unbind.self, TPMConfig.self])
+                      Bind.self, Unbind.self, TPMConfig.self, Settings.self])
 
     struct Create: ParsableCommand {
         static let configuration = CommandConfiguration(
@@ -24,6 +24,8 @@ struct TokenCommand: ParsableCommand {
         @Option(help: "With --bind tpm: also seal to these SHA-256 PCRs' current values (comma-separated, e.g. 7).")
         var pcrs: String?
         @OptionGroup var shortPIN: ShortPINOption
+        @Option(help: "Whether the agent asks before a program uses the token's keys (ask|off; default: ask when both PINs are typed at the prompt, off when they come from sources; docs/agent.md \"Consent\").")
+        var consent: TokenConsent?
         @Flag(help: "Print the new token as JSON.") var json = false
 
         func run() throws {
@@ -39,12 +41,15 @@ struct TokenCommand: ParsableCommand {
             let guarded = tpm || bind != nil
             try PINPolicy.checkNew(so, what: "SO PIN", guarded: guarded, shortPIN: shortPIN.shortPIN)
             try PINPolicy.checkNew(user, what: "user PIN", guarded: guarded, shortPIN: shortPIN.shortPIN)
-            let record = tpm ? try ctx.tokens.createTPMToken(label: label, soPIN: so, userPIN: user)
-                : try ctx.tokens.createSoftToken(label: label, soPIN: so, userPIN: user, bindPCRs: pcrList)
+            // A person at the prompt gets a token that asks (consent on); a script
+            // (PINs from sources: `make demo`, the tests, provisioning) one that does not.
+            let asks = consent ?? (soPinSource == nil && pin.pinSource == nil ? .ask : .off)
+            let record = tpm ? try ctx.tokens.createTPMToken(label: label, soPIN: so, userPIN: user, consent: asks)
+                : try ctx.tokens.createSoftToken(label: label, soPIN: so, userPIN: user, bindPCRs: pcrList, consent: asks)
             if json {
                 try Console.json(TokenRow(record, itemCount: 0))
             } else {
-                Console.out("created token \(record.tokenID) (label \(record.label), slot \(record.slotID))")
+                Console.out("created token \(record.tokenID) (label \(record.label), slot \(record.slotID), consent \(record.consent.rawValue))")
             }
         }
     }
@@ -64,8 +69,9 @@ struct TokenCommand: ParsableCommand {
             if json { return try Console.json(rows) }
             if rows.isEmpty { return Console.out("no tokens (create one with: keyshare token create --label NAME)") }
             Console.table(
-                ["TOKEN ID", "LABEL", "KIND", "SERIAL", "SLOT", "ITEMS", "STATE", "USER PIN"],
-                rows.map { [$0.tokenID, $0.label, $0.kind, $0.serial, String($0.slotID), String($0.items), $0.state, $0.userPIN] })
+                ["TOKEN ID", "LABEL", "KIND", "SERIAL", "SLOT", "ITEMS", "STATE", "USER PIN", "CONSENT"],
+                rows.map { [$0.tokenID, $0.label, $0.kind, $0.serial, String($0.slotID), String($0.items), $0.state, $0.userPIN,
+                            $0.consent] })
             if rows.contains(where: { $0.state == TokenRow.unreachable }) {
                 Console.error("note: a token \(TokenRow.unreachable) is listed present (another process mirrored it) but its driver, "
                     + "loaded with the variables stored with it, does not show it: check them with keyshare driver list "
@@ -228,6 +234,26 @@ extension TokenCommand {
         return record
     }
 
+    /// A token's settings: whether the agent asks before its keys are used.
+    struct Settings: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "set",
+            abstract: "Change a token's settings: --consent ask|off (the agent asks before a program's first use of each key).",
+            discussion: "With ask, a program with no allow rule for the token (keyshare policy allow) is asked about through the agent's prompt (pinentry) at its first use of each private key: Deny, Allow once (for that process), Always allow (an allow rule). Applies at once, to programs already running too.")
+        @Argument(help: "The token's label or token ID (needed when there is more than one token).") var token: String?
+        @Option(help: "ask or off.") var consent: TokenConsent
+        @OptionGroup var output: JSONOption
+
+        func run() throws {
+            let ctx = try Context.open()
+            let record = try ctx.tokens.resolveToken(token)
+            try ctx.store.setConsent(record.tokenID, consent)
+            try Console.report(output.json, "token \(record.label): consent \(consent.rawValue)",
+                               ["token": .string(record.label), "tokenID": .string(record.tokenID.description),
+                                "consent": .string(consent.rawValue)])
+        }
+    }
+
     /// Where the TPM is, for this store: KEYSHARE_TCTI overrides it.
     struct TPMConfig: ParsableCommand {
         static let configuration = CommandConfiguration(
@@ -371,6 +397,8 @@ struct TokenRow: Encodable {
         guard let name = ExternalDriver.driverName(r.tokenID), let seen = drivers?.seen(driver: name) else { return "present" }
         return seen.contains(r.tokenID) ? "present" : unreachable
     }
+    /// ask or off (docs/agent.md, "Consent").
+    var consent: String
 
     static func kind(_ r: TokenRecord, _ store: KeychainStore) throws -> String {
         if store.isTPMToken(r) { return "tpm" }
@@ -389,5 +417,8 @@ struct TokenRow: Encodable {
         state = r.present ? "present" : "removed"
         userPIN = !r.hasPINs ? "-" : r.userPINLocked ? "locked" : (r.userPINInitialized ? (r.userPINFailures > 0 ? "\(r.userPINFailures) failed" : "ok") : "not set")
         uri = PKCS11URI.token(r)
+        consent = r.consent.rawValue
     }
 }
+
+extension TokenConsent: ExpressibleByArgument {}

@@ -103,8 +103,9 @@ import KeyshareCrypto
     }
 
     /// A version-2 store (digests in attr_index, every attribute in one lookup
-    /// index) migrates through 3 and 4: the digests join their attribute rows,
-    /// the indexed attributes move to attr_lookup, and finds give the same answers.
+    /// index) migrates through 3, 4 and 5: the digests join their attribute rows,
+    /// the indexed attributes move to attr_lookup, finds give the same answers,
+    /// and its token gets the consent setting, off.
     @Test func versionTwoStoreMigrates() throws {
         let home = TempHome()
         let token: TokenID
@@ -128,11 +129,14 @@ import KeyshareCrypto
                 INSERT INTO attr_index SELECT item, type, digest FROM attributes;
                 ALTER TABLE attributes DROP COLUMN digest;
                 CREATE INDEX attr_index_lookup ON attr_index(type, digest);
+                ALTER TABLE tokens DROP COLUMN consent;
                 PRAGMA user_version = 2;
                 """)
         }
         let store = try home.store()
         #expect(try store.db.query("PRAGMA user_version") { Int($0.int(0)) } == [Schema.currentVersion])
+        // Version 5: the consent setting, off for tokens made before it (docs/agent.md, "Consent").
+        #expect(try store.token(token)?.consent == .off)
         #expect(try store.db.query("SELECT COUNT(*) FROM sqlite_master WHERE name = 'attr_index'") { $0.int(0) } == [0])
         #expect(try store.db.query("SELECT COUNT(*) FROM attributes WHERE digest IS NULL") { $0.int(0) } == [0])
         #expect(try store.db.query("SELECT COUNT(*) FROM attr_lookup WHERE type = ?", [.int(Int64(CKA.label))]) { $0.int(0) } == [20])

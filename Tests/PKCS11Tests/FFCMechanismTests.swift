@@ -101,7 +101,7 @@ struct FFCMechanismTests {
             Attribute(CKA_PRIME, Self.p), Attribute(CKA_BASE, Self.g)]) } == CKR_TEMPLATE_INCOMPLETE)
         #expect(rv { _ = try f.rt.createObject(session: s, template: [
             .ulong(CKA_CLASS, CKO_PRIVATE_KEY), .ulong(CKA_KEY_TYPE, CKK_DSA), Attribute(CKA_VALUE, Self.x),
-            .bool(CKA_PRIVATE, false)] + Self.domain) } == CKR_TEMPLATE_INCONSISTENT)
+            .bool(CKA_PRIVATE, false), .bool(CKA_TOKEN, true)] + Self.domain) } == CKR_TEMPLATE_INCONSISTENT)
         // Other families' mechanisms, wrapping.
         #expect(rv { try f.rt.signInit(session: s, mechanism: try m(CKM_ECDSA), key: priv) } == CKR_KEY_TYPE_INCONSISTENT)
         #expect(rv { try f.rt.verifyInit(session: s, mechanism: try m(CKM_SHA256_RSA_PKCS), key: pub) } == CKR_KEY_TYPE_INCONSISTENT)
@@ -134,7 +134,8 @@ struct FFCMechanismTests {
         #expect(rv { _ = try f.rt.generateKeyPair(session: s, mechanism: gen, publicTemplate: Array(Self.domain.dropLast()),
                                                   privateTemplate: []) } == CKR_TEMPLATE_INCOMPLETE)
         #expect(rv { _ = try f.rt.generateKeyPair(session: s, mechanism: gen, publicTemplate: Self.domain,
-                                                  privateTemplate: [.bool(CKA_PRIVATE, false)]) } == CKR_TEMPLATE_INCONSISTENT)
+                                                  privateTemplate: [.bool(CKA_PRIVATE, false), .bool(CKA_TOKEN, true)]) }
+                == CKR_TEMPLATE_INCONSISTENT)
         #expect(rv { _ = try f.rt.generateKeyPair(session: s, mechanism: gen, publicTemplate: [
             Attribute(CKA_PRIME, Array(Self.p[..<64])), Attribute(CKA_SUBPRIME, Self.q), Attribute(CKA_BASE, Self.g),
         ], privateTemplate: []) } == CKR_KEY_SIZE_RANGE)

@@ -65,7 +65,7 @@ struct MechanismBreadthTests {
         #expect(v.count == 16 && DES.hasOddParity(v))
         #expect(rv { _ = try f.rt.generateKey(session: s, mechanism: gen, template: [.ulong(CKA_VALUE_LEN, 24)]) }
                 == CKR_TEMPLATE_INCONSISTENT)
-        #expect(rv { _ = try f.rt.generateKey(session: s, mechanism: gen, template: [.bool(CKA_PRIVATE, false)]) }
+        #expect(rv { _ = try f.rt.generateKey(session: s, mechanism: gen, template: [.bool(CKA_PRIVATE, false), .bool(CKA_TOKEN, true)]) }
                 == CKR_TEMPLATE_INCONSISTENT)
         #expect(rv { _ = try h.mech(CKM_DES2_KEY_GEN, bytes: [1]) } == CKR_MECHANISM_PARAM_INVALID)
         // SP 800-67's K1 K2 as a DES2 key = the DES3 key K1 K2 K1.

@@ -7,11 +7,14 @@
 # which versions, how to run this and what the figures were.
 #
 #   PYKCS11_TESTS        PyKCS11's test/ directory, at the tag of the
-#                        installed python3-pykcs11 (Debian 12: 1.5.12); run
+#                        installed python3-pykcs11 (Debian 12: 1.5.12; the
+#                        PyPI sdist PyKCS11-1.5.12.tar.gz has the same); run
 #                        with /usr/bin/python3 (Debian's PyKCS11)
-#   PYTHON_PKCS11_TESTS  python-pkcs11's tests/ directory, at the tag of the
+#   PYTHON_PKCS11_TESTS  python-pkcs11's tests/ directory (its PyPI sdist), at the tag of the
 #   PYTHON_PKCS11_PYTHON installed wheel (0.9.4), and the python that has
 #                        python-pkcs11, cryptography, parameterized and pytest
+#   PKCS11TEST           Google's pkcs11test binary (github.com/google/pkcs11test, built with
+#                        its makefile; the commit is the caller's to record)
 #   P11TEST              OpenSC's src/tests/p11test binary (0.23.0 sources)
 #   CRYPTO11_TEST        a test binary of crypto11 (ThalesIgnite, Go; Debian 12's
 #                        golang-github-thalesignite-crypto11-dev 1.2.5)
@@ -24,7 +27,7 @@
 # (OpenSC, installed by make deps) is always there.
 #
 # PINs: PyKCS11's suite has its PINs in its source ("1234", SO "123456") and
-# p11test takes its PIN only as `-p PIN` on its command line, so the tokens
+# p11test and pkcs11test take their PINs only as options on their command line, so the tokens
 # here are throwaway fixtures whose PINs are the suites' published values,
 # not secrets: each lives in a private directory removed at exit. Every other
 # program gets them from the environment (pkcs11-tool env:, keyshare
@@ -55,7 +58,7 @@ fresh_token() {
   if [ "$who" = keyshare ]; then
     MOD=$MODULE
     export KEYSHARE_HOME=$dir
-    "$KEYSHARE" token create --label "$label" --pin-source env:PIN --so-pin-source env:SOPIN >/dev/null
+    "$KEYSHARE" token create --label "$label" --pin-source env:PIN --so-pin-source env:SOPIN --short-pin >/dev/null 2>&1
   else
     MOD=$SHMOD
     mkdir -p "$dir/tokens"
@@ -129,6 +132,8 @@ run_pykcs11() {
   local who=$1 mode=${2:-} dir="$RUN/pykcs11-$1" log="$OUT/pykcs11${2:+-$2}-$1.log"
   fresh_token "$who" "pykcs11$mode" "A token"
   rm -rf "$dir"; mkdir -p "$dir"; cp -r "$PYKCS11_TESTS" "$dir/test"
+  # The PyPI sdist's test/ has no __init__.py (the git tag's has): unittest discovery needs one.
+  [ -f "$dir/test/__init__.py" ] || : >"$dir/test/__init__.py"
   if [ "$mode" = ungated ]; then
     sed -i -E 's/self\.SoftHSMversion < (2|\(2, ?0\))/False/' "$dir"/test/*.py
   fi
@@ -153,6 +158,21 @@ run_python_pkcs11() {
   er=$(grep -oE '[0-9]+ errors?' <<<"$line" | cut -d' ' -f1)
   sk=$(grep -oE '[0-9]+ skipped' <<<"$line" | cut -d' ' -f1)
   echo "${pa:-0} $(( ${fa:-0} + ${er:-0} )) ${sk:-0}"
+}
+
+# Google's pkcs11test (gtest), as its README runs it: -m library, -l its directory, -s the slot,
+# -u / -o the PINs (its command line is the only way it takes them). Counts from gtest's summary.
+run_pkcs11test() {
+  local who=$1 log="$OUT/pkcs11test-$1.log" slot pa fa sk
+  fresh_token "$who" pkcs11test "pkcs11test"
+  slot=$(pkcs11-tool --module "$MOD" -L 2>/dev/null |
+    sed -nE '/^Slot [0-9]+ \((0x[0-9a-f]+)\).*/{s//\1/;h}; /token label *: pkcs11test$/{g;p;q}')
+  (cd "$RUN" && timeout 1200 "$PKCS11TEST" -m "$(basename "$MOD")" -l "$(dirname "$MOD")" -s "$((slot))" \
+     -u "$PIN" -o "$SOPIN" --gtest_color=no) >"$log" 2>&1
+  pa=$(sed -nE 's/^\[  PASSED  \] ([0-9]+) test.*/\1/p' "$log" | tail -1)
+  fa=$(sed -nE 's/^\[  FAILED  \] ([0-9]+) test.*/\1/p' "$log" | tail -1)
+  sk=$(sed -nE 's/^\[  SKIPPED \] ([0-9]+) test.*/\1/p' "$log" | tail -1)
+  echo "${pa:-0} ${fa:-0} ${sk:-0}"
 }
 
 run_p11test() {
@@ -193,6 +213,7 @@ available() {
     pykcs11|pykcs11-ungated) [ -d "${PYKCS11_TESTS:-/nonexistent}" ] && /usr/bin/python3 -c 'import PyKCS11' 2>/dev/null ;;
     python-pkcs11|python-pkcs11-ungated) [ -d "${PYTHON_PKCS11_TESTS:-/nonexistent}" ] && [ -x "${PYTHON_PKCS11_PYTHON:-/nonexistent}" ] ;;
     p11test) [ -x "${P11TEST:-/nonexistent}" ] ;;
+    pkcs11test) [ -x "${PKCS11TEST:-/nonexistent}" ] ;;
     crypto11) [ -x "${CRYPTO11_TEST:-/nonexistent}" ] ;;
     *) return 1 ;;
   esac
@@ -206,11 +227,12 @@ run() {
     python-pkcs11) run_python_pkcs11 "$2" ;;
     python-pkcs11-ungated) run_python_pkcs11 "$2" ungated ;;
     p11test) run_p11test "$2" ;;
+    pkcs11test) run_pkcs11test "$2" ;;
     crypto11) run_crypto11 "$2" ;;
   esac
 }
 
-SUITES=${SUITES:-pkcs11-tool pykcs11 pykcs11-ungated python-pkcs11 python-pkcs11-ungated p11test crypto11}
+SUITES=${SUITES:-pkcs11-tool pkcs11test pykcs11 pykcs11-ungated python-pkcs11 python-pkcs11-ungated p11test crypto11}
 echo "| suite | keyshare passed | keyshare failed | keyshare skipped | SoftHSM2 passed | SoftHSM2 failed | SoftHSM2 skipped |"
 echo "|---|---|---|---|---|---|---|"
 for s in $SUITES; do

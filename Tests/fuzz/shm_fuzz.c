@@ -13,9 +13,11 @@
  *   op 6: the agent sends a reply of u16 * 2 bytes (up to 128 KiB: both paths);
  *         the client end of the socket is drained
  *   op 7: to_client.state = byte
- * The agent's socket is non-blocking, so a script that makes it wait for a
- * frame that never comes ends that receive with -1 (a broken connection)
- * rather than hanging. The first byte chooses the polling budget (0 or 1 us).
+ * The agent's socket is non-blocking and the harness is built with
+ * -DKSA_FRAME_TIMEOUT_MS=0 (frame.c waits that long for the rest of a frame
+ * whose first bytes are in; here nobody can send it), so a script that makes
+ * it wait for a frame that never comes ends that receive with -1 (a broken
+ * connection) rather than waiting. The first byte chooses the polling budget (0 or 1 us).
  * Without -DFUZZ_MAIN_REPLAY a libFuzzer target (clang -fsanitize=fuzzer,address
  * with shm.c, spin.c, frame.c and codec.c); with it, a plain program that replays files
  * (Tests/integration/62-fuzz-replay.sh, make test).

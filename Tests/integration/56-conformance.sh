@@ -6,7 +6,7 @@
 # errors in every operation family, AES-GCM parameters and streaming,
 # secret-key usage defaults, and the wrap policy (every known extraction
 # attack run to its end; the ordinary templates used as written). Then real
-# pkcs11-tool use of an OpenSC-style "--usage-wrap --usage-decrypt" key. (with --private: OpenSC 0.23 asks CKA_PRIVATE=false without it, which a secret key never is here)
+# pkcs11-tool use of an OpenSC-style "--usage-wrap --usage-decrypt" key. (with --private: OpenSC 0.23 asks CKA_PRIVATE=false without it, which a token secret key never is here), and keys born public in a session (issue 29: c/conformance.c public_session_keys, the wrap attacks again on public session keys)
 # Usage: 56-conformance.sh KEYSHARE MODULE. Ends with "N passed, M failed".
 set -euo pipefail
 KEYSHARE=${1:?keyshare path}

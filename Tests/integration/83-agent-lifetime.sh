@@ -86,7 +86,8 @@ SOCK=$(agent_dir)/agent.sock
 bash -c 'exec -a keyshare "$0" agent "$1" "$2"' "$WORK/oldagent" "$SOCK" "$WORK/old.record" & OLD=$!; PIDS+=($OLD)
 for _ in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
 out=$(KEYSHARE_DEBUG=1 pkcs11-tool --module "$MODULE" -L 2>&1)
-grep -Eq "token label +: fresh" <<<"$out" && ok "a client meeting an agent of protocol 4 gets served by a new agent" || bad "older agent replaced" "$out"
+grep -Eq "token label +: fresh" <<<"$out" && ok "a client meeting an agent of protocol 4 gets served by a new agent" \
+  || bad "older agent replaced" "$out"$'\n'"agent log: $(tail -5 "$(agent_dir)/agent.log" 2>&1)"
 grep -q "hello v5" "$WORK/old.record" && grep -q TERM "$WORK/old.record" && ! kill -0 "$OLD" 2>/dev/null \
   && ok "the old agent saw our hello, was asked to leave (SIGTERM) and left" || bad "the old agent was retired" "$(cat "$WORK/old.record")"
 grep -q "speaks protocol 4, this module 5: asking it to retire" <<<"$out" && ok "the debug log says so" || bad "retire logged" "$out"

@@ -95,6 +95,10 @@ pin_pipe() { printf '%s' "${!1}"; }
 # the script's runtime directory names (DIR/keyshare/agent.pid) is stopped by
 # that PID, after checking the PID is a `keyshare agent` (a stale file must
 # not make us signal an unrelated process); then the directory is removed.
+# The agent's prompt (docs/agent.md, "The agent's prompt") is off in every
+# script: a pinentry on the developer's terminal or display must not answer, or
+# wait for, a test's C_Login. 86-agent-prompt.sh names its scripted pinentry.
+export KEYSHARE_PINENTRY=none
 KS_IT_RUNTIME_DIR=$(mktemp -d /tmp/keyshare-run.XXXXXX)
 chmod 0700 "$KS_IT_RUNTIME_DIR"
 export XDG_RUNTIME_DIR=$KS_IT_RUNTIME_DIR

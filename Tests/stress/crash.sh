@@ -51,7 +51,7 @@ verify() {
       PIN=$NEWPIN
     else note "pairs/objects/PIN: $out"; fi
   fi
-  local list; list=$("$KS" list --token crash 2>&1) || note "list: $list"
+  local list; list=$("$KS" list --token crash --wide 2>&1) || note "list: $list"
   for n in "${!IMPORTED[@]}"; do
     if [ "${IMPORTED[$n]}" = 1 ]; then grep -q "${LABEL[$n]}" <<<"$list" || note "imported $n missing"
     else grep -q "${LABEL[$n]}" <<<"$list" && note "deleted $n present"; fi

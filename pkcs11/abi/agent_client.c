@@ -411,7 +411,8 @@ static int kc_lazy;
  * (when it is older) and starts ours; one that gets no answer in time ends
  * the call at once (CKR_DEVICE_ERROR): three attempts would triple the wait. */
 static CK_RV start_client_locked(struct kc_conn **out, int allow_start) {
-    for (int attempt = 0; attempt < 3; attempt++) {
+    int retired = 0;
+    for (int attempt = 0; attempt < 3 + retired; attempt++) {
         pid_t peer = 0;
         int fd = connect_agent(allow_start, &peer);
         if (fd == -1) return CKR_DEVICE_ERROR;
@@ -423,12 +424,17 @@ static CK_RV start_client_locked(struct kc_conn **out, int allow_start) {
         if (h == -3 || h == -5) { close(fd); ksa_shm_unmap(shm); return CKR_DEVICE_ERROR; }
         if (h == -4) {
             close(fd);
-            if (version < KSA_VERSION && retire_old_agent(peer, version) == 0) continue;
+            /* Retired: this attempt does not count; the next one starts ours. */
+            if (version < KSA_VERSION && !retired && retire_old_agent(peer, version) == 0) {
+                retired = 1;
+                sleep_ms(50);
+                continue;
+            }
             client_note("the keyshare agent speaks protocol %u and this module %d: restart it (keyshare agent restart)",
                         version, KSA_VERSION);
             return CKR_DEVICE_ERROR;
         }
-        if (h != 0) { close(fd); ksa_shm_unmap(shm); sleep_ms(20); continue; }
+        if (h != 0) { close(fd); ksa_shm_unmap(shm); sleep_ms(100); continue; }
         struct kc_conn *c = conn_new_locked(fd, shm, kc_generation);
         if (!c) { close(fd); ksa_shm_unmap(shm); return CKR_HOST_MEMORY; }
         ksa_arg a[1] = {{.ul = 0}};

@@ -227,8 +227,11 @@ int ksa_timeout_ms(const char *name, int fallback_ms);
 #define KSA_CONNECT_TIMEOUT_MS 5000
 #define KSA_HELLO_TIMEOUT_MS 10000
 #define KSA_CALL_TIMEOUT_MS 120000
-/* Once a frame's first bytes are in, the rest must follow within this (both sides). */
+/* Once a frame's first bytes are in, the rest must follow within this (both sides).
+ * The shm fuzzer and its replay (single-threaded: the rest never comes) build with 0. */
+#ifndef KSA_FRAME_TIMEOUT_MS
 #define KSA_FRAME_TIMEOUT_MS 10000
+#endif
 
 /* ---- the hello (hello.c) ---- */
 
@@ -306,6 +309,10 @@ int ksa_gate_timeout_ms(const ksa_gate *g);
 void ksa_gate_service(ksa_gate *g, const struct pollfd *pfds, int n);
 /* The next event: 1 (and *ev), 0 none. A done event's socket is blocking again. */
 int ksa_gate_take(ksa_gate *g, ksa_gate_event *ev);
+/* Ends the gate: the waiting connections and the events not taken are closed
+ * and their bytes wiped. The agent's gate lives as long as its loop; the unit
+ * tests and the fuzzer (Tests/fuzz/gate_fuzz.c, LeakSanitizer) end theirs. */
+void ksa_gate_free(ksa_gate *g);
 
 /* ---- frames (frame.c) ---- */
 

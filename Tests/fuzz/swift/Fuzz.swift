@@ -1,13 +1,15 @@
 import Foundation
 import KeySharing
+import KeyshareAgent
 import KeyshareCrypto
 
 /// libFuzzer entry for the Swift parsers that read attacker-supplied bytes (issue 8).
-/// One binary, the target chosen by KEYSHARE_FUZZ_TARGET (pkcs12, x509, password),
+/// One binary, the target chosen by KEYSHARE_FUZZ_TARGET (pkcs12, x509, password, control),
 /// so a single sanitized build serves every target. Built only with
 /// KEYSHARE_SANITIZE=1 (Package.swift); run by Tests/fuzz/run-fuzz.sh.
-/// The Swift regression replay of the corpora is Tests/KeySharingTests/FuzzCorpusTests.swift.
-enum Target: String { case pkcs12, x509, password }
+/// The Swift regression replay of the corpora is Tests/KeySharingTests/FuzzCorpusTests.swift
+/// (control: Tests/integration/62-fuzz-replay.sh, through the release CLI's decoder).
+enum Target: String { case pkcs12, x509, password, control }
 
 nonisolated(unsafe) private var target: Target? = nil
 
@@ -50,6 +52,10 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     case .password:
         _ = PasswordProtocol.validate(bytes)
         _ = try? JSONDecoder().decode(PasswordProtocol.Reply.self, from: Data(bytes))
+    case .control:
+        // The agent's control requests (and the CLI's replies): ControlProtocol's decoder,
+        // with its round trip checked (ControlProtocol.fuzzDecode).
+        _ = ControlProtocol.fuzzDecode(bytes)
     }
     return 0
 }

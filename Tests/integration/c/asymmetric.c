@@ -122,9 +122,21 @@ static CK_OBJECT_HANDLE find_label(CK_SESSION_HANDLE s, CK_OBJECT_CLASS cls, con
 
 /* ---- groups ---- */
 
+/* Whether the module's engine computes the parameterised EdDSA instances (OpenSSL >= 3.2; issue
+ * 29): C_GetInfo's libraryDescription names it ("keyshare, OpenSSL 3.5.9"). */
+static int eddsa_instances(void) {
+    CK_INFO i;
+    char d[33];
+    if (f->C_GetInfo(&i) != CKR_OK) return 0;
+    memcpy(d, i.libraryDescription, 32);
+    d[32] = 0;
+    return !strstr(d, "OpenSSL 3.0") && !strstr(d, "OpenSSL 3.1");
+}
+
 /* Ed448: a generated pair signs; openssl verifies the signature with the
  * token's public key. CK_EDDSA_PARAMS: Ed448 with an empty context is the
- * same signature, a context or prehash is CKR_MECHANISM_PARAM_INVALID. */
+ * same signature; with a context, and Ed448ph, sign and verify where the
+ * engine has the instances (issue 29), else CKR_MECHANISM_PARAM_INVALID. */
 static void ed448(CK_SESSION_HANDLE s) {
     CK_OBJECT_HANDLE pub = 0, priv = 0;
     CHECK("C_GenerateKeyPair Ed448 (CKM_EC_EDWARDS_KEY_PAIR_GEN)",
@@ -146,9 +158,26 @@ static void ed448(CK_SESSION_HANDLE s) {
     CK_EDDSA_PARAMS withctx = {CK_FALSE, 3, ctx}, ph = {CK_TRUE, 0, NULL}, nullctx = {CK_FALSE, 3, NULL};
     CK_MECHANISM m1 = {CKM_EDDSA, &withctx, sizeof withctx}, m2 = {CKM_EDDSA, &ph, sizeof ph},
                  m3 = {CKM_EDDSA, &nullctx, sizeof nullctx}, m4 = {CKM_EDDSA, &ep, sizeof ep - 1};
-    CHECK("Ed448 with a context: CKR_MECHANISM_PARAM_INVALID (OpenSSL 3.0 has no context string)",
-          f->C_SignInit(s, &m1, priv) == CKR_MECHANISM_PARAM_INVALID);
-    CHECK("Ed448ph: CKR_MECHANISM_PARAM_INVALID", f->C_VerifyInit(s, &m2, pub) == CKR_MECHANISM_PARAM_INVALID);
+    if (eddsa_instances()) {
+        CK_MECHANISM *inst[2] = {&m1, &m2};
+        const char *names[2] = {"Ed448 with a context signs and verifies (and not as pure Ed448)",
+                                "Ed448ph signs and verifies (and not as pure Ed448)"};
+        for (int i = 0; i < 2; i++) {
+            unsigned char is[200];
+            CK_ULONG in = sizeof is;
+            CK_RV r = f->C_SignInit(s, inst[i], priv);
+            if (r == CKR_OK) r = f->C_Sign(s, msg, sizeof msg - 1, is, &in);
+            if (r == CKR_OK) r = f->C_VerifyInit(s, inst[i], pub);
+            if (r == CKR_OK) r = f->C_Verify(s, msg, sizeof msg - 1, is, in);
+            CK_RV pure = f->C_VerifyInit(s, &m, pub);
+            if (pure == CKR_OK) pure = f->C_Verify(s, msg, sizeof msg - 1, is, in);
+            CHECK(names[i], r == CKR_OK && in == 114 && pure == CKR_SIGNATURE_INVALID);
+        }
+    } else {
+        CHECK("Ed448 with a context: CKR_MECHANISM_PARAM_INVALID (OpenSSL 3.0 has no context string)",
+              f->C_SignInit(s, &m1, priv) == CKR_MECHANISM_PARAM_INVALID);
+        CHECK("Ed448ph: CKR_MECHANISM_PARAM_INVALID", f->C_VerifyInit(s, &m2, pub) == CKR_MECHANISM_PARAM_INVALID);
+    }
     CHECK("CK_EDDSA_PARAMS with a NULL context of length 3: CKR_MECHANISM_PARAM_INVALID",
           f->C_SignInit(s, &m3, priv) == CKR_MECHANISM_PARAM_INVALID);
     CHECK("CK_EDDSA_PARAMS of the wrong size: CKR_MECHANISM_PARAM_INVALID",

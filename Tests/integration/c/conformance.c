@@ -21,8 +21,9 @@ static int pass, fail;
 /* Printed when an attack got the victim key's value out (so a run against
  * an older module shows which attacks worked, not only which checks failed). */
 #define LEAK_NOTE(leaked, what) do { if (leaked) printf("  note: %s recovered the sensitive key's value\n", what); } while (0)
-#define CHECK(name, cond) do { if (cond) { pass++; printf("ok   - %s\n", name); } \
-    else { fail++; printf("FAIL - %s (line %d)\n", name, __LINE__); } } while (0)
+#define CHECK(name, cond) do { if (cond) { pass++; printf("ok   - %s%s\n", public_keys ? "public session keys: " : "", name); } \
+    else { fail++; printf("FAIL - %s%s (line %d)\n", public_keys ? "public session keys: " : "", name, __LINE__); } } while (0)
+static int public_keys;
 
 static CK_FUNCTION_LIST_3_0 *f;
 static CK_BBOOL yes = CK_TRUE, no = CK_FALSE;
@@ -32,26 +33,32 @@ static const CK_SESSION_HANDLE BAD = 0x7ffff00dUL;
 
 /* ---- helpers ---- */
 
+/* Issue 29: with public_keys set, every key the helpers and wrap_policy make is a session key born
+ * CKA_PRIVATE=false (no login needed), so the attacks run again on public session keys. Each
+ * template has a spare last slot that takes this attribute. */
+static CK_ATTRIBUTE public_attr = {CKA_PRIVATE, &no, 1};
+#define PUBLIC_SLOT(t, n) (public_keys ? ((t)[n] = public_attr, (CK_ULONG)(n) + 1) : (CK_ULONG)(n))
+
 /* An AES-256 key generated on the token with the given usage flags. */
 static CK_OBJECT_HANDLE gen_aes(CK_SESSION_HANDLE s, CK_BBOOL enc, CK_BBOOL dec, CK_BBOOL wrap, CK_BBOOL unwrap,
                                 CK_BBOOL extractable) {
     CK_ULONG len = 32;
-    CK_ATTRIBUTE t[] = {{CKA_VALUE_LEN, &len, sizeof len}, {CKA_ENCRYPT, &enc, 1}, {CKA_DECRYPT, &dec, 1},
-                        {CKA_WRAP, &wrap, 1}, {CKA_UNWRAP, &unwrap, 1}, {CKA_EXTRACTABLE, &extractable, 1}};
+    CK_ATTRIBUTE t[7] = {{CKA_VALUE_LEN, &len, sizeof len}, {CKA_ENCRYPT, &enc, 1}, {CKA_DECRYPT, &dec, 1},
+                         {CKA_WRAP, &wrap, 1}, {CKA_UNWRAP, &unwrap, 1}, {CKA_EXTRACTABLE, &extractable, 1}};
     CK_MECHANISM m = {CKM_AES_KEY_GEN, NULL, 0};
     CK_OBJECT_HANDLE h = 0;
-    return f->C_GenerateKey(s, &m, t, 6, &h) == CKR_OK ? h : 0;
+    return f->C_GenerateKey(s, &m, t, PUBLIC_SLOT(t, 6), &h) == CKR_OK ? h : 0;
 }
 
 /* An AES-128 key created from a value the caller knows (sensitive, extractable). */
 static CK_OBJECT_HANDLE create_aes(CK_SESSION_HANDLE s, const unsigned char *value, CK_BBOOL enc, CK_BBOOL dec,
                                    CK_BBOOL wrap, CK_BBOOL unwrap) {
-    CK_ATTRIBUTE t[] = {{CKA_CLASS, &secret_class, sizeof secret_class}, {CKA_KEY_TYPE, &aes_type, sizeof aes_type},
-                        {CKA_VALUE, (void *)value, 16}, {CKA_ENCRYPT, &enc, 1}, {CKA_DECRYPT, &dec, 1},
-                        {CKA_WRAP, &wrap, 1}, {CKA_UNWRAP, &unwrap, 1}, {CKA_SENSITIVE, &yes, 1},
-                        {CKA_EXTRACTABLE, &yes, 1}};
+    CK_ATTRIBUTE t[10] = {{CKA_CLASS, &secret_class, sizeof secret_class}, {CKA_KEY_TYPE, &aes_type, sizeof aes_type},
+                          {CKA_VALUE, (void *)value, 16}, {CKA_ENCRYPT, &enc, 1}, {CKA_DECRYPT, &dec, 1},
+                          {CKA_WRAP, &wrap, 1}, {CKA_UNWRAP, &unwrap, 1}, {CKA_SENSITIVE, &yes, 1},
+                          {CKA_EXTRACTABLE, &yes, 1}};
     CK_OBJECT_HANDLE h = 0;
-    return f->C_CreateObject(s, t, 9, &h) == CKR_OK ? h : 0;
+    return f->C_CreateObject(s, t, PUBLIC_SLOT(t, 9), &h) == CKR_OK ? h : 0;
 }
 
 static CK_BBOOL get_bool(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE h, CK_ATTRIBUTE_TYPE type) {
@@ -116,9 +123,10 @@ static CK_RV wrap(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE kek, CK_OBJECT_HANDLE ke
 static CK_RV unwrap(CK_SESSION_HANDLE s, CK_OBJECT_HANDLE kek, unsigned char *blob, CK_ULONG n, CK_ATTRIBUTE *extra,
                     CK_ULONG extra_count, CK_OBJECT_HANDLE *out) {
     CK_MECHANISM kw = {CKM_AES_KEY_WRAP, NULL, 0};
-    CK_ATTRIBUTE t[8] = {{CKA_CLASS, &secret_class, sizeof secret_class}, {CKA_KEY_TYPE, &aes_type, sizeof aes_type}};
-    for (CK_ULONG i = 0; i < extra_count && i < 6; i++) t[2 + i] = extra[i];
-    return f->C_UnwrapKey(s, &kw, kek, blob, n, t, 2 + extra_count, out);
+    CK_ATTRIBUTE t[9] = {{CKA_CLASS, &secret_class, sizeof secret_class}, {CKA_KEY_TYPE, &aes_type, sizeof aes_type}};
+    CK_ULONG c = 2;
+    for (CK_ULONG i = 0; i < extra_count && i < 6; i++) t[c++] = extra[i];
+    return f->C_UnwrapKey(s, &kw, kek, blob, n, t, PUBLIC_SLOT(t, c), out);
 }
 
 /* ---- groups ---- */
@@ -431,10 +439,10 @@ static void wrap_policy(CK_SESSION_HANDLE s) {
           get_bool(s, nk, CKA_SENSITIVE) == 1);
     CK_OBJECT_HANDLE open = 0;
     {
-        CK_ATTRIBUTE t[] = {{CKA_CLASS, &secret_class, sizeof secret_class}, {CKA_KEY_TYPE, &aes_type, sizeof aes_type},
-                            {CKA_VALUE, secret, 16}, {CKA_SENSITIVE, &no, 1}, {CKA_EXTRACTABLE, &yes, 1},
-                            {CKA_WRAP, &no, 1}};
-        f->C_CreateObject(s, t, 6, &open);
+        CK_ATTRIBUTE t[7] = {{CKA_CLASS, &secret_class, sizeof secret_class}, {CKA_KEY_TYPE, &aes_type, sizeof aes_type},
+                             {CKA_VALUE, secret, 16}, {CKA_SENSITIVE, &no, 1}, {CKA_EXTRACTABLE, &yes, 1},
+                             {CKA_WRAP, &no, 1}};
+        f->C_CreateObject(s, t, PUBLIC_SLOT(t, 6), &open);
     }
     CHECK("a non-sensitive key wraps under a key that can also decrypt (its value is readable anyway)",
           open && wrap(s, all, open, blob, &n) == CKR_OK);
@@ -547,18 +555,19 @@ static void wrap_policy(CK_SESSION_HANDLE s) {
      * CKA_DECRYPT, which opens the blob. */
     {
         CK_ULONG len = 32;
-        CK_ATTRIBUTE dt[] = {{CKA_VALUE_LEN, &len, sizeof len}, {CKA_ENCRYPT, &no, 1}, {CKA_DECRYPT, &no, 1},
-                             {CKA_WRAP, &yes, 1}, {CKA_UNWRAP, &no, 1}, {CKA_DERIVE, &yes, 1}};
+        CK_ATTRIBUTE dt[7] = {{CKA_VALUE_LEN, &len, sizeof len}, {CKA_ENCRYPT, &no, 1}, {CKA_DECRYPT, &no, 1},
+                              {CKA_WRAP, &yes, 1}, {CKA_UNWRAP, &no, 1}, {CKA_DERIVE, &yes, 1}};
         CK_MECHANISM gm = {CKM_AES_KEY_GEN, NULL, 0};
         CK_OBJECT_HANDLE D = 0, Dd = 0;
         unsigned char zeros[32] = {0};
         CK_KEY_DERIVATION_STRING_DATA sd = {zeros, 32};
         CK_MECHANISM xm = {CKM_XOR_BASE_AND_DATA, &sd, sizeof sd};
-        CK_ATTRIBUTE ut[] = {{CKA_CLASS, &secret_class, sizeof secret_class}, {CKA_KEY_TYPE, &aes_type, sizeof aes_type},
-                             {CKA_VALUE_LEN, &len, sizeof len}, {CKA_DECRYPT, &yes, 1}};
-        CK_RV grv = f->C_GenerateKey(s, &gm, dt, 6, &D);
+        CK_ATTRIBUTE ut[5] = {{CKA_CLASS, &secret_class, sizeof secret_class}, {CKA_KEY_TYPE, &aes_type, sizeof aes_type},
+                              {CKA_VALUE_LEN, &len, sizeof len}, {CKA_DECRYPT, &yes, 1}};
+        CK_ULONG un = PUBLIC_SLOT(ut, 4);
+        CK_RV grv = f->C_GenerateKey(s, &gm, dt, PUBLIC_SLOT(dt, 6), &D);
         rv = grv == CKR_OK ? wrap(s, D, S, blob, &n) : grv;
-        leaked = rv == CKR_OK && f->C_DeriveKey(s, &xm, D, ut, 4, &Dd) == CKR_OK &&
+        leaked = rv == CKR_OK && f->C_DeriveKey(s, &xm, D, ut, un, &Dd) == CKR_OK &&
                  kw_open_with_decrypt(s, Dd, blob, got) && memcmp(got, secret, 16) == 0;
         LEAK_NOTE(leaked, "derive from the wrapping key");
         CHECK("derive-from-wrapping-key attack fails: a key that can derive does not wrap sensitive keys (CKR_KEY_NOT_WRAPPABLE)",
@@ -570,9 +579,9 @@ static void wrap_policy(CK_SESSION_HANDLE s) {
         CK_OBJECT_HANDLE K2d = 0;
         CK_RV srv = f->C_SetAttributeValue(s, K2, der_on, 1);
         CK_RV crv = f->C_CopyObject(s, K2, der_on, 1, &K2d);
-        leaked = (srv == CKR_OK && f->C_DeriveKey(s, &xm, K2, ut, 4, &Dd) == CKR_OK &&
+        leaked = (srv == CKR_OK && f->C_DeriveKey(s, &xm, K2, ut, un, &Dd) == CKR_OK &&
                   kw_open_with_decrypt(s, Dd, blob, got) && memcmp(got, secret, 16) == 0) ||
-                 (crv == CKR_OK && f->C_DeriveKey(s, &xm, K2d, ut, 4, &Dd) == CKR_OK &&
+                 (crv == CKR_OK && f->C_DeriveKey(s, &xm, K2d, ut, un, &Dd) == CKR_OK &&
                   kw_open_with_decrypt(s, Dd, blob, got) && memcmp(got, secret, 16) == 0);
         LEAK_NOTE(leaked, "CKA_DERIVE switched on after the wrap");
         CHECK("CKA_DERIVE on a secret key is fixed: C_SetAttributeValue and C_CopyObject are CKR_ATTRIBUTE_READ_ONLY",
@@ -587,28 +596,99 @@ static void wrap_policy(CK_SESSION_HANDLE s) {
         CK_MECHANISM rg = {CKM_RSA_PKCS_KEY_PAIR_GEN, NULL, 0};
         CK_ULONG bits = 1024;
         CK_ATTRIBUTE pt[] = {{CKA_MODULUS_BITS, &bits, sizeof bits}, {CKA_WRAP, &yes, 1}, {CKA_ENCRYPT, &yes, 1}};
-        CK_ATTRIBUTE dec[] = {{CKA_UNWRAP, &yes, 1}, {CKA_DECRYPT, &yes, 1}};
-        CK_ATTRIBUTE nodec[] = {{CKA_UNWRAP, &yes, 1}, {CKA_DECRYPT, &no, 1}};
+        CK_ATTRIBUTE dec[3] = {{CKA_UNWRAP, &yes, 1}, {CKA_DECRYPT, &yes, 1}};
+        CK_ATTRIBUTE nodec[3] = {{CKA_UNWRAP, &yes, 1}, {CKA_DECRYPT, &no, 1}};
+        CK_ULONG dn = PUBLIC_SLOT(dec, 2), nn = PUBLIC_SLOT(nodec, 2);
         CK_OBJECT_HANDLE pub1 = 0, priv1 = 0, pub2 = 0, priv2 = 0, back = 0;
         CK_RSA_PKCS_OAEP_PARAMS op = {CKM_SHA256, CKG_MGF1_SHA256, 0, NULL, 0};
         CK_MECHANISM om = {CKM_RSA_PKCS_OAEP, &op, sizeof op};
-        CK_ATTRIBUTE rt[] = {{CKA_CLASS, &secret_class, sizeof secret_class}, {CKA_KEY_TYPE, &aes_type, sizeof aes_type},
-                             {CKA_SENSITIVE, &no, 1}, {CKA_EXTRACTABLE, &yes, 1}};
+        CK_ATTRIBUTE rt[5] = {{CKA_CLASS, &secret_class, sizeof secret_class}, {CKA_KEY_TYPE, &aes_type, sizeof aes_type},
+                              {CKA_SENSITIVE, &no, 1}, {CKA_EXTRACTABLE, &yes, 1}};
+        CK_ULONG rtn = PUBLIC_SLOT(rt, 4);
         unsigned char rb[256], v[16] = {0};
         CK_ULONG rn = sizeof rb;
         CK_ATTRIBUTE va = {CKA_VALUE, v, 16};
-        int made = f->C_GenerateKeyPair(s, &rg, pt, 3, dec, 2, &pub1, &priv1) == CKR_OK &&
-                   f->C_GenerateKeyPair(s, &rg, pt, 3, nodec, 2, &pub2, &priv2) == CKR_OK;
+        int made = f->C_GenerateKeyPair(s, &rg, pt, 3, dec, dn, &pub1, &priv1) == CKR_OK &&
+                   f->C_GenerateKeyPair(s, &rg, pt, 3, nodec, nn, &pub2, &priv2) == CKR_OK;
         CK_RV urv = made && f->C_WrapKey(s, &om, pub1, open, rb, &rn) == CKR_OK
-                        ? f->C_UnwrapKey(s, &om, priv1, rb, rn, rt, 4, &back) : CKR_GENERAL_ERROR;
+                        ? f->C_UnwrapKey(s, &om, priv1, rb, rn, rt, rtn, &back) : CKR_GENERAL_ERROR;
         CHECK("an RSA private key with DECRYPT+UNWRAP unwraps a readable key (OAEP) with its value",
               urv == CKR_OK && f->C_GetAttributeValue(s, back, &va, 1) == CKR_OK && memcmp(v, secret, 16) == 0);
         rn = sizeof rb;
         urv = made && f->C_WrapKey(s, &om, pub2, open, rb, &rn) == CKR_OK
-                  ? f->C_UnwrapKey(s, &om, priv2, rb, rn, rt, 4, &back) : CKR_GENERAL_ERROR;
+                  ? f->C_UnwrapKey(s, &om, priv2, rb, rn, rt, rtn, &back) : CKR_GENERAL_ERROR;
         CHECK("one without CKA_DECRYPT keeps rule 4: a readable key is CKR_TEMPLATE_INCONSISTENT",
               urv == CKR_TEMPLATE_INCONSISTENT);
     }
+}
+
+/* ---- keys born public in a session (issue 29) ---- */
+
+/* A secret or private key made as a session object with CKA_PRIVATE=false is a public object of
+ * the session: made and used without a login, alive after C_Logout. A token key stays refused; a
+ * private key never becomes public (copy, set, a key derived from it) nor is wrapped under a
+ * public key; then every attack of wrap_policy runs again with public session keys, no login. */
+static void public_session_keys(CK_SLOT_ID slot, const char *pin) {
+    CK_SESSION_HANDLE s;
+    CK_MECHANISM gm = {CKM_AES_KEY_GEN, NULL, 0}, ecgen = {CKM_EC_KEY_PAIR_GEN, NULL, 0}, ecdsa = {CKM_ECDSA, NULL, 0};
+    CK_ULONG len = 32;
+    CHECK("issue 29: a session for the public-key checks", f->C_OpenSession(slot, CKF_SERIAL_SESSION | CKF_RW_SESSION, NULL, NULL, &s) == CKR_OK);
+    f->C_Login(s, CKU_USER, (CK_UTF8CHAR_PTR)pin, strlen(pin));
+    public_keys = 1;
+    CK_OBJECT_HANDLE pub = gen_aes(s, yes, yes, no, no, no), kek = gen_aes(s, no, no, yes, yes, no);
+    public_keys = 0;
+    CK_OBJECT_HANDLE priv = gen_aes(s, yes, yes, no, no, yes);
+    CHECK("logged in, a session AES key with CKA_PRIVATE=false is made, and says CKA_PRIVATE false",
+          pub && priv && get_bool(s, pub, CKA_PRIVATE) == 0 && get_bool(s, priv, CKA_PRIVATE) == 1);
+    CK_ATTRIBUTE tok[] = {{CKA_VALUE_LEN, &len, sizeof len}, {CKA_TOKEN, &yes, 1}, {CKA_PRIVATE, &no, 1}};
+    CK_OBJECT_HANDLE h = 0;
+    CHECK("a token AES key with CKA_PRIVATE=false stays CKR_TEMPLATE_INCONSISTENT",
+          f->C_GenerateKey(s, &gm, tok, 3, &h) == CKR_TEMPLATE_INCONSISTENT);
+    unsigned char blob[64];
+    CK_ULONG n;
+    CHECK("a private key is not wrapped under a public session KEK (CKR_KEY_NOT_WRAPPABLE), a public one is",
+          wrap(s, kek, priv, blob, &n) == CKR_KEY_NOT_WRAPPABLE && gen_aes(s, no, no, no, no, yes) &&
+          (public_keys = 1, h = gen_aes(s, yes, no, no, no, yes), public_keys = 0, wrap(s, kek, h, blob, &n) == CKR_OK));
+    CK_ATTRIBUTE pubt[] = {{CKA_PRIVATE, &no, 1}};
+    CK_OBJECT_HANDLE c = 0;
+    CHECK("a private key is not copied or set public (CKR_TEMPLATE_INCONSISTENT)",
+          f->C_CopyObject(s, priv, pubt, 1, &c) == CKR_TEMPLATE_INCONSISTENT &&
+          f->C_SetAttributeValue(s, priv, pubt, 1) == CKR_TEMPLATE_INCONSISTENT);
+    {
+        CK_ATTRIBUTE dt[] = {{CKA_VALUE_LEN, &len, sizeof len}, {CKA_DERIVE, &yes, 1}};
+        CK_OBJECT_HANDLE D = 0, Dd = 0;
+        unsigned char zeros[32] = {0};
+        CK_KEY_DERIVATION_STRING_DATA sd = {zeros, 32};
+        CK_MECHANISM xm = {CKM_XOR_BASE_AND_DATA, &sd, sizeof sd};
+        CK_ATTRIBUTE ut[] = {{CKA_CLASS, &secret_class, sizeof secret_class}, {CKA_KEY_TYPE, &aes_type, sizeof aes_type},
+                             {CKA_VALUE_LEN, &len, sizeof len}, {CKA_PRIVATE, &no, 1}};
+        CHECK("a key of a private key's value (XOR with zeros) is not made public (CKR_TEMPLATE_INCONSISTENT)",
+              f->C_GenerateKey(s, &gm, dt, 2, &D) == CKR_OK && f->C_DeriveKey(s, &xm, D, ut, 4, &Dd) == CKR_TEMPLATE_INCONSISTENT);
+    }
+    CHECK("C_Logout", f->C_Logout(s) == CKR_OK);
+    unsigned char in[16] = "public after all", out[16], back[16];
+    CHECK("after C_Logout the public session key still encrypts and decrypts",
+          aes_block(s, pub, 1, in, out) && aes_block(s, pub, 0, out, back) && memcmp(in, back, 16) == 0);
+    CK_MECHANISM cbc = {CKM_AES_CBC, in, 16};
+    CHECK("the private one is CKR_USER_NOT_LOGGED_IN", f->C_EncryptInit(s, &cbc, priv) == CKR_USER_NOT_LOGGED_IN);
+    /* No login at all from here (pkcs11test's way). */
+    CK_BYTE p256[] = {0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07};
+    CK_ATTRIBUTE ept[] = {{CKA_EC_PARAMS, p256, sizeof p256}, {CKA_VERIFY, &yes, 1}, {CKA_PRIVATE, &no, 1}};
+    CK_ATTRIBUTE eprt[] = {{CKA_SIGN, &yes, 1}, {CKA_PRIVATE, &no, 1}};
+    CK_OBJECT_HANDLE ep = 0, ek = 0;
+    unsigned char dg[32] = {7}, sig[64];
+    CK_ULONG sn = sizeof sig;
+    CHECK("without a login, a public session EC pair is generated, signs and verifies",
+          f->C_GenerateKeyPair(s, &ecgen, ept, 3, eprt, 2, &ep, &ek) == CKR_OK && f->C_SignInit(s, &ecdsa, ek) == CKR_OK &&
+          f->C_Sign(s, dg, 32, sig, &sn) == CKR_OK && f->C_VerifyInit(s, &ecdsa, ep) == CKR_OK &&
+          f->C_Verify(s, dg, 32, sig, sn) == CKR_OK);
+    CK_ATTRIBUTE noflag[] = {{CKA_VALUE_LEN, &len, sizeof len}};
+    CHECK("without a login, a session key with no CKA_PRIVATE (private by default) is CKR_USER_NOT_LOGGED_IN",
+          f->C_GenerateKey(s, &gm, noflag, 1, &h) == CKR_USER_NOT_LOGGED_IN);
+    public_keys = 1;
+    wrap_policy(s);
+    public_keys = 0;
+    f->C_CloseSession(s);
 }
 
 /* ---- CKA_ALLOWED_MECHANISMS (base §4.7, Common key attributes) ---- */
@@ -801,6 +881,7 @@ int main(int argc, char **argv) {
     f->C_CloseSession(s5);
     f->C_CloseSession(s4); f->C_CloseSession(s3); f->C_CloseSession(s2);
     f->C_CloseSession(s);
+    public_session_keys(slot, pin);
     CHECK("C_Finalize", f->C_Finalize(NULL) == CKR_OK);
     printf("%d passed, %d failed\n", pass, fail);
     return fail != 0;

@@ -402,6 +402,10 @@ static void state(CK_SESSION_HANDLE s, CK_SESSION_HANDLE s2, CK_SESSION_HANDLE o
     CHECK("NULL state with a length: CKR_ARGUMENTS_BAD; a length of 0: CKR_SAVED_STATE_INVALID",
           f->C_SetOperationState(s2, NULL, 53, 0, 0) == CKR_ARGUMENTS_BAD &&
           f->C_SetOperationState(s2, blob, 0, 0, 0) == CKR_SAVED_STATE_INVALID);
+    /* pkcs11test's NULL-state check (issue 29): a NULL pointer is CKR_ARGUMENTS_BAD with length 0 too. */
+    CK_RV null0 = f->C_SetOperationState(s2, NULL, 0, 0, 0);
+    CHECK("NULL state of length 0: CKR_ARGUMENTS_BAD", null0 == CKR_ARGUMENTS_BAD);
+    if (null0 != CKR_ARGUMENTS_BAD) fprintf(stderr, "  C_SetOperationState(NULL, 0) = 0x%lx\n", (unsigned long)null0);
     int refused = 0, tries = 0;
     for (CK_ULONG i = 0; i < n; i++)
         for (int b = 0; b < 8; b++) {

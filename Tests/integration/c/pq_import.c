@@ -131,10 +131,15 @@ static void mlkem(CK_SESSION_HANDLE s) {
           f->C_CreateObject(s, noset, 4, &h) == CKR_TEMPLATE_INCOMPLETE);
     CK_OBJECT_CLASS kc = CKO_PRIVATE_KEY;
     CK_ULONG set = CKP_ML_KEM_768;
-    CK_ATTRIBUTE pub_priv[] = {{CKA_CLASS, &kc, sizeof kc}, {CKA_KEY_TYPE, &kt, sizeof kt}, {CKA_TOKEN, &no, 1},
+    CK_ATTRIBUTE pub_priv[] = {{CKA_CLASS, &kc, sizeof kc}, {CKA_KEY_TYPE, &kt, sizeof kt}, {CKA_TOKEN, &yes, 1},
                                {CKA_PARAMETER_SET, &set, sizeof set}, {CKA_SEED, seed, sn}, {CKA_PRIVATE, &no, 1}};
     rv = f->C_CreateObject(s, pub_priv, 6, &h);
-    CHECK("bad: an imported ML-KEM private key with CKA_PRIVATE false is refused (keys are always private)", rv != CKR_OK);
+    CHECK("bad: an imported ML-KEM token private key with CKA_PRIVATE false is CKR_TEMPLATE_INCONSISTENT (stored keys are private)",
+          rv == CKR_TEMPLATE_INCONSISTENT);
+    /* Issue 29: as a session key it may be public. */
+    pub_priv[2].pValue = &no;
+    rv = f->C_CreateObject(s, pub_priv, 6, &h);
+    CHECK("an imported ML-KEM session private key with CKA_PRIVATE false is made (a public session object)", rv == CKR_OK);
     EVP_PKEY_free(k);
     EVP_PKEY_free(k2);
 }
