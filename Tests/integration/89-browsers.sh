@@ -12,7 +12,9 @@
 #    merges SecurityDevices into Firefox's policies.json and never replaces the file;
 #  - Firefox ESR and Chromium (headless, each in its own PID namespace, stopped by PID) log in to a
 #    127.0.0.1 site that requires a client certificate, with the module set up only by the policy
-#    (Firefox) and `keyshare browser setup` (Chromium); the page names the keyshare certificate.
+#    (Firefox) and `keyshare browser setup` (Chromium); the page names the keyshare certificate;
+#  - Firefox on Xvfb with the token locked: the protected authentication path, the agent's scripted
+#    pinentry on Firefox's display answers while Firefox waits (screenshots of the prompt and page).
 # KEYSHARE_IT_SCREENSHOTS=DIR copies the pages' screenshots there (docs/images).
 # Usage: 89-browsers.sh KEYSHARE MODULE. Ends with "N passed, M failed, K xfail".
 set -uo pipefail
@@ -33,10 +35,12 @@ FF_POLICY=/etc/firefox/policies/policies.json
 CR_POLICY=/etc/chromium/policies/managed/keyshare-it-89-$$.json
 FF_POLICY_SAVED=
 CR_POLICY_DIRS=  # the directories of CR_POLICY this script made
+XVFB_DISPLAY=
 cleanup_browsers() {
-  # The browsers first (by PID: spawn recorded them), then the system files this script wrote.
+  # The browsers and Xvfb first (by PID: spawn recorded them), then the system files this script wrote.
   stop "${PIDS[@]}"
   PIDS=()
+  [ -z "$XVFB_DISPLAY" ] || rm -f "/tmp/.X$XVFB_DISPLAY-lock" "/tmp/.X11-unix/X$XVFB_DISPLAY"
   rm -f "$CR_POLICY"
   [ -z "$CR_POLICY_DIRS" ] || rmdir -p "$CR_POLICY_DIRS" 2>/dev/null
   if [ -n "$FF_POLICY_SAVED" ]; then
@@ -46,7 +50,7 @@ cleanup_browsers() {
   cleanup_consumers
 }
 trap cleanup_browsers EXIT
-need browsers firefox-esr chromium /usr/lib/chromium/chromium certutil modutil p11tool pkcs11-tool ssh-keygen unshare python3 || { finish_consumers; exit 1; }
+need browsers firefox-esr chromium /usr/lib/chromium/chromium certutil modutil p11tool pkcs11-tool ssh-keygen unshare python3 Xvfb xauth mcookie import convert || { finish_consumers; exit 1; }
 
 new_home
 WORK=$(mktemp -d /tmp/keyshare-browsers.XXXXXX)
@@ -219,12 +223,57 @@ spawn "$W/chromium-shot.log" timeout 45 unshare -p -f --kill-child --mount-proc 
 wait "$SPAWNED"
 [ -s "$W/chromium.png" ] && ok "Chromium's screenshot of the logged-in page" || bad "Chromium's screenshot" "$(tail -5 "$W/chromium-shot.log")"
 
+# --- Firefox on a display (Xvfb) with the protected authentication path ------------------------------
+# The token locked again; the agent restarted with a scripted pinentry (support/fake-pinentry.py,
+# "gated": it answers once the test has looked at the screen). Firefox finds the token's
+# CKF_PROTECTED_AUTHENTICATION_PATH, shows its "authenticate by the token's own means" dialog and
+# calls C_Login(NULL); the agent asks the pinentry on Firefox's display, which answers the PIN.
+PE=$W/pinentry.d
+mkdir -p "$PE" && chmod 700 "$PE"
+printf '%s\n' "$PIN" >"$PE/pin" && echo gated >"$PE/mode"
+printf '#!/bin/sh\nexec %s %s %s "$@"\n' "$(command -v python3)" "$HERE/support/fake-pinentry.py" "$PE" >"$W/pinentry"
+chmod 755 "$W/pinentry"
+export KEYSHARE_PINENTRY=$W/pinentry KEYSHARE_AGENT_PROMPT_TIMEOUT=30
+check "the agent restarted with the scripted pinentry (every unlock ends)" ks agent restart
+n=90
+while [ -e "/tmp/.X11-unix/X$n" ] || [ -e "/tmp/.X$n-lock" ]; do n=$((n + 1)); done
+export XAUTHORITY=$W/xauthority
+xauth -f "$XAUTHORITY" add ":$n" . "$(mcookie)" 2>/dev/null
+XVFB_DISPLAY=$n  # its lock and socket go at exit, also when Xvfb could not remove them
+# SIGTERM for Xvfb (it removes its lock and socket), not --kill-child's default SIGKILL.
+spawn "$W/xvfb.log" unshare -p -f --kill-child=SIGTERM --mount-proc Xvfb ":$n" -screen 0 1000x640x24 -nolisten tcp -auth "$XAUTHORITY"
+XVFB_PID=$SPAWNED
+for _ in $(seq 100); do [ -S "/tmp/.X11-unix/X$n" ] && break; sleep 0.1; done
+: >"$REQ"
+t=$SECONDS
+spawn "$W/firefox-x.log" timeout 60 env DISPLAY=":$n" MOZ_CRASHREPORTER_DISABLE=1 unshare -p -f --kill-child --mount-proc \
+  firefox-esr --no-remote --profile "$FF" --width 1000 --height 640 "$URL"
+FIREFOX_X_PID=$SPAWNED
+if wait_log "$PE/log" '^GETPIN gated' 40; then
+  sleep 2  # Firefox draws its dialog while C_Login(NULL) waits
+  import -display ":$n" -window root "$W/firefox-prompt.png" 2>/dev/null
+  ok "Firefox on Xvfb waits in C_Login(NULL) while the agent's pinentry asks ($((SECONDS - t)) s)"
+else bad "Firefox on Xvfb logs in through the protected authentication path" "$(cat "$PE/log" 2>/dev/null | grep -v '^ENV'; tail -5 "$W/firefox-x.log")"; fi
+touch "$PE/go"
+if wait_log "$REQ" 'subject=.*CN=Carol Example.*agent=.*Firefox/' 20; then
+  sleep 2
+  import -display ":$n" -window root "$W/firefox-x.png" 2>/dev/null
+  ok "... the pinentry answered and Firefox logged in with carol's certificate ($((SECONDS - t)) s)"
+else bad "... Firefox logged in after the pinentry answered" "site: $(cat "$REQ"); firefox: $(tail -5 "$W/firefox-x.log")"; fi
+grep -q '^SETDESC .*firefox-esr.*browsers' "$PE/log" && ok "the agent's prompt names the program (firefox-esr) and the token (browsers)" \
+  || bad "the prompt names Firefox and the token" "$(grep '^SET' "$PE/log")"
+grep -q "^ENV DISPLAY=:$n\$" "$PE/log" && ok "the pinentry ran on Firefox's display (:$n)" || bad "the pinentry on Firefox's display" "$(grep '^ENV DISPLAY' "$PE/log")"
+stop "$FIREFOX_X_PID" "$XVFB_PID"
+[ -s "$W/firefox-prompt.png" ] && [ -s "$W/firefox-x.png" ] && ok "screenshots of the prompt and the logged-in page" || bad "Xvfb screenshots"
+
 if [ -n "${KEYSHARE_IT_SCREENSHOTS:-}" ]; then
   mkdir -p "$KEYSHARE_IT_SCREENSHOTS"
   for b in firefox chromium; do
     [ -s "$W/$b.png" ] && convert "$W/$b.png" -strip -colors 64 "PNG8:$KEYSHARE_IT_SCREENSHOTS/browser-$b-client-certificate.png"
   done
-  echo "# screenshots: $KEYSHARE_IT_SCREENSHOTS/browser-{firefox,chromium}-client-certificate.png"
+  [ -s "$W/firefox-prompt.png" ] && convert "$W/firefox-prompt.png" -strip -colors 64 "PNG8:$KEYSHARE_IT_SCREENSHOTS/browser-firefox-protected-path-prompt.png"
+  [ -s "$W/firefox-x.png" ] && convert "$W/firefox-x.png" -strip -colors 64 "PNG8:$KEYSHARE_IT_SCREENSHOTS/browser-firefox-xvfb-signed-in.png"
+  echo "# screenshots: $KEYSHARE_IT_SCREENSHOTS/browser-*.png"
 fi
 ks lock --token browsers >/dev/null 2>&1
 check_no_secret_argv PIN SOPIN P12PASS

@@ -11,6 +11,8 @@ stdout as the GnuPG pinentries do, and does what DIR/mode says:
   always  CONFIRM answers "Not confirmed" (GPG_ERR_NOT_CONFIRMED: the SETNOTOK
           button, "Always allow")
   deny    CONFIRM answers "Operation cancelled" (the SETCANCEL button, "Deny")
+  gated   GETPIN waits until DIR/go exists (at most 60 s), then answers as pin:
+          a test looks at the screen while the program waits (89-browsers)
 
 Usage: fake-pinentry.py DIR [pinentry options...]. DIR/log gets one line per
 start (its pid and options), its environment (ENV NAME=VALUE), each command
@@ -81,6 +83,13 @@ for raw in sys.stdin.buffer:
         elif m in ("pin", "wrong"):
             say("D " + escape(read_first_line(m)))
             say("OK")
+        elif m == "gated":
+            for _ in range(600):
+                if os.path.exists(os.path.join(d, "go")):
+                    break
+                time.sleep(0.1)
+            say("D " + escape(read_first_line("pin")))
+            say("OK")
         else:
             say("ERR 83886179 Operation cancelled <Pinentry>")
     elif cmd == "CONFIRM":
@@ -88,7 +97,7 @@ for raw in sys.stdin.buffer:
         log("CONFIRM " + m)
         if m == "hang":
             time.sleep(600)
-        elif m in ("allow", "pin"):
+        elif m in ("allow", "pin", "gated"):
             say("OK")
         elif m == "always":
             say("ERR 83886194 Not confirmed <Pinentry>")
