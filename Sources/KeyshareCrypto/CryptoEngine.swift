@@ -21,9 +21,36 @@ public enum CryptoEngine {
     /// "OpenSSL 3.5.9": fits C_GetInfo's 32-character description with a prefix.
     public static var name: String { "OpenSSL \(version)" }
 
-    /// One line for `keyshare --version`.
-    public static var summary: String {
-        isBundled ? "\(name) (bundled, linked statically; not updated by the system)" : "\(name) (system, linked dynamically)"
+    /// The release date OpenSSL states for itself ("30 Sep 2025", the end of OpenSSL_version(OPENSSL_VERSION)).
+    public static let releaseDate: String? = {
+        let parts = String(cString: OpenSSL_version(OPENSSL_VERSION)).split(separator: " ")
+        guard parts.count >= 5 else { return nil }
+        return parts.suffix(3).joined(separator: " ")
+    }()
+
+    /// Whole days from that release to `now` (seconds since the epoch); nil when the date cannot be read.
+    public static func releaseAge(now: Int) -> Int? {
+        guard let date = releaseDate else { return nil }
+        let f = date.split(separator: " ")
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        guard f.count == 3, let d = Int(f[0]), let mi = months.firstIndex(of: String(f[1])), let y = Int(f[2]) else { return nil }
+        // Days from 1970-01-01 to the civil date (Howard Hinnant's days_from_civil).
+        let m = mi + 1, yy = m <= 2 ? y - 1 : y
+        let era = (yy >= 0 ? yy : yy - 399) / 400
+        let yoe = yy - era * 400
+        let doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        let days = era * 146097 + doe - 719468
+        return now / 86400 - days
+    }
+
+    /// One line for `keyshare --version`: which engine, and for the bundled one its release date and
+    /// age (it gets no security update from the system: docs/packaging.md says who rebuilds when).
+    public static func summary(now: Int) -> String {
+        guard isBundled else { return "\(name) (system, linked dynamically)" }
+        let age = releaseAge(now: now).map { ", \($0) days old" } ?? ""
+        let date = releaseDate.map { " of \($0)" } ?? ""
+        return "\(name)\(date) (bundled, linked statically\(age); not updated by the system: rebuild with a newer one)"
     }
 
     /// OpenSSL 3.2+ answers an RSA PKCS #1 v1.5 decryption with bad padding with a synthetic

@@ -14,7 +14,7 @@ struct Keyshare: ParsableCommand {
             Applications use its keys through libkeyshare-pkcs11.so.
             """,
         // Line 1 is the version scripts parse; line 2 names the crypto engine (issue 18).
-        version: KeyshareVersion.string + "\n" + CryptoEngine.summary,
+        version: KeyshareVersion.string + "\n" + CryptoEngine.summary(now: Int(time(nil))),
         subcommands: [
             TokenCommand.self, DriverCommand.self, ImportCommand.self, ListCommand.self, ShowCommand.self,
             DeleteCommand.self, ExportCommand.self, PasswordCommand.self,

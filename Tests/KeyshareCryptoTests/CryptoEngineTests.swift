@@ -23,4 +23,16 @@ import KeyshareCrypto
         // The bundle exists only to bring the 3.5 algorithms.
         if CryptoEngine.isBundled { #expect(CryptoEngine.hasPostQuantum) }
     }
+
+    /// `keyshare --version` says how old the bundled engine is (issue 28): the release date OpenSSL
+    /// states is read, and the age counts whole days from it.
+    @Test func releaseDateAndAge() throws {
+        let date = try #require(CryptoEngine.releaseDate)
+        #expect(date.split(separator: " ").count == 3)
+        let base = 1_800_000_000
+        let a = try #require(CryptoEngine.releaseAge(now: base))
+        #expect(CryptoEngine.releaseAge(now: base + 86400) == a + 1)
+        #expect(CryptoEngine.summary(now: base).contains(CryptoEngine.name))
+        if CryptoEngine.isBundled { #expect(CryptoEngine.summary(now: base).contains("\(a) days old")) }
+    }
 }
