@@ -54,14 +54,16 @@ public final class ShareFiles {
         var shareable: [Identity] = []
         var leftOut: [ShareTree.LeftOut] = []
         for var identity in try tokens.identities(in: token, key: key) {
-            // The key-sharing label (spec §1): the certificate's SHA-256, whatever
-            // the keychain shows (IdentityLabel): tree identifiers, legacy friendlyNames.
+            // A note names the identity as the keychain shows it (a person reads it);
+            // the tree's own items use the key-sharing label (spec §1): the
+            // certificate's SHA-256 (tree identifiers, legacy friendlyNames).
+            let shown = identity.label
             identity.label = identity.certificate.sha256Hex
             guard let ref = identity.privateKeyReference, let item = try? tokens.store.item(ref, key: key) else { continue }
             if item.attributes[CKA.keyshareTPM] != nil {
-                leftOut.append(.init(label: identity.label, reason: .tpm))
+                leftOut.append(.init(label: shown, reason: .tpm))
             } else if let extractable = item.attributes[CKA.extractable], extractable.first == 0 {
-                leftOut.append(.init(label: identity.label, reason: .notExportable))
+                leftOut.append(.init(label: shown, reason: .notExportable))
             } else if item.attributes[CKA.keysharePKCS8] != nil {
                 shareable.append(identity)
             }

@@ -48,9 +48,8 @@ public enum CryptoEngine {
     /// age (it gets no security update from the system: docs/packaging.md says who rebuilds when).
     public static func summary(now: Int) -> String {
         guard isBundled else { return "\(name) (system, linked dynamically)" }
-        let age = releaseAge(now: now).map { ", \($0) days old" } ?? ""
-        let date = releaseDate.map { " of \($0)" } ?? ""
-        return "\(name)\(date) (bundled, linked statically\(age); not updated by the system: rebuild with a newer one)"
+        let released = releaseDate.map { d in "; released \(d)" + (releaseAge(now: now).map { ", \($0) days ago" } ?? "") } ?? ""
+        return "\(name) (bundled, linked statically\(released); not updated by the system: rebuild with a newer one)"
     }
 
     /// OpenSSL 3.2+ answers an RSA PKCS #1 v1.5 decryption with bad padding with a synthetic

@@ -25,8 +25,11 @@ struct BrowserCommand: ParsableCommand {
         @Flag(help: "Chromium's database, ~/.pki/nssdb (made when missing).") var chromium = false
         @Flag(help: "Take the module out instead.") var remove = false
         @Option(help: "The module to register (default: the one beside this program, else the installed one).") var module: String?
+        @OptionGroup var output: JSONOption
 
         func run() throws {
+            struct Row: Encodable { var browser, database, result: String }
+            var rows: [Row] = []
             let both = !firefox && !chromium
             let library = remove ? nil : try BrowserProfiles.module(module)
             var failures = 0
@@ -35,7 +38,9 @@ struct BrowserCommand: ParsableCommand {
             if firefox || both {
                 let profiles = BrowserProfiles.firefox()
                 if profiles.isEmpty {
-                    Console.out("firefox: no profile yet (the package's policy registers the module in new profiles)")
+                    if output.json { rows.append(Row(browser: "firefox", database: "", result: "no profile yet")) } else {
+                        Console.out("firefox: no profile yet (the package's policy registers the module in new profiles)")
+                    }
                 }
                 targets += profiles.map { ("firefox", $0) }
             }
@@ -50,12 +55,15 @@ struct BrowserCommand: ParsableCommand {
                     case .removed: "removed"
                     case .absent: "not registered"
                     }
-                    Console.out("\(browser) sql:\(dir): \(what)")
+                    if output.json { rows.append(Row(browser: browser, database: "sql:" + dir, result: what)) } else {
+                        Console.out("\(browser) sql:\(dir): \(what)")
+                    }
                 } catch {
                     Console.error("\(browser) sql:\(dir): \(ErrorText.describe(error))")
                     failures += 1
                 }
             }
+            if output.json { try Console.json(rows) }
             if failures > 0 { throw CLIExit(code: 1) }
         }
     }
@@ -73,6 +81,7 @@ struct BrowserCommand: ParsableCommand {
         @Flag(help: "Take keyshare out of the policy altogether.") var purge = false
         @Option(help: "The policy file.") var file = FirefoxPolicy.defaultPath
         @Option(help: "The module to register (default: the one beside this program, else the installed one).") var module: String?
+        @OptionGroup var output: JSONOption
 
         func run() throws {
             if remove, purge { throw ValidationError("give --remove or --purge, not both") }
@@ -88,7 +97,7 @@ struct BrowserCommand: ParsableCommand {
             case (.purge, .unchanged): "does not name keyshare"
             case (.purge, _): "no longer names keyshare"
             }
-            Console.out("\(file): \(what)")
+            try Console.report(output.json, "\(file): \(what)", ["file": .string(file), "result": .string(what)])
         }
     }
 }

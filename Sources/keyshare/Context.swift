@@ -37,7 +37,10 @@ struct Context {
         }
         var query = ItemQuery(attributes: [CKA.label: Array(name.utf8)], limit: .all)
         query.tokenID = token?.tokenID
-        let items = try store.find(query, key: key)
+        var items = try store.find(query, key: key)
+        if items.isEmpty, let hash = Self.sha256Hex(name) {
+            items = try itemsOfCertificate(hash: hash, token: token, key: key)
+        }
         if items.isEmpty, let ref = PersistentReference(base64url: name) {
             throw CLIError(try Self.notFound(ref, store: store))
         }
@@ -45,6 +48,41 @@ struct Context {
             throw CLIError("no item with reference or label \(name)" + (key == nil ? " (private items need the PIN: give --pin-source)" : ""))
         }
         return items
+    }
+
+    /// 64 hex digits (a certificate's SHA-256, the default label before 0.4), as bytes.
+    static func sha256Hex(_ name: String) -> [UInt8]? {
+        let chars = Array(name.utf8)
+        guard chars.count == 64 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(32)
+        for i in stride(from: 0, to: 64, by: 2) {
+            guard let hi = Self.nibble(chars[i]), let lo = Self.nibble(chars[i + 1]) else { return nil }
+            out.append(hi << 4 | lo)
+        }
+        return out
+    }
+
+    private static func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: c - 0x30
+        case 0x41...0x46: c - 0x41 + 10
+        case 0x61...0x66: c - 0x61 + 10
+        default: nil
+        }
+    }
+
+    /// The items an identity's SHA-256 names, as earlier releases labelled them (the labels are
+    /// readable names now, docs/browsers.md "Names"): the certificate of that hash and the keys
+    /// that share its CKA_ID. Scripts written for the old labels keep working.
+    func itemsOfCertificate(hash: [UInt8], token: TokenRecord?, key: TokenKey?) throws -> [Item] {
+        var q = ItemQuery(attributes: [:], limit: .all)
+        q.tokenID = token?.tokenID
+        let all = try store.find(q, key: key)
+        guard let cert = all.first(where: { $0.itemClass == .certificate && $0[CKA.value].map { DigestAlgorithm.sha256.hash($0) } == hash })
+        else { return [] }
+        guard let id = cert[CKA.id], !id.isEmpty else { return [cert] }
+        return all.filter { $0.reference == cert.reference || ($0.itemClass != .certificate && $0[CKA.id] == id && $0.tokenID == cert.tokenID) }
     }
 
     /// A reference that resolves to nothing: say why when the store knows

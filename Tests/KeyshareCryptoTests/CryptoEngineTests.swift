@@ -33,6 +33,6 @@ import KeyshareCrypto
         let a = try #require(CryptoEngine.releaseAge(now: base))
         #expect(CryptoEngine.releaseAge(now: base + 86400) == a + 1)
         #expect(CryptoEngine.summary(now: base).contains(CryptoEngine.name))
-        if CryptoEngine.isBundled { #expect(CryptoEngine.summary(now: base).contains("\(a) days old")) }
+        if CryptoEngine.isBundled { #expect(CryptoEngine.summary(now: base).contains("\(a) days ago")) }
     }
 }
