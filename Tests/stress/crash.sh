@@ -52,9 +52,10 @@ verify() {
     else note "pairs/objects/PIN: $out"; fi
   fi
   local list; list=$("$KS" list --token crash --wide 2>&1) || note "list: $list"
+  # By the certificate's SHA-256 (LABEL): the CLI resolves it to the identity whatever its readable label.
   for n in "${!IMPORTED[@]}"; do
-    if [ "${IMPORTED[$n]}" = 1 ]; then grep -q "${LABEL[$n]}" <<<"$list" || note "imported $n missing"
-    else grep -q "${LABEL[$n]}" <<<"$list" && note "deleted $n present"; fi
+    if [ "${IMPORTED[$n]}" = 1 ]; then "$KS" show "${LABEL[$n]}" --token crash >/dev/null 2>&1 || note "imported $n missing"
+    else "$KS" show "${LABEL[$n]}" --token crash >/dev/null 2>&1 && note "deleted $n present"; fi
   done
 }
 
