@@ -219,62 +219,6 @@ public final class Agent: @unchecked Sendable {
         return 0
     }
 
-    /// Non-dumpable (no core, no same-uid ptrace or /proc/PID/mem), no core
-    /// file, every page locked when RLIMIT_MEMLOCK allows it, else the key
-    /// material alone (docs/reliability.md, "Agent: key material zeroed at
-    /// logout"). Each choice is one log line.
-    private func harden() {
-        var none = rlimit(rlim_cur: 0, rlim_max: 0)
-        setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &none)
-        if keyshare_set_dumpable(0) != 0 {
-            AgentLog.line("warning: cannot make the agent non-dumpable")
-        }
-        // `keyshare agent` re-executed itself under these (AgentCommand):
-        // freed memory keeps no key bytes, so what a logout drops is gone.
-        AgentLog.line(keyshare_agent_heap_scrubbed() != 0
-            ? "freed heap memory is overwritten (glibc malloc perturb, no tcache): dropped key copies do not linger"
-            : "warning: glibc malloc tunables not in force: freed key copies may linger until reused")
-        // mlockall only when the limit is large enough for the whole process:
-        // with MCL_FUTURE, allocations past the limit would fail later.
-        var lim = rlimit()
-        getrlimit(__rlimit_resource_t(8) /* RLIMIT_MEMLOCK */, &lim)
-        if lim.rlim_cur == rlim_t.max || lim.rlim_cur >= 1 << 30 {
-            if mlockall(MCL_CURRENT | MCL_FUTURE) == 0 {
-                AgentLog.line("all agent memory is locked (mlockall), key material included")
-                return
-            }
-            AgentLog.line("mlockall failed: \(String(cString: strerror(errno)))")
-        }
-        lockKeyMaterial(limit: Int(lim.rlim_cur))
-    }
-
-    /// The part of RLIMIT_MEMLOCK the secure heap takes: half of it, at most
-    /// 16 MiB (a power of two: 4 MiB under Debian's 8 MiB default, room for
-    /// the private numbers of about 4,000 parsed RSA-2048 keys at once).
-    static func lockedHeapSize(limit: Int) -> Int { min(limit / 2, 16 << 20) }
-
-    /// Without mlockall: the private numbers of parsed keys (OpenSSL puts
-    /// them in its secure heap once it exists) and the token keys
-    /// (TokenKey) go to one locked arena, not swapped, not dumped, zeroed on
-    /// free. Below 1 MiB of limit nothing is locked: a full arena makes a
-    /// key parse fail, and a few hundred kilobytes would be too tight.
-    private func lockKeyMaterial(limit: Int) {
-        let size = Self.lockedHeapSize(limit: limit)
-        guard size >= 512 << 10 else {
-            AgentLog.line("RLIMIT_MEMLOCK is \(limit) bytes: key material is not locked (needs 1 MiB; docs/agent.md)")
-            return
-        }
-        switch LockedMemory.start(bytes: size) {
-        case .locked:
-            AgentLog.line("RLIMIT_MEMLOCK is \(limit) bytes, too small for mlockall: key material is locked "
-                + "(\(size >> 10) KiB secure heap: token keys, private key numbers; decrypted PKCS #8 copies are not locked)")
-        case .notLocked:
-            AgentLog.line("key material is in a secure heap (zeroed on free, not dumped) but mlock failed: not locked")
-        case .failed:
-            AgentLog.line("RLIMIT_MEMLOCK is \(limit) bytes: the secure heap failed; key material is not locked")
-        }
-    }
-
     private func ready(_ c: String) {
         guard let fd = options.readyFD else { return }
         _ = c.withCString { write(fd, $0, 1) }
@@ -735,25 +679,6 @@ public final class Agent: @unchecked Sendable {
     }
 }
 
-/// Refusals of a flood, counted and logged once a second instead of one
-/// line each (a program opening a thousand connections must not fill the log).
-struct RefusalLog {
-    private var counts: [String: Int] = [:]
-    private var last = Agent.monotonic()
-
-    mutating func note(_ why: String) { counts[why, default: 0] += 1 }
-
-    mutating func flush(now: Double) {
-        guard !counts.isEmpty, now - last >= 1 else { return }
-        for (why, n) in counts.sorted(by: { $0.value > $1.value }).prefix(8) {
-            AgentLog.line("refused \(n == 1 ? "a connection" : "\(n) connections"): \(why)")
-        }
-        if counts.count > 8 { AgentLog.line("refused connections for \(counts.count - 8) other reason(s)") }
-        counts.removeAll()
-        last = now
-    }
-}
-
 private final class ConnectionBox: @unchecked Sendable {
     let agent: Agent
     let fd: Int32
@@ -769,71 +694,3 @@ private final class ConnectionBox: @unchecked Sendable {
     }
 }
 
-/// One client process: its own PKCS #11 module state (logins, sessions, handles).
-final class AgentClient: @unchecked Sendable {
-    let token: [UInt8]
-    let pid: pid_t
-    let exe: String
-    let module: Module
-    let policy: AgentPolicy
-    /// The client's debug-log descriptor (-1: no log), closed when the client goes.
-    let logFD: Int32
-    /// A pidfd of the client's process (-1: none), watched by the agent's loop.
-    let pidfd: Int32
-    /// Where the client's person can be asked (its display, its terminal).
-    let display: ClientDisplay
-    /// Its program, and whether any unlock may reach it (UnlockScope.swift).
-    let unlockBarrier: UnlockBarrier
-    /// Guarded by Agent.lock.
-    var connections = 1
-    private let goneLock = Lock()
-    private var isGone = false
-
-    init(token: [UInt8], pid: pid_t, exe: String, module: Module, policy: AgentPolicy, logFD: Int32 = -1, pidfd: Int32 = -1,
-         display: ClientDisplay = ClientDisplay(), unlockBarrier: UnlockBarrier) {
-        self.display = display
-        self.unlockBarrier = unlockBarrier
-        self.token = token
-        self.pid = pid
-        self.exe = exe
-        self.module = module
-        self.policy = policy
-        self.logFD = logFD
-        self.pidfd = pidfd
-    }
-
-    var gone: Bool { goneLock.withLock { isGone } }
-
-    /// True exactly once: the caller finalises the client.
-    func markGone() -> Bool {
-        goneLock.withLock {
-            if isGone { return false }
-            isGone = true
-            return true
-        }
-    }
-
-    deinit {
-        if logFD >= 0 { close(logFD) }
-        if pidfd >= 0 { close(pidfd) }
-    }
-}
-
-/// A client's display: the variables of hello field 2 (DISPLAY,
-/// WAYLAND_DISPLAY, XAUTHORITY, ...) and its terminal (field 3).
-public struct ClientDisplay: Sendable, Equatable {
-    public var variables: [String: String] = [:]
-    public var tty: String?
-    public init() {}
-}
-
-/// The agent's log: one line per decision on stderr (the journal under
-/// systemd, DIR/agent.log when auto-started). Never a PIN, key or value.
-enum AgentLog {
-    static func line(_ s: String) {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        let text = "keyshare-agent[\(getpid())] \(ts.tv_sec): \(s)\n"
-        _ = text.withCString { write(2, $0, strlen($0)) }
-    }
-}
