@@ -149,11 +149,11 @@ integration-test-agent: integration-test
 ## writers, 64 the PIN lockout counter shared by processes through the store). Not repeated: the
 ## CLI-only scripts (the CLI does not load the module: the same in both modes), the consumer
 ## scripts (53, 57-59: the same module paths as 50/52 through OpenSSL, NSS, OpenSSH, GnuTLS, Java,
-## minutes each), 75 (the agent itself, with its own in-process control). 72 (TPM keys through OpenSSL,
-## OpenSSH, GnuTLS) is repeated: in-process the consumer's own process opens the TPM (in agent mode only
-## the agent does), under 60 s. 73-pq-cli (post-quantum CLI and cross-checks) is repeated for its
+## minutes each), 13 (the agent itself, with its own in-process control). 33 (post-quantum keys) and 44 (TPM keys through OpenSSL,
+## OpenSSH, GnuTLS) are repeated: in-process the consumer's own process opens the TPM (in agent mode only
+## the agent does), under 60 s. 34-pq-cli (post-quantum CLI and cross-checks) is repeated for its
 ## ML-DSA signature and ML-KEM decapsulation through the module (c/pqmodule.c), about 15 s.
-IN_PROCESS_SUBSET := 50 51 52 54 55 56 61 64 68 69 70 72 73 74
+IN_PROCESS_SUBSET := 33 34 44 50 51 52 54 55 56 61 64 68 69 70 73 74
 integration-test-in-process-subset: build
 	@KEYSHARE_IN_PROCESS=1 KEYSHARE_IT_ONLY="$(IN_PROCESS_SUBSET)" bash Tests/integration/run-all.sh "$(KEYSHARE)" "$(MODULE)"
 
@@ -162,7 +162,7 @@ integration-test-in-process: build
 	@KEYSHARE_IN_PROCESS=1 KEYSHARE_IT_SKIP=41-cards bash Tests/integration/run-all.sh "$(KEYSHARE)" "$(MODULE)"
 
 ## pq-crosscheck-venv: dilithium-py and kyber-py (pure-Python ML-DSA / ML-KEM, pinned by hash) for
-## 73-pq-cli.sh's cross-checks; the script makes the same venv itself when it is missing.
+## 34-pq-cli.sh's cross-checks; the script makes the same venv itself when it is missing.
 PQ_VENV := $(CURDIR)/.build/pq-crosscheck-venv
 PQ_REQUIREMENTS := Tests/integration/support/pq-crosscheck-requirements.txt
 .PHONY: pq-crosscheck-venv

@@ -7,7 +7,7 @@ import KeyshareCrypto
 /// (commit 3a7333f638a031c6ed35b6ee31064686eb88c1ec; tcId 1, 11, 21, 31), copied unchanged: from
 /// SK.seed, SK.prf and PK.seed the key must come out as the vector's sk and pk. Signing: 8 of ACVP's
 /// sigGen tests (external interface, vsId 53) in Tests/Fixtures/vectors/ACVP_SLHDSA_subset.json
-/// (source and commit in that folder's README.md), and against raw OpenSSL EVP in 72-pq.sh.
+/// (source and commit in that folder's README.md), and against raw OpenSSL EVP in 33-pq.sh.
 /// Verification: 10 of ACVP's sigVer tests (internal interface, vsId 53) in
 /// Tests/Fixtures/vectors/ACVP_SLHDSA_sigver_subset.json, valid and invalid.
 @Suite struct SLHDSAKATTests {

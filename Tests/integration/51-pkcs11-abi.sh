@@ -149,7 +149,7 @@ int main(int argc, char **argv) {
           gi240.cryptokiVersion.major == 3 && gi240.cryptokiVersion.minor == 0);
     CHECK("3.2 and 3.0 tables share the 3.0 entries", f32 != NULL && f32->C_Sign == f->C_Sign && f32->C_MessageVerifyFinal == f->C_MessageVerifyFinal);
     /* The 3.2 entries not served yet answer CKR_FUNCTION_NOT_SUPPORTED; the served ones (encapsulation:
-     * 72-pq.sh; verify, validation flags, authenticated wrapping: 74-pkcs11-3-2.sh) check the session first. */
+     * 33-pq.sh; verify, validation flags, authenticated wrapping: 74-pkcs11-3-2.sh) check the session first. */
     int unsupported = 0, session_first = 0;
     for (void **p = f32 ? (void **)&f32->C_EncapsulateKey : NULL; f32 && p <= (void **)&f32->C_UnwrapKeyAuthenticated; p++) {
         CK_RV rv32 = ((any_fn)*p)(0, 0, 0, 0, 0, 0, 0, 0, 0);

@@ -42,7 +42,7 @@ static CK_RV ks_C_GetMechanismInfo_3_0(CK_SLOT_ID slotID, CK_MECHANISM_TYPE type
  * raises KeyError in getMechanismList() on a standard number it does not know (its upstream issue
  * 134), which this module's post-quantum mechanisms made every PyKCS11 user meet. They stay usable
  * by number through every table (C_GetMechanismInfo answers, C_SignInit etc. accept them), so a
- * 3.0 binding that knows the numbers, as 72-pq.sh's PyKCS11 step does, still reaches them.
+ * 3.0 binding that knows the numbers, as 33-pq.sh's PyKCS11 step does, still reaches them.
  * Kryoptic lists one set through every table (docs/pkcs11-conformance.md says why keyshare differs). */
 static int ks_mechanism_is_3_2_only(CK_MECHANISM_TYPE t)
 {

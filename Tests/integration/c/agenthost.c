@@ -1,5 +1,5 @@
 /*
- * A signing host for 75-agent.sh: loads the module, logs in (PIN from
+ * A signing host for 13-agent.sh: loads the module, logs in (PIN from
  * $KEYSHARE_TEST_PIN), signs with the first RSA private key, prints "ready"
  * and then, for each line on stdin:
  *   "sign"  signs on the same session and prints the CK_RV in hex

@@ -1,4 +1,4 @@
-/* The classical key encapsulations of PKCS #11 3.2 (Tests/integration/72-pq.sh, issue 18):
+/* The classical key encapsulations of PKCS #11 3.2 (Tests/integration/33-pq.sh, issue 18):
  * C_EncapsulateKey / C_DecapsulateKey with CKM_ECDH1_DERIVE / CKM_ECDH1_COFACTOR_DERIVE
  * (elliptic_curves.md: CK_ECDH1_DERIVE_PARAMS with pPublicData NULL, an ephemeral key pair whose
  * public value is the ciphertext) and CKM_RSA_X_509 (rsa.md: RSASVE of SP 800-56B). Each is crossed

@@ -1,4 +1,4 @@
-/* The connect-then-exec race against the agent's policy (76-agent-policy):
+/* The connect-then-exec race against the agent's policy (14-agent-policy):
  * a process connects as one program and sends its hello as another.
  *
  *   policyrace SOCK hello            connect (close-on-exec), hello, print the status

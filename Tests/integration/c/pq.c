@@ -1,4 +1,4 @@
-/* PKCS #11 3.2 post-quantum mechanisms through the C ABI (Tests/integration/72-pq.sh, issue 18):
+/* PKCS #11 3.2 post-quantum mechanisms through the C ABI (Tests/integration/33-pq.sh, issue 18):
  * CKK_ML_DSA (CKM_ML_DSA_KEY_PAIR_GEN, CKM_ML_DSA with CK_SIGN_ADDITIONAL_CONTEXT, CKM_HASH_ML_DSA
  * with CK_HASH_SIGN_ADDITIONAL_CONTEXT, CKM_HASH_ML_DSA_<hash>), CKK_ML_KEM (CKM_ML_KEM_KEY_PAIR_GEN,
  * C_EncapsulateKey / C_DecapsulateKey) and CKK_SLH_DSA. Run in process and through the agent (the

@@ -1,4 +1,4 @@
-/* C_CreateObject of PKCS #11 3.2 post-quantum keys (Tests/integration/72-pq.sh, issue 18): ML-KEM,
+/* C_CreateObject of PKCS #11 3.2 post-quantum keys (Tests/integration/33-pq.sh, issue 18): ML-KEM,
  * ML-DSA and SLH-DSA keys made by raw EVP in this host (the bundled OpenSSL 3.5) are imported through
  * the C ABI and used both ways: the module encapsulates to an imported ML-KEM public key and EVP
  * decapsulates; EVP encapsulates and the module decapsulates with a private key imported from its
@@ -6,7 +6,7 @@
  * verifies. The 3.2 creation rules: CKA_PARAMETER_SET required, at least one of CKA_SEED and
  * CKA_VALUE for an ML-DSA / ML-KEM private key (both must agree), SLH-DSA private keys by CKA_VALUE
  * only; an imported private key is private and sensitive by default like the module's other keys.
- * Built only with a post-quantum engine (72-pq.sh skips it otherwise).
+ * Built only with a post-quantum engine (33-pq.sh skips it otherwise).
  *
  * Usage: pq_import MODULE, with KS_TEST_SO_PIN and KS_TEST_PIN in the environment.
  * Ends with "N passed, M failed". */

@@ -1,4 +1,4 @@
-/* C_WrapKey / C_UnwrapKey of PKCS #11 3.2 post-quantum private keys (Tests/integration/72-pq.sh,
+/* C_WrapKey / C_UnwrapKey of PKCS #11 3.2 post-quantum private keys (Tests/integration/33-pq.sh,
  * issue 18): ML-DSA-65, ML-KEM-768 and SLH-DSA-SHA2-128f private keys wrap as PKCS #8 in OpenSSL
  * 3.5's encoding, under the same rules as the module's other private keys (CKA_EXTRACTABLE, the
  * wrap/decrypt separation rules: a sensitive key under a token-made wrap-only AES key with
@@ -6,7 +6,7 @@
  * AES key is opened here with raw EVP (AES-256 key wrap with padding / AES-256-GCM) and parsed as
  * PKCS #8 by EVP: the same algorithm and public key. Unwrapped keys sign (verified by the original
  * public key) and decapsulate (the secret the original public key encapsulated).
- * Built only with a post-quantum engine (72-pq.sh skips it otherwise).
+ * Built only with a post-quantum engine (33-pq.sh skips it otherwise).
  *
  * Usage: pq_wrap MODULE, with KS_TEST_SO_PIN and KS_TEST_PIN in the environment.
  * Ends with "N passed, M failed". */

@@ -1,4 +1,4 @@
-/* pqfixture: makes the post-quantum identities 73-pq-cli.sh imports, with OpenSSL 3.5 (the
+/* pqfixture: makes the post-quantum identities 34-pq-cli.sh imports, with OpenSSL 3.5 (the
  * bundle keyshare links, or a system libcrypto >= 3.5), so that no private key is committed and
  * the certificates are what OpenSSL itself makes of ML-DSA and ML-KEM keys (issue 18).
  *

@@ -1,4 +1,4 @@
-/* pqmodule: an ML-DSA signature through the PKCS #11 module (issue 18), for 73-pq-cli.sh's
+/* pqmodule: an ML-DSA signature through the PKCS #11 module (issue 18), for 34-pq-cli.sh's
  * cross-check with dilithium-py: the module path differs between the agent mode and
  * KEYSHARE_IN_PROCESS=1, the CLI's does not.
  *

@@ -2,7 +2,7 @@
  * tpmsign: signs N times in a row with the first EC private key of a token
  * (CKM_ECDSA over a 32-byte digest) through any PKCS #11 module, in one
  * process and one session, and prints the C_Login time and signatures per
- * second. 71-tpm.sh runs it for "1,000 signatures in a row" and four at once
+ * second. 43-tpm.sh runs it for "1,000 signatures in a row" and four at once
  * ("4 concurrent clients"); make bench runs it against keyshare's TPM token
  * and tpm2-pkcs11 on the same swtpm (docs/tpm.md).
  *
@@ -15,7 +15,7 @@
  * Output: "login_ms=X signs=N failed=F ops_per_s=Y". Exit 0 when every signature was made.
  *
  * With TPMSIGN_WAIT=PATH it signs once, creates PATH.ready and waits (at most
- * 60 s) for PATH to exist before the N signatures: 71-tpm.sh restarts swtpm
+ * 60 s) for PATH to exist before the N signatures: 43-tpm.sh restarts swtpm
  * meanwhile, so a process (or agent) that lives through the restart must
  * notice that what it kept of the TPM (the saved SRK context) is stale.
  */

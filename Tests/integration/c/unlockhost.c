@@ -1,5 +1,5 @@
 /*
- * A long-running host for 77-agent-unlock.sh: loads the module, opens a
+ * A long-running host for 15-agent-unlock.sh: loads the module, opens a
  * session on the first token slot, never calls C_Login unless told, and for
  * each line on stdin prints one line:
  *   "state"   C_GetSessionInfo's state (0 RO public .. 3 RW user)

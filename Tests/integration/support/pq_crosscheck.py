@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The independent side of 73-pq-cli.sh's cross-checks (issue 18): dilithium-py (ML-DSA, FIPS 204)
+"""The independent side of 34-pq-cli.sh's cross-checks (issue 18): dilithium-py (ML-DSA, FIPS 204)
 and kyber-py (ML-KEM, FIPS 203), pure Python, installed pinned by hash into a venv
 (pq-crosscheck-requirements.txt). Keys travel as SubjectPublicKeyInfo PEM, the form
 `keyshare key public` prints and `keyshare key verify/encapsulate --public-key` read; this file

@@ -1,4 +1,4 @@
-"""PyKCS11 against the module's PKCS #11 3.2 post-quantum mechanisms with raw numbers (72-pq.sh, issue 18).
+"""PyKCS11 against the module's PKCS #11 3.2 post-quantum mechanisms with raw numbers (33-pq.sh, issue 18).
 
 Debian 12's python3-pykcs11 (1.5.12) is a 2.40/3.0-level binding: it knows no CKK_ML_DSA, CKM_ML_DSA or
 CKA_PARAMETER_SET, but takes any integer as a mechanism or key type, and sends an attribute it does not

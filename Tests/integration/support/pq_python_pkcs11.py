@@ -1,4 +1,4 @@
-"""python-pkcs11 against the module's PKCS #11 3.2 post-quantum mechanisms (72-pq.sh, issue 18).
+"""python-pkcs11 against the module's PKCS #11 3.2 post-quantum mechanisms (33-pq.sh, issue 18).
 
 python-pkcs11 0.9.4 knows none of the 3.2 numbers; it takes raw mechanism and key-type numbers,
 and an AttributeMapper can be taught CKA_PARAMETER_SET (0x61d, a CK_ULONG) and CKA_ENCAPSULATE /

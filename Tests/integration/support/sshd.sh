@@ -1,4 +1,4 @@
-# A private sshd for the OpenSSH workflows (58-ssh, 72-tpm-consumers): only
+# A private sshd for the OpenSSH workflows (58-ssh, 44-tpm-consumers): only
 # public-key logins, the authorized key swapped between checks, on 127.0.0.1
 # in the script's sandbox, stopped by its PID. Source it after
 # support/consumers.sh (serve, wait_log, stop).

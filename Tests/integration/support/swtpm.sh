@@ -2,7 +2,7 @@
 # `swtpm socket` with a private state directory, on loopback only (the control
 # port is the server port + 1), `--flags not-need-init,startup-clear`, started
 # as a daemon that writes its PID file and stopped by that PID. The same
-# pattern for 71-tpm.sh and 72-tpm-consumers.sh, which both source this file.
+# pattern for 43-tpm.sh and 44-tpm-consumers.sh, which both source this file.
 # Source it after lib.sh.
 
 # tpm_start DIR PORT: swtpm on 127.0.0.1:PORT (control PORT+1), state in DIR.

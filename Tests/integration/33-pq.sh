@@ -5,7 +5,7 @@
 # links the same static libcrypto and checks the module's signatures and ciphertexts with raw EVP;
 # with `make OPENSSL=system` (3.0) it checks that no post-quantum mechanism is offered. Passes
 # through the agent (the default) and with KEYSHARE_IN_PROCESS=1.
-# Usage: 72-pq.sh KEYSHARE MODULE. Ends with "N passed, M failed".
+# Usage: 33-pq.sh KEYSHARE MODULE. Ends with "N passed, M failed".
 set -euo pipefail
 KEYSHARE=${1:?keyshare path}
 MODULE=${2:?module path}

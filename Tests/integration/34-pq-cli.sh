@@ -37,7 +37,7 @@ if [ -f "$BUNDLE_PC/libcrypto.pc" ]; then
 elif pkg-config --atleast-version=3.5 libcrypto; then
   PC=(env); SHIM=
 else
-  echo "73-pq-cli: needs OpenSSL 3.5 (the bundle in .build/openssl-3.5: make build) to make the fixtures" >&2
+  echo "34-pq-cli: needs OpenSSL 3.5 (the bundle in .build/openssl-3.5: make build) to make the fixtures" >&2
   bad "OpenSSL 3.5 for the fixtures"; finish; exit
 fi
 # shellcheck disable=SC2046
@@ -263,5 +263,5 @@ strace -f -qq -e trace=open,openat,openat2 -o "$WORK/trace" "$KS" key sign --tok
 [ -s "$WORK/traced.sig" ] && ! grep -q keychain.db "$WORK/trace" \
   && ok "key sign (ML-DSA) opens no keychain.db in the CLI" || bad "ML-DSA sign opens no keychain.db" "$(cat "$WORK/err")"
 
-echo "# 73-pq-cli: $(( $(date +%s) - T0 ))s (mode: $([ "${KEYSHARE_IN_PROCESS:-}" = 1 ] && echo in-process || echo agent))"
+echo "# 34-pq-cli: $(( $(date +%s) - T0 ))s (mode: $([ "${KEYSHARE_IN_PROCESS:-}" = 1 ] && echo in-process || echo agent))"
 finish

@@ -13,7 +13,7 @@
 # --tpm: CKA_LOCAL false); a host starting programs while it signs hands
 # no TPM descriptor to its children; tpm2-tss writes nothing on the host's
 # stderr. Passes in-process and with KEYSHARE_AGENT=1.
-# Usage: 71-tpm.sh KEYSHARE MODULE.
+# Usage: 43-tpm.sh KEYSHARE MODULE.
 set -u
 KS=${1:?keyshare binary}
 MODULE=${2:?module path}

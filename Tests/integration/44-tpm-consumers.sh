@@ -17,7 +17,7 @@
 # PINs reach programs through the environment, a pipe (libp11's
 # pin-source=file:/dev/fd/3) or SSH_ASKPASS, never argv (checked by strace).
 # Passes in the default (agent) mode and with KEYSHARE_IN_PROCESS=1.
-# Usage: 72-tpm-consumers.sh KEYSHARE MODULE. Ends with "N passed, M failed, K xfail".
+# Usage: 44-tpm-consumers.sh KEYSHARE MODULE. Ends with "N passed, M failed, K xfail".
 set -uo pipefail
 KEYSHARE=$(realpath "${1:?keyshare binary}")
 MODULE=$(realpath "${2:?module path}")
@@ -219,6 +219,6 @@ grep -Eq "^[0-9]+ store images \([1-9][0-9]* WAL frames\), TPM blobs in the last
 n=$(sqlite3 "$DB" "SELECT count(*) FROM attributes a JOIN items i ON i.id = a.item WHERE i.token_id LIKE 'com.keyshare.tpm:%' AND a.type = $((0x80004B53))" 2>&1)
 [ "$n" = 0 ] && ok "the live store (with its WAL): no PKCS #8 of a TPM key" || bad "the live store: no PKCS #8 of a TPM key" "$n"
 
-echo "note - 72-tpm-consumers took $((SECONDS - T0)) s${IN_NETNS:+ (private network namespace)}${KEYSHARE_IN_PROCESS:+, in-process}"
+echo "note - 44-tpm-consumers took $((SECONDS - T0)) s${IN_NETNS:+ (private network namespace)}${KEYSHARE_IN_PROCESS:+, in-process}"
 check_no_secret_argv PIN SOPIN
 finish_consumers
