@@ -301,10 +301,15 @@ static int hello(int fd, int attach, ksa_shm **shm, unsigned *version) {
     }
     /* A hello that gets no answer (an agent stuck or flooded) ends, bounded. */
     ksa_set_timeout(fd, ksa_timeout_ms("KEYSHARE_AGENT_TIMEOUT", KSA_HELLO_TIMEOUT_MS) < KSA_HELLO_TIMEOUT_MS ? ksa_timeout_ms("KEYSHARE_AGENT_TIMEOUT", KSA_HELLO_TIMEOUT_MS) : KSA_HELLO_TIMEOUT_MS);
-    int rc = -1, sent = !b.failed && ksa_write_frame(fd, b.data, b.len) == 0;
+    int rc = -1, sent = !b.failed && ksa_write_frame(fd, b.data, b.len) == 0, log_sent = 1;
+    /* The log descriptor follows the hello. An agent that refuses the hello
+     * (another protocol, a refusal) answers and closes at once, and this send
+     * can then fail (EPIPE) while its answer waits to be read: read it all the
+     * same, so the refusal or the version is seen (an older agent is retired,
+     * issue 26), not taken for an agent that went away. */
     if (sent && log) {
         int opened, lfd = debug_log_fd(&opened);
-        sent = ksa_send_fd(fd, lfd) == 0;
+        log_sent = ksa_send_fd(fd, lfd) == 0;
         if (opened) close(lfd);
     }
     if (sent && ksa_read_frame(fd, &b) == 0) {
@@ -313,6 +318,8 @@ static int hello(int fd, int attach, ksa_shm **shm, unsigned *version) {
         if (p == -2) {
             *version = h.version;
             rc = -4;
+        } else if (p == 0 && h.status == 0 && !log_sent) {
+            rc = -1;
         } else if (p == 0 && h.status == 0) {
             rc = 0;
             /* The region's descriptor (or the byte alone: none). */
