@@ -13,7 +13,7 @@
 # - pkcs11-tool --login without --pin, the libp11 engine without a PIN, ssh -I
 #   (to a private sshd) log in through the prompt; a keyshare command with no
 #   terminal asks through the same pinentry on its own display; a real
-#   pinentry-curses on the client's terminal works (support/pty-answer.py types);
+#   pinentry-curses on the client's terminal works (support/pty_answer.py types);
 # - consent (token set --consent ask): Allow once (this process), Deny
 #   (CKR_FUNCTION_REJECTED), no answer (CKR_FUNCTION_CANCELED), no display
 #   (refused, logged), Always allow (a rule policy list shows; later uses are
@@ -206,8 +206,8 @@ DISPLAY=:42 pkcs11-tool --module "$MODULE" --token-label work --login --pin env:
   && ok "consent off: signs without a question" || bad "consent off"
 
 # token create: a person at a terminal gets consent ask, a script off
-# (support/pty-answer.py types the PINs at the prompts, from the environment).
-PTY=(python3 "$HERE/support/pty-answer.py")
+# (support/pty_answer.py types the PINs at the prompts, from the environment).
+PTY=(python3 "$HERE/support/pty_answer.py")
 check_out "token create at a terminal: consent ask by default" "label typed, slot [0-9]+, consent ask" \
   "${PTY[@]}" "New SO PIN=env:SOPIN" "Repeat new SO PIN=env:SOPIN" "New user PIN=env:PIN" "Repeat new user PIN=env:PIN" \
   -- "$KS" token create --label typed

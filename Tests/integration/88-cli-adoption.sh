@@ -170,9 +170,9 @@ printf '13' > "$WORK/short.pin"
 check_fail "--pin-source with a 2-byte PIN: one line, not tried" 'the user PIN given has 2 bytes; PINs are 4 to 255 bytes, so it was not tried and no attempt was counted' \
   ks list --token adopt --pin-source "file:$WORK/short.pin"
 check_out "... no attempt counted" '^ok$' user_pin_state adopt
-for answer in '\r' '\x04'; do
-  what=$([ "$answer" = '\r' ] && echo "an empty Enter" || echo "Ctrl-D")
-  out=$(python3 "$HERE/support/pty_answer.py" "User PIN for adopt: " "$answer" "$KS" list --token adopt --private 2>&1); rc=$?
+for answer in enter 'keys:\x04'; do
+  what=$([ "$answer" = enter ] && echo "an empty Enter" || echo "Ctrl-D")
+  out=$(python3 "$HERE/support/pty_answer.py" "User PIN for adopt: =$answer" -- "$KS" list --token adopt --private 2>&1); rc=$?
   if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q 'keyshare: no user PIN entered: nothing was tried' <<<"$out"; then
     ok "$what at the PIN prompt: one line, nothing tried"
   else bad "$what at the PIN prompt: one line, nothing tried" "rc $rc: $out"; fi
