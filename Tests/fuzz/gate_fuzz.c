@@ -271,15 +271,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 #ifdef FUZZ_MAKE_SEEDS
 /* Seeds: a hello in one write and in pieces with the descriptor byte after it,
  * a control request, two processes, limits reached, a bad magic, a close. */
-static int seed_no;
-static void put_seed(const char *dir, const ksa_buf *b) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/seed-%d", dir, seed_no++);
-    FILE *fp = fopen(path, "wb");
-    if (!fp) return;
-    fwrite(b->data, 1, b->len, fp);
-    fclose(fp);
-}
 
 /* op 1 with the bytes of a whole frame (u32 length + payload), in pieces of `piece`. */
 static void put_frame(ksa_buf *s, uint8_t which, const ksa_buf *payload, size_t piece) {
@@ -320,7 +311,7 @@ int main(int argc, char **argv) {
         put_frame(&s, 0, &hello, 200);
         ksa_put_u8(&s, 1); ksa_put_u8(&s, 0); ksa_put_u8(&s, 1); ksa_put_u8(&s, 1);
         ksa_put_u8(&s, 5); ksa_put_u8(&s, 1);
-        put_seed(argv[1], &s);
+        write_seed(argv[1], &s);
     }
     /* A hello in 3-byte pieces beside a control request from another process. */
     ksa_buf_reset(&s);
@@ -329,14 +320,14 @@ int main(int argc, char **argv) {
     ksa_put_u8(&s, 0); ksa_put_u8(&s, 1);
     put_frame(&s, 0, &hello, 3);
     put_frame(&s, 1, &control, 5);
-    put_seed(argv[1], &s);
+    write_seed(argv[1], &s);
     /* Three connections of one process, a fourth of another (limits). */
     ksa_buf_reset(&s);
     ksa_put_u8(&s, 0x32);
     for (int k = 0; k < 3; k++) { ksa_put_u8(&s, 0); ksa_put_u8(&s, 0); }
     ksa_put_u8(&s, 0); ksa_put_u8(&s, 2);
     ksa_put_u8(&s, 5); ksa_put_u8(&s, 1);
-    put_seed(argv[1], &s);
+    write_seed(argv[1], &s);
     /* A big control request in bulk writes (growth, budget), a bad magic, a close mid-frame. */
     ksa_buf_reset(&s);
     ksa_put_u8(&s, 0x23);
@@ -350,7 +341,7 @@ int main(int argc, char **argv) {
     ksa_put_u8(&s, 2); ksa_put_u8(&s, 2); ksa_put_u8(&s, 0); ksa_put_u32(&s, 60);
     ksa_put_u8(&s, 4); ksa_put_u8(&s, 2);
     ksa_put_u8(&s, 5); ksa_put_u8(&s, 0);
-    put_seed(argv[1], &s);
+    write_seed(argv[1], &s);
     ksa_buf_free(&hello);
     ksa_buf_free(&control);
     ksa_buf_free(&s);

@@ -119,15 +119,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
 #ifdef FUZZ_MAKE_SEEDS
 /* Seeds: hellos and replies as the client and the agent build them. */
-static int seed_no;
-static void put_seed(const char *dir, const ksa_buf *b) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/seed-%d", dir, seed_no++);
-    FILE *fp = fopen(path, "wb");
-    if (!fp) return;
-    fwrite(b->data, 1, b->len, fp);
-    fclose(fp);
-}
 
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
@@ -141,7 +132,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof groups / sizeof groups[0]; i++) {
         ksa_buf_reset(&b);
         ksa_hello_build(&b, (uint16_t)(i % 4), zero, groups[i]);
-        put_seed(argv[1], &b);
+        write_seed(argv[1], &b);
     }
     /* A new client with its display and terminal (the display variables of its
      * environment; the others are left out), and one with all eight. */
@@ -151,14 +142,14 @@ int main(int argc, char **argv) {
                    "DISPLAY=:1", NULL};
     ksa_buf_reset(&b);
     ksa_hello_build_full(&b, KSA_HELLO_SHM | KSA_HELLO_AUTHENTICATOR, zero, "app", env + 7, "/dev/pts/3");
-    put_seed(argv[1], &b);
+    write_seed(argv[1], &b);
     ksa_buf_reset(&b);
     ksa_hello_build_full(&b, KSA_HELLO_SHM, zero, NULL, env, "/dev/tty1");
-    put_seed(argv[1], &b);
+    write_seed(argv[1], &b);
     /* An attached client (its token), with the shared region and a log. */
     ksa_buf_reset(&b);
     ksa_hello_build(&b, KSA_HELLO_LOG | KSA_HELLO_SHM, token, NULL);
-    put_seed(argv[1], &b);
+    write_seed(argv[1], &b);
     /* An unknown tag before the groups (a later client saying more). */
     ksa_buf_reset(&b);
     ksa_put_u32(&b, KSA_MAGIC);
@@ -172,7 +163,7 @@ int main(int argc, char **argv) {
     ksa_put_u16(&b, KSA_HELLO_GROUPS);
     ksa_put_u32(&b, 1);
     ksa_put_raw(&b, "x", 1);
-    put_seed(argv[1], &b);
+    write_seed(argv[1], &b);
     /* Other protocol versions: 4's hello (no field count), 6's. */
     for (uint16_t v = 4; v <= 6; v += 2) {
         ksa_buf_reset(&b);
@@ -180,7 +171,7 @@ int main(int argc, char **argv) {
         ksa_put_u16(&b, v);
         ksa_put_u16(&b, 0);
         ksa_put_raw(&b, zero, KSA_TOKEN_LEN);
-        put_seed(argv[1], &b);
+        write_seed(argv[1], &b);
     }
     /* Replies: accepted, and each refusal with its reason. */
     const struct { uint16_t status; const char *reason; } replies[] = {
@@ -191,11 +182,11 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof replies / sizeof replies[0]; i++) {
         ksa_buf_reset(&b);
         ksa_hello_reply_build(&b, replies[i].status, i ? zero : token, replies[i].reason);
-        put_seed(argv[1], &b);
+        write_seed(argv[1], &b);
     }
     ksa_buf_reset(&b);
     ksa_hello_reply_build(&b, 3, zero, long_groups);   /* cut at KSA_HELLO_MAX_REASON */
-    put_seed(argv[1], &b);
+    write_seed(argv[1], &b);
     ksa_buf_free(&b);
     printf("%d seeds\n", seed_no);
     return 0;
