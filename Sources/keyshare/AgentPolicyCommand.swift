@@ -36,6 +36,19 @@ struct AgentPolicyCommand: ParsableCommand {
         func tokenRecord(_ ctx: Context) throws -> TokenRecord? {
             try token.map { try ctx.tokens.resolveToken($0, includeAbsent: true) }
         }
+
+        /// Records (or replaces) this program's rule of `effect` for the token
+        /// named (or every token), with the program's identity now.
+        func setRule(_ effect: AgentPolicy.Effect, exe: String, groups: [String]? = nil, json: Bool) throws {
+            try AgentPolicyCommand.edit(json: json) { policy, ctx in
+                let t = try tokenRecord(ctx)
+                let p = program(exe)
+                let r = AgentPolicy.Rule(effect: effect, exe: exe, tokenID: t?.tokenID, tokenLabel: t?.label,
+                                         groups: groups, digest: p.digest, file: p.file)
+                policy.set(r)
+                return "policy: \(r)\(AgentPolicyCommand.programNote(r))"
+            }
+        }
     }
 
     /// A program path as rules and `keyshare unlock --program` name it: resolved (realpath), an executable file.
@@ -83,14 +96,7 @@ struct AgentPolicyCommand: ParsableCommand {
             guard accessGroups.allSatisfy({ !$0.isEmpty && !$0.contains(",") && !$0.contains("\t") && !$0.contains("\n") }) else {
                 throw ValidationError("an access group must be non-empty and hold no comma, tab or newline")
             }
-            try AgentPolicyCommand.edit(json: output.json) { policy, ctx in
-                let t = try rule.tokenRecord(ctx)
-                let p = rule.program(exe)
-                let r = AgentPolicy.Rule(effect: .allow, exe: exe, tokenID: t?.tokenID, tokenLabel: t?.label,
-                                         groups: accessGroups.isEmpty ? nil : accessGroups, digest: p.digest, file: p.file)
-                policy.set(r)
-                return "policy: \(r)\(AgentPolicyCommand.programNote(r))"
-            }
+            try rule.setRule(.allow, exe: exe, groups: accessGroups.isEmpty ? nil : accessGroups, json: output.json)
         }
     }
 
@@ -101,14 +107,7 @@ struct AgentPolicyCommand: ParsableCommand {
 
         func run() throws {
             let exe = try rule.executable()
-            try AgentPolicyCommand.edit(json: output.json) { policy, ctx in
-                let t = try rule.tokenRecord(ctx)
-                let p = rule.program(exe)
-                let r = AgentPolicy.Rule(effect: .deny, exe: exe, tokenID: t?.tokenID, tokenLabel: t?.label,
-                                         digest: p.digest, file: p.file)
-                policy.set(r)
-                return "policy: \(r)\(AgentPolicyCommand.programNote(r))"
-            }
+            try rule.setRule(.deny, exe: exe, json: output.json)
         }
     }
 
@@ -126,14 +125,7 @@ struct AgentPolicyCommand: ParsableCommand {
             if let p = NamedProgram(path: exe), let why = Authenticators.reason(for: p) {
                 throw CLIError("no unlock ever reaches \(exe): \(why); it asks for the PIN itself")
             }
-            try AgentPolicyCommand.edit(json: output.json) { policy, ctx in
-                let t = try rule.tokenRecord(ctx)
-                let p = rule.program(exe)
-                let r = AgentPolicy.Rule(effect: .unlock, exe: exe, tokenID: t?.tokenID, tokenLabel: t?.label,
-                                         digest: p.digest, file: p.file)
-                policy.set(r)
-                return "policy: \(r)\(AgentPolicyCommand.programNote(r))"
-            }
+            try rule.setRule(.unlock, exe: exe, json: output.json)
         }
     }
 

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 #include "pkcs11_shim.h"
+#include "open_module.h"
 
 static CK_FUNCTION_LIST_PTR f;
 static CK_SESSION_HANDLE s;
@@ -69,12 +70,8 @@ static void *waiter(void *arg) {
 
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
-    void *h = dlopen(argv[1], RTLD_NOW);
-    if (!h) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
-    CK_C_GetFunctionList gfl = (CK_C_GetFunctionList)dlsym(h, "C_GetFunctionList");
-    if (!gfl || gfl(&f) != CKR_OK) return 1;
-    CK_RV rv = f->C_Initialize(NULL);
-    if (rv != CKR_OK) { printf("init 0x%lx\n", rv); return 1; }
+    if (open_module(argv[1], &f)) return 1;
+    CK_RV rv;
     rv = session_and_sign(1, 1, 0);
     printf("%s 0x%lx\n", rv == CKR_OK ? "ready" : "error", rv);
     fflush(stdout);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "pkcs11_shim.h"
+#include "open_module.h"
 
 static CK_FUNCTION_LIST_PTR f;
 static CK_SESSION_HANDLE s;
@@ -38,12 +39,8 @@ static CK_RV sign(void) {
 
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
-    void *h = dlopen(argv[1], RTLD_NOW);
-    if (!h) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
-    CK_C_GetFunctionList gfl = (CK_C_GetFunctionList)dlsym(h, "C_GetFunctionList");
-    if (!gfl || gfl(&f) != CKR_OK) return 1;
-    CK_RV rv = f->C_Initialize(NULL);
-    if (rv != CKR_OK) { printf("init 0x%lx\n", rv); return 1; }
+    if (open_module(argv[1], &f)) return 1;
+    CK_RV rv;
     CK_SLOT_ID slots[8];
     CK_ULONG n = 8;
     if ((rv = f->C_GetSlotList(CK_TRUE, slots, &n)) != CKR_OK || n == 0) { printf("slots 0x%lx\n", rv); return 1; }
