@@ -282,7 +282,8 @@ UNITS         = $(wildcard dist/systemd/*.service dist/systemd/*.socket)
 man: build
 	@bash dist/man/generate.sh "$(KEYSHARE)" "$(GEN)/man" "$$(date -u -d @$(SOURCE_DATE) +%F)" "$(VERSION)"
 
-## completions: bash, zsh and fish completion scripts from the argument parser.
+## completions: bash, zsh and fish completion scripts from the argument parser; they ask the CLI
+## (`keyshare ---completion`) for token labels and items (Sources/keyshare/StoreCompletion.swift).
 completions: build
 	@mkdir -p $(GEN)/completions
 	@# A sourced file needs no #! line (lintian: bash-completion-with-hashbang).
@@ -290,6 +291,8 @@ completions: build
 	@$(KEYSHARE) --generate-completion-script zsh > $(GEN)/completions/_keyshare
 	@$(KEYSHARE) --generate-completion-script fish > $(GEN)/completions/keyshare.fish
 	@bash -n $(GEN)/completions/keyshare
+	@! command -v zsh >/dev/null || zsh -n $(GEN)/completions/_keyshare
+	@! command -v fish >/dev/null || fish -n $(GEN)/completions/keyshare.fish
 	@grep -q '^complete .*-F _keyshare keyshare$$' $(GEN)/completions/keyshare
 	@grep -q '^#compdef keyshare' $(GEN)/completions/_keyshare
 	@grep -q "^complete -c 'keyshare'" $(GEN)/completions/keyshare.fish

@@ -124,7 +124,8 @@ def render_fragment(lines):
         elif raw.startswith("."):
             out.append(raw)
         else:
-            out += wrap(hyphens(raw))
+            # A page reference is never hyphenated at a line end (\\%).
+            out += wrap(re.sub(r"(?<!\\%)(\\fB(?:[^\\ ]|\\-)+\\fR\(\d\))", r"\\%\1", hyphens(raw)))
     if in_example:
         out += [".EE", ".RE"]
     while out and out[-1] == ".PP":
