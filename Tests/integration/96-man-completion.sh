@@ -12,8 +12,9 @@
 #     driven as bash-completion drives it (COMP_WORDS, COMP_CWORD, COMP_LINE, COMP_POINT,
 #     the completion function), completes a token label after --token and an item label
 #     for show/export/delete; references once the prefix matches no label; zsh -n and
-#     fish -n parse their scripts, and the entry point those scripts call
-#     (`keyshare ---completion ...`) answers for them. Completion reads public metadata
+#     fish -n parse their scripts, the entry point those scripts call
+#     (`keyshare ---completion ...`) answers for them, and an interactive zsh (Tab) and
+#     fish (complete -C) on a pseudo-terminal complete labels with them. Completion reads public metadata
 #     only: no private item, no secret on stdout or stderr, no store created, no agent
 #     started, silent when the store is unreadable.
 set -u
@@ -184,6 +185,53 @@ grep -qx comp-tok <<<"$out" && grep -qx other-tok <<<"$out" && [ ! -s "$WORK/com
 out=$(SAP_SHELL=fish "$KS" ---completion show -- positional@0 2 5 "$KS" show comp- 2>"$WORK/comp/ferr"); all_out+=$out
 grep -qx comp-ident <<<"$out" && [ ! -s "$WORK/comp/ferr" ] \
   && ok "fish's entry point: ---completion show -- positional@0 gives comp-ident" || bad "fish entry point" "$out $(cat "$WORK/comp/ferr")"
+# The real zsh and fish, interactive, on a pseudo-terminal (zsh's zpty): zsh's own Tab with the
+# generated _keyshare in fpath (compinit); fish's `complete -C` after sourcing keyshare.fish
+# (its script reads the command line, which only an interactive fish has). `keyshare` on
+# PATH is this binary. Each driver ends by its marker, so a hung shell fails after 20 s.
+mkdir -p "$WORK/bin" && ln -sf "$KS" "$WORK/bin/keyshare"
+cat > "$WORK/comp/zsh-drive.zsh" <<'DRIVE'
+zmodload zsh/zpty
+zpty z zsh -f -i
+zpty -w z "PS1='>'; fpath=($COMPDIR \$fpath); path=($BINDIR \$path); autoload -Uz compinit; compinit -u -D; LISTMAX=1000; print RE''ADY"
+zpty -r z line '*READY*'
+zpty -w -n z "$LINE"$'\t'
+sleep 2
+zpty -w -n z $'\x15print EN""DX\n'
+zpty -r z out '*ENDX*'
+print -r -- "$out"
+zpty -d z
+DRIVE
+cat > "$WORK/comp/fish-drive.zsh" <<'DRIVE'
+zmodload zsh/zpty
+zpty f env TERM=dumb PATH="$BINDIR:$PATH" fish --no-config -i
+zpty -w f "source $COMPDIR/keyshare.fish; printf '%s%s\n' RE ADY"
+zpty -r f line '*READY*'
+zpty -w f "printf '%s%s\n' BE GIN; complete -C '$LINE' | string replace -r '\t.*' ''; printf '%s%s\n' EN DX"
+zpty -r f out '*ENDX*'
+print -r -- "${${out##*BEGIN}%%ENDX*}"
+zpty -d f
+DRIVE
+shell_complete() {  # shell_complete zsh|fish LINE
+  COMPDIR=$WORK/comp BINDIR=$WORK/bin LINE=$2 timeout 20 zsh -f "$WORK/comp/$1-drive.zsh" 2>&1 | tr -d '\r'
+}
+if command -v zsh >/dev/null; then
+  out=$(shell_complete zsh 'keyshare list --token '); all_out+=$out
+  grep -q 'comp-tok' <<<"$out" && grep -q 'other-tok' <<<"$out" \
+    && ok "zsh (interactive, Tab): keyshare list --token <Tab> lists comp-tok and other-tok" || bad "zsh: --token <Tab>" "$out"
+  out=$(shell_complete zsh 'keyshare show comp-'); all_out+=$out
+  grep -q 'comp-ident' <<<"$out" && ! grep -q "$PRIV_LABEL" <<<"$out" \
+    && ok "zsh (interactive, Tab): keyshare show comp-<Tab> completes comp-ident, not the private label" || bad "zsh: show comp-<Tab>" "$out"
+fi
+if command -v fish >/dev/null; then
+  out=$(shell_complete fish 'keyshare list --token '); all_out+=$out
+  grep -qx 'comp-tok' <<<"$out" && grep -qx 'other-tok' <<<"$out" \
+    && ok "fish (interactive, complete -C): keyshare list --token offers comp-tok and other-tok" || bad "fish: --token" "$out"
+  out=$(shell_complete fish 'keyshare export comp-'); all_out+=$out
+  [ "$(grep -c . <<<"$out")" -eq 1 ] && grep -qx 'comp-ident' <<<"$out" \
+    && ok "fish (interactive, complete -C): keyshare export comp- offers exactly comp-ident" || bad "fish: export comp-" "$out"
+fi
+
 # Nothing secret, no agent, nothing created, silent on a broken store.
 leak=""
 for s in "$PIN" "$SOPIN" "$P12PASS" "$SHARED"; do
