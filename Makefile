@@ -257,14 +257,10 @@ DEB_DIR       ?= $(CURDIR)
 DEB_FILE       = $(DEB_DIR)/keyshare_$(DEB_VERSION)_$(DEB_ARCH).deb
 DEB_COMPRESS  ?= xz
 DEB_BUILD     := $(CURDIR)/.build/deb
-DEB_PACKAGES  += dpkg-dev binutils lintian man-db groff-base bash-completion
+DEB_PACKAGES  += dpkg-dev binutils lintian man-db groff-base mandoc bash-completion zsh fish
 # Generated files (man pages, completions); the date of the last commit, so a rebuild is identical.
 GEN           := $(CURDIR)/.build/dist
 SOURCE_DATE   := $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
-# swift-argument-parser's generate-manual (the tool its GenerateManual plugin runs), built
-# from the already-resolved checkout: offline, and without the plugin's second full build.
-GENMAN_SRC    := .build/checkouts/swift-argument-parser
-GENMAN        := $(CURDIR)/.build/generate-manual/release/generate-manual
 
 # Install layout. The module and its p11-kit file go where p11-kit looks (pkg-config),
 # whatever PREFIX is: p11-kit reads no other directory. Everything else is under PREFIX.
@@ -281,17 +277,13 @@ UNITS         = $(wildcard dist/systemd/*.service dist/systemd/*.socket)
 
 .PHONY: man completions install install-files uninstall deb
 
-$(GENMAN): $(wildcard Package.resolved)
-	@test -d $(GENMAN_SRC) || { echo "$(GENMAN_SRC) missing: run 'make build' first" >&2; exit 1; }
-	$(SWIFT) build -c release --package-path $(GENMAN_SRC) --scratch-path $(CURDIR)/.build/generate-manual --product generate-manual
-	@touch $@
+## man: keyshare(1) and one page per subcommand (the argument parser's definitions and the
+## hand-written sections of dist/man/commands), keyshare-pkcs11(7) and keyshare-security(7).
+man: build
+	@bash dist/man/generate.sh "$(KEYSHARE)" "$(GEN)/man" "$$(date -u -d @$(SOURCE_DATE) +%F)" "$(VERSION)"
 
-## man: keyshare(1) and one page per subcommand from the argument parser, plus keyshare-pkcs11(7).
-man: build $(GENMAN)
-	@bash dist/man/generate.sh "$(GENMAN)" "$(KEYSHARE)" "$(GEN)/man" \
-	  "$$(date -u -d @$(SOURCE_DATE) +%F)" "$(VERSION)"
-
-## completions: bash, zsh and fish completion scripts from the argument parser.
+## completions: bash, zsh and fish completion scripts from the argument parser; they ask the CLI
+## (`keyshare ---completion`) for token labels and items (Sources/keyshare/StoreCompletion.swift).
 completions: build
 	@mkdir -p $(GEN)/completions
 	@# A sourced file needs no #! line (lintian: bash-completion-with-hashbang).
@@ -299,6 +291,8 @@ completions: build
 	@$(KEYSHARE) --generate-completion-script zsh > $(GEN)/completions/_keyshare
 	@$(KEYSHARE) --generate-completion-script fish > $(GEN)/completions/keyshare.fish
 	@bash -n $(GEN)/completions/keyshare
+	@! command -v zsh >/dev/null || zsh -n $(GEN)/completions/_keyshare
+	@! command -v fish >/dev/null || fish -n $(GEN)/completions/keyshare.fish
 	@grep -q '^complete .*-F _keyshare keyshare$$' $(GEN)/completions/keyshare
 	@grep -q '^#compdef keyshare' $(GEN)/completions/_keyshare
 	@grep -q "^complete -c 'keyshare'" $(GEN)/completions/keyshare.fish
@@ -340,7 +334,7 @@ uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/keyshare $(DESTDIR)$(P11_MODULE_DIR)/libkeyshare-pkcs11.so \
 	  $(DESTDIR)$(P11_CONFIG_DIR)/keyshare.module \
 	  $(DESTDIR)$(MANDIR)/man1/keyshare.1.gz $(DESTDIR)$(MANDIR)/man1/keyshare-*.1.gz \
-	  $(DESTDIR)$(MANDIR)/man7/keyshare-pkcs11.7.gz \
+	  $(DESTDIR)$(MANDIR)/man7/keyshare-*.7.gz \
 	  $(DESTDIR)$(BASHCOMPDIR)/keyshare $(DESTDIR)$(ZSHCOMPDIR)/_keyshare $(DESTDIR)$(FISHCOMPDIR)/keyshare.fish \
 	  $(addprefix $(DESTDIR)$(USERUNITDIR)/,$(notdir $(UNITS)))
 	rm -rf $(DESTDIR)$(DOCDIR) $(DESTDIR)$(P11_MODULE_DIR)/keyshare-ossl-modules $(DESTDIR)$(PREFIX)/lib/keyshare

@@ -22,7 +22,8 @@ struct AgentPolicyCommand: ParsableCommand {
 
     struct RuleOptions: ParsableArguments {
         @Option(help: "The program (resolved to its real path; the rule also records its SHA-256: copies with the same content are the same program).") var exe: String
-        @Option(name: .customLong("token"), help: "Only this token (label or token ID); default: every token.") var token: String?
+        @Option(name: .customLong("token"), help: "Only this token (label or token ID); default: every token.",
+                completion: StoreCompletion.tokens) var token: String?
 
         func executable() throws -> String { try AgentPolicyCommand.executable(exe) }
 

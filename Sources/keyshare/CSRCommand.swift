@@ -24,7 +24,7 @@ struct CSRCommand: ParsableCommand {
             """)
 
     @Option(help: "The key's application tag.") var tag: String?
-    @Option(help: "The private key's persistent reference or label.") var key: String?
+    @Option(help: "The private key's persistent reference or label.", completion: StoreCompletion.items) var key: String?
     @Option(help: "The private key's CKA_ID in hex.") var id: String?
     @Option(help: "The subject, as openssl req -subj writes it: /CN=Alice/O=Example (\\ escapes a /).") var subject: String
     @Option(name: .customLong("san"), help: "A subject alternative name, TYPE:VALUE (repeatable): email, dns, uri, ip, upn.")

@@ -8,7 +8,7 @@ struct DeleteCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "delete", abstract: "Delete an item (by persistent reference) or every item with a label.")
 
-    @Argument(help: "A persistent reference (as `list` prints it) or a label.") var item: String
+    @Argument(help: "A persistent reference (as `list` prints it) or a label.", completion: StoreCompletion.items) var item: String
     @OptionGroup var selection: TokenSelection
     @OptionGroup var pin: PINOptions
     @Flag(help: "JSON output: every item removed, with its persistent reference and PKCS #11 URI.") var json = false

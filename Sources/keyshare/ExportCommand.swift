@@ -13,7 +13,8 @@ struct ExportCommand: ParsableCommand {
         commandName: "export",
         abstract: "Export an identity as a PKCS #12 file under the shared export password.")
 
-    @Argument(help: "The identity: a persistent reference, a label, or the SHA-256 of its certificate (its key-sharing label).") var item: String
+    @Argument(help: "The identity: a persistent reference, a label, or the SHA-256 of its certificate (its key-sharing label).",
+              completion: StoreCompletion.items) var item: String
     @Option(name: .customLong("out"), help: "The PKCS #12 file to write (mode 0600; - for standard output).") var out: String
     @Option(help: "modern (PBES2/AES-256, SHA-256 MAC, chain) or legacy (3DES, SHA-1 MAC, for old consumers).")
     var profile: PKCS12.Profile = .modern

@@ -159,6 +159,7 @@ struct PINOptions: ParsableArguments {
 }
 
 struct TokenSelection: ParsableArguments {
-    @Option(name: .customLong("token"), help: "The token to use (label or token ID); needed when there is more than one.")
+    @Option(name: .customLong("token"), help: "The token to use (label or token ID); needed when there is more than one.",
+            completion: StoreCompletion.tokens)
     var token: String?
 }

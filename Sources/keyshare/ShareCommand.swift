@@ -192,7 +192,8 @@ struct ShareListing: Encodable {
 struct ShareGet: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "get", abstract: "Write one item of the share tree (a PKCS #12 or a zip) to a file (0600).")
-    @Argument(help: "The item identifier: LABEL, <Folder>.<LABEL> or <Folder>.zip (or its path: PIV/piv_8E2F55A1.p12).")
+    @Argument(help: "The item identifier: LABEL, <Folder>.<LABEL> or <Folder>.zip (or its path: PIV/piv_8E2F55A1.p12).",
+              completion: StoreCompletion.items)
     var item: String
     @Option(name: .customLong("out"), help: "The file to write (0600; - for standard output).") var out: String
     @OptionGroup var options: TreeOptions

@@ -10,7 +10,7 @@ struct ShowCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "show", abstract: "Show all attributes of an item (never a secret).")
 
-    @Argument(help: "A persistent reference (as `list` prints it) or a label.") var item: String
+    @Argument(help: "A persistent reference (as `list` prints it) or a label.", completion: StoreCompletion.items) var item: String
     @OptionGroup var selection: TokenSelection
     @OptionGroup var pin: PINOptions
     @Flag(help: "JSON output.") var json = false

@@ -24,7 +24,7 @@ struct TokenCommand: ParsableCommand {
         @Option(help: "With --bind tpm: also seal to these SHA-256 PCRs' current values (comma-separated, e.g. 7).")
         var pcrs: String?
         @OptionGroup var shortPIN: ShortPINOption
-        @Option(help: "Whether the agent asks before a program uses the token's keys (ask|off; default: ask when both PINs are typed at the prompt, off when they come from sources; docs/agent.md \"Consent\").")
+        @Option(help: "Whether the agent asks before a program uses the token's keys (ask|off; default: ask when both PINs are typed at the prompt, off when they come from sources; see keyshare-agent(1), Consent).")
         var consent: TokenConsent?
         @Flag(help: "Print the new token as JSON.") var json = false
 
@@ -82,7 +82,7 @@ struct TokenCommand: ParsableCommand {
 
     struct Delete: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Delete a token and every item in it (needs the SO PIN).")
-        @Argument(help: "The token's label or token ID.") var token: String
+        @Argument(help: "The token's label or token ID.", completion: StoreCompletion.tokens) var token: String
         @Option(name: .customLong("so-pin-source"), help: "Where the SO PIN comes from (env:VAR or file:PATH).")
         var soPinSource: SecretSource?
         @OptionGroup var output: JSONOption
@@ -240,7 +240,8 @@ extension TokenCommand {
             commandName: "set",
             abstract: "Change a token's settings: --consent ask|off (the agent asks before a program's first use of each key).",
             discussion: "With ask, a program with no allow rule for the token (keyshare policy allow) is asked about through the agent's prompt (pinentry) at its first use of each private key: Deny, Allow once (for that process), Always allow (an allow rule). Applies at once, to programs already running too.")
-        @Argument(help: "The token's label or token ID (needed when there is more than one token).") var token: String?
+        @Argument(help: "The token's label or token ID (needed when there is more than one token).", completion: StoreCompletion.tokens)
+        var token: String?
         @Option(help: "ask or off.") var consent: TokenConsent
         @OptionGroup var output: JSONOption
 

@@ -9,7 +9,7 @@ extension TokenCommand {
     struct Remove: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Take a soft token out without destroying it (its items stay, invisible, until `token insert`).")
-        @Argument(help: "The token's label, serial or token ID.") var token: String
+        @Argument(help: "The token's label, serial or token ID.", completion: StoreCompletion.tokens) var token: String
         @OptionGroup var output: JSONOption
 
         func run() throws {
@@ -27,7 +27,7 @@ extension TokenCommand {
 
     struct Insert: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Put a removed soft token back (same token ID, slot ID and references).")
-        @Argument(help: "The token's label, serial or token ID.") var token: String
+        @Argument(help: "The token's label, serial or token ID.", completion: StoreCompletion.tokens) var token: String
         @OptionGroup var output: JSONOption
 
         func run() throws {

@@ -121,18 +121,20 @@ dpkg-deb -c "$DEB" > "$WORK/contents"
 awk '$1 ~ /^-/ {sub(/^\.\//, "/", $6); print $1, $2, $6}' "$WORK/contents" | sort -k3 > "$WORK/files"
 awk '{print $3}' "$WORK/files" > "$WORK/paths"
 has() { grep -qxF -- "$1" "$WORK/paths"; }
-# One man page per command, as the argument parser knows them (every subcommand at every depth).
+# One man page per command, as the argument parser knows them (every subcommand at every depth;
+# not the hidden internal ones, nor the `help` pseudo-command: dist/man/generate.py).
 "$KS" --experimental-dump-help | python3 -c '
 import json, sys
 def walk(c, path):
     yield "-".join(path)
     for s in c.get("subcommands", []) or []:
-        yield from walk(s, path + [s["commandName"]])
+        if s.get("shouldDisplay", True) and path + [s["commandName"]] != ["keyshare", "help"]:
+            yield from walk(s, path + [s["commandName"]])
 for name in walk(json.load(sys.stdin)["command"], ["keyshare"]):
     print(f"/usr/share/man/man1/{name}.1.gz")' > "$WORK/want-man"
 missing=""
 for p in /usr/bin/keyshare "$SYSMOD" "$P11CONF/keyshare.module" /usr/share/man/man7/keyshare-pkcs11.7.gz \
-         /usr/share/bash-completion/completions/keyshare /usr/share/zsh/vendor-completions/_keyshare \
+         /usr/share/man/man7/keyshare-security.7.gz /usr/share/bash-completion/completions/keyshare /usr/share/zsh/vendor-completions/_keyshare \
          /usr/share/fish/vendor_completions.d/keyshare.fish /usr/share/doc/keyshare/copyright \
          /usr/share/doc/keyshare/changelog.gz /usr/share/doc/keyshare/README.md /usr/share/doc/keyshare/CHANGELOG.md \
          $([ -f "$LEGACY" ] && echo "$P11DIR/keyshare-ossl-modules/legacy.so /usr/lib/keyshare/ossl-modules/legacy.so") \
@@ -321,6 +323,7 @@ if [ -z "$excl" ]; then
   check_out "man -w keyshare" '^/usr/share/man/man1/keyshare\.1\.gz$' asuser man -w keyshare
   check_out "man -w keyshare-token-create" 'man1/keyshare-token-create\.1\.gz$' asuser man -w keyshare-token-create
   check_out "man -w 7 keyshare-pkcs11" 'man7/keyshare-pkcs11\.7\.gz$' asuser man -w 7 keyshare-pkcs11
+  check_out "man -w 7 keyshare-security" 'man7/keyshare-security\.7\.gz$' asuser man -w 7 keyshare-security
 else
   # This system does not install /usr/share/man (dpkg path-exclude): look in the package itself.
   check_out "man -w keyshare (dpkg excludes /usr/share/man here: MANPATH = the extracted package)" \
