@@ -15,6 +15,10 @@ DEB_PACKAGES  := libssl-dev libsqlite3-dev libp11-kit-dev p11-kit opensc softhsm
                  libzstd-dev zlib1g-dev libbrotli-dev libsystemd-dev bubblewrap libpam-p11 pamtester cryptsetup-bin pinentry-curses
 # 89-browsers: the browsers that open a client-certificate site, and X for the screenshots.
 DEB_PACKAGES  += firefox-esr chromium xvfb xauth imagemagick
+# Tests/conformance/run-thirdparty.sh builds OpenSC's p11test (0.23.0 sources) and crypto11's tests
+# (Debian's 1.2.5) into a cache outside the tree with these.
+DEB_PACKAGES  += libcmocka-dev autoconf automake libtool golang-go golang-github-thalesignite-crypto11-dev \
+                 golang-github-stretchr-testify-dev
 ## The crypto engine (docs/architecture.md, "The crypto engine"). OPENSSL=auto (default): the system
 ## libcrypto where it is 3.5 or newer (linked dynamically), else Debian 13's OpenSSL fetched into
 ## $(OPENSSL_BUNDLE) (checksums pinned below) and linked statically into the module, the agent and the
