@@ -15,6 +15,10 @@ DEB_PACKAGES  := libssl-dev libsqlite3-dev libp11-kit-dev p11-kit opensc softhsm
                  libzstd-dev zlib1g-dev libbrotli-dev libsystemd-dev bubblewrap libpam-p11 pamtester cryptsetup-bin pinentry-curses
 # 89-browsers: the browsers that open a client-certificate site, and X for the screenshots.
 DEB_PACKAGES  += firefox-esr chromium xvfb xauth imagemagick
+# `make thirdparty` (Tests/conformance/run-thirdparty.sh, not part of `make test`) builds OpenSC's
+# p11test (0.23.0 sources) and crypto11's tests (Debian's 1.2.5) into a cache outside the tree with these.
+THIRDPARTY_PACKAGES := libcmocka-dev autoconf automake libtool golang-go golang-github-thalesignite-crypto11-dev \
+                 golang-github-stretchr-testify-dev
 ## The crypto engine (docs/architecture.md, "The crypto engine"). OPENSSL=auto (default): the system
 ## libcrypto where it is 3.5 or newer (linked dynamically), else Debian 13's OpenSSL fetched into
 ## $(OPENSSL_BUNDLE) (checksums pinned below) and linked statically into the module, the agent and the
@@ -48,7 +52,7 @@ endif
 P11_MODULE_DIR  = $(shell pkg-config --variable=p11_module_path p11-kit-1 2>/dev/null || echo /usr/lib/x86_64-linux-gnu/pkcs11)
 P11_CONFIG_DIR  = $(shell pkg-config --variable=p11_module_configs p11-kit-1 2>/dev/null || echo /usr/share/p11-kit/modules)
 
-.PHONY: all deps openssl-bundle openssl-mode build test unit-test integration-test integration-test-agent integration-test-in-process \
+.PHONY: all deps thirdparty openssl-bundle openssl-mode build test unit-test integration-test integration-test-agent integration-test-in-process \
         integration-test-in-process-subset test-cards unit-test-system-openssl demo install uninstall clean bench stress fuzz
 
 all: build
@@ -69,6 +73,12 @@ deps:
 	  [ -z "$$policy" ] || $$SUDO rm -f /usr/sbin/policy-rc.d; \
 	  exit $$rc; \
 	fi
+
+## thirdparty: the public PKCS #11 suites (pkcs11test, p11test, crypto11, PyKCS11, python-pkcs11,
+## pkcs11-tool) against keyshare in both modes and SoftHSM2, side by side (docs/pkcs11-conformance.md).
+thirdparty: build
+	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(THIRDPARTY_PACKAGES)"
+	@bash Tests/conformance/run-thirdparty.sh "$(KEYSHARE)" "$(MODULE)"
 
 ## openssl-bundle: fetch and lay out Debian 13's OpenSSL (only when OPENSSL resolves to bundled).
 $(OPENSSL_STAMP): dist/openssl/fetch.sh | deps

@@ -143,13 +143,14 @@ enum KeyUsagePolicy {
     enum WrapProtection {
         /// CKM_AES_KEY_WRAP(_PAD): deterministic and authenticated; no IV to misuse, no oracle.
         case keyWrap
-        /// CKM_AES_CBC_PAD: unauthenticated; C_UnwrapKey under the same key is a padding oracle.
-        case cbcPad
+        /// CKM_AES_ECB, CKM_AES_CBC(_PAD), CKM_DES3_ECB, CKM_DES3_CBC(_PAD): unauthenticated; C_UnwrapKey
+        /// under the same key is a padding oracle (CBC_PAD) or cuts the blob into shorter keys (ECB, CBC).
+        case blockMode
         /// CKM_AES_GCM: a counter mode under an IV the caller chooses.
         case gcm
     }
 
-    /// Rules 6 and 7, for the wrap mechanisms whose safety depends on more
+    /// Rules 6, 7 and 9, for the wrap mechanisms whose safety depends on more
     /// than the wrapping key's flags (CKR_KEY_NOT_WRAPPABLE):
     ///
     /// - Rule 6, CBC padding oracle (Bardou, Focardi, Kawamoto, Simionato,
@@ -157,8 +158,14 @@ enum KeyUsagePolicy {
     ///   hardware", CRYPTO 2012): C_WrapKey(W, CKM_AES_CBC_PAD, S), then
     ///   C_UnwrapKey(W, CKM_AES_CBC_PAD, blob') for modified blobs tells
     ///   whether each one's padding is valid, which decrypts the blob a
-    ///   byte at a time without CKA_DECRYPT. A sensitive key is wrapped with
-    ///   CBC_PAD only under a key that cannot unwrap.
+    ///   byte at a time without CKA_DECRYPT. The unpadded block modes (ECB,
+    ///   and CBC, whose every ciphertext block is the next block's IV) have
+    ///   a splitting attack instead: one block of the blob, unwrapped as a
+    ///   DES key (or the blob's first blocks as a shorter key), gives a key
+    ///   of part of S's value that the caller can use, so each part is found
+    ///   by exhaustive search on its own (3 × 2^56 for a three-key 3DES key;
+    ///   Clulow, CHES 2003, §3). A sensitive key is wrapped with any of these
+    ///   modes only under a key that cannot unwrap.
     /// - Rule 7, GCM IV reuse: C_WrapKey(W, CKM_AES_GCM with IV X) of a key
     ///   whose value the caller knows (one it created, sensitive or not),
     ///   then of S with the same X: the two blobs are the two values XORed
@@ -168,12 +175,25 @@ enum KeyUsagePolicy {
     ///   no module-generated IV for C_WrapKey), so a sensitive key is never
     ///   wrapped with GCM; CKM_AES_KEY_WRAP(_PAD) wraps it. GCM still
     ///   unwraps, and wraps non-sensitive keys.
+    /// - Rule 9, weaker wrapping key (Clulow, CHES 2003, §2.2): a key
+    ///   wrapped under a weaker one is as strong as the weaker one. AES
+    ///   wrapping keys are 128 bits at least; a Triple DES key (CKK_DES3,
+    ///   112 bits of strength; CKK_DES2, 80: SP 800-57 Part 1 Rev. 5 Table 2)
+    ///   wraps a sensitive key only when that key is a DES key no stronger
+    ///   than itself (DES, DES2 and, under DES3, DES3), never an AES,
+    ///   generic, ChaCha20 or private key.
     static func checkWrapMechanism(_ protection: WrapProtection, wrapper: ObjectView, target: ObjectView) throws {
         guard target.bool(CKA_SENSITIVE) ?? true else { return }
         switch protection {
-        case .keyWrap: return
-        case .cbcPad: if wrapper.bool(CKA_UNWRAP) == true { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
+        case .keyWrap: break
+        case .blockMode: if wrapper.bool(CKA_UNWRAP) == true { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
         case .gcm: throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE)
+        }
+        let weakerThan: [CK_KEY_TYPE: Set<CK_KEY_TYPE>] = [CKK_DES3: [CKK_DES, CKK_DES2, CKK_DES3], CKK_DES2: [CKK_DES, CKK_DES2]]
+        if let type = wrapper.keyType, let allowed = weakerThan[type] {
+            guard target.objectClass == CKO_SECRET_KEY, let t = target.keyType, allowed.contains(t) else {
+                throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE)
+            }
         }
     }
 

@@ -283,8 +283,8 @@ public enum MechanismCatalog {
         e.append((CKM_RSA_AES_KEY_WRAP, MechanismInfo(minKeySize: rsaSizes.0, maxKeySize: rsaSizes.1, flags: wu)))
         // AES key sizes in bytes, as the spec counts them for AES.
         e.append((CKM_AES_KEY_GEN, MechanismInfo(minKeySize: 16, maxKeySize: 32, flags: CKF_GENERATE)))
-        e.append((CKM_AES_CBC, MechanismInfo(minKeySize: 16, maxKeySize: 32, flags: ed)))
-        // CBC_PAD and GCM also wrap (Wrap.swift); GCM also serves the message API (MessageCrypto.swift).
+        // CBC, CBC_PAD and GCM also wrap (Wrap.swift, BlockWrap.swift); GCM also serves the message API (MessageCrypto.swift).
+        e.append((CKM_AES_CBC, MechanismInfo(minKeySize: 16, maxKeySize: 32, flags: ed | CKF_WRAP | CKF_UNWRAP)))
         e.append((CKM_AES_CBC_PAD, MechanismInfo(minKeySize: 16, maxKeySize: 32, flags: ed | CKF_WRAP | CKF_UNWRAP)))
         e.append((CKM_AES_GCM, MechanismInfo(minKeySize: 16, maxKeySize: 32,
                                              flags: ed | CKF_WRAP | CKF_UNWRAP | messageFlags)))
@@ -316,7 +316,9 @@ public enum MechanismCatalog {
     static let symmetricEntries: [(CK_MECHANISM_TYPE, MechanismInfo)] = {
         let ed = CKF_ENCRYPT | CKF_DECRYPT
         var e: [(CK_MECHANISM_TYPE, MechanismInfo)] = []
-        for t in [CKM_AES_ECB, CKM_AES_CTR, CKM_AES_CTS] {
+        // ECB also wraps (BlockWrap.swift).
+        e.append((CKM_AES_ECB, MechanismInfo(minKeySize: 16, maxKeySize: 32, flags: ed | CKF_WRAP | CKF_UNWRAP)))
+        for t in [CKM_AES_CTR, CKM_AES_CTS] {
             e.append((t, MechanismInfo(minKeySize: 16, maxKeySize: 32, flags: ed)))
         }
         for t in [CKM_AES_CMAC, CKM_AES_CMAC_GENERAL] {
@@ -325,8 +327,12 @@ public enum MechanismCatalog {
         for t in [CKM_DES_KEY_GEN, CKM_DES3_KEY_GEN] {
             e.append((t, MechanismInfo(minKeySize: 0, maxKeySize: 0, flags: CKF_GENERATE)))
         }
-        for t in [CKM_DES_ECB, CKM_DES_CBC, CKM_DES_CBC_PAD, CKM_DES3_ECB, CKM_DES3_CBC, CKM_DES3_CBC_PAD] {
+        for t in [CKM_DES_ECB, CKM_DES_CBC, CKM_DES_CBC_PAD] {
             e.append((t, MechanismInfo(minKeySize: 0, maxKeySize: 0, flags: ed)))
+        }
+        // Triple DES also wraps (BlockWrap.swift); single DES (56 bits) does not.
+        for t in [CKM_DES3_ECB, CKM_DES3_CBC, CKM_DES3_CBC_PAD] {
+            e.append((t, MechanismInfo(minKeySize: 0, maxKeySize: 0, flags: ed | CKF_WRAP | CKF_UNWRAP)))
         }
         e.append((CKM_CHACHA20_KEY_GEN, MechanismInfo(minKeySize: 32, maxKeySize: 32, flags: CKF_GENERATE)))
         e.append((CKM_CHACHA20_POLY1305, MechanismInfo(minKeySize: 32, maxKeySize: 32, flags: ed | messageFlags)))

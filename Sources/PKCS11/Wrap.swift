@@ -5,8 +5,9 @@ import Tokens
 
 // PKCS #11 3.0 §5.18 C_WrapKey / C_UnwrapKey with CKM_AES_KEY_WRAP (RFC 3394)
 // and CKM_AES_KEY_WRAP_PAD (RFC 5649), each with the standard or an
-// alternative IV, CKM_AES_CBC_PAD and CKM_AES_GCM. Secret keys wrap as their
-// value, private keys as PKCS #8 PrivateKeyInfo.
+// alternative IV, CKM_AES_GCM, and the block modes of BlockWrap.swift
+// (CKM_AES_ECB, CKM_AES_CBC(_PAD), CKM_DES3_ECB, CKM_DES3_CBC(_PAD)). Secret
+// keys wrap as their value, private keys as PKCS #8 PrivateKeyInfo.
 //
 // Policy (docs/pkcs11-conformance.md, "Wrap/decrypt separation"): a key
 // leaves only when CKA_EXTRACTABLE is true (sensitive or not: that is what
@@ -14,31 +15,52 @@ import Tokens
 // keys only under a CKA_TRUSTED wrapping key; a sensitive key never under a
 // key that can decrypt or whose value was ever known outside the token
 // (KeyUsagePolicy.swift has the attacks each rule stops), and as rules 6
-// and 7 allow the mechanism (a sensitive key is never wrapped with GCM, nor
-// with CBC_PAD under a key that can unwrap).
+// 7 and 9 allow the mechanism (a sensitive key is never wrapped with GCM, nor
+// with an unauthenticated block mode under a key that can unwrap, nor under a
+// Triple DES key weaker than itself).
 
 /// A wrap mechanism and its parameters.
 enum WrapMethod {
     case keyWrap(pad: Bool, iv: [UInt8]?)
-    case cbcPad(iv: [UInt8])
     case gcm(GCMParameters)
+    case block(BlockWrap)
 
     init(_ m: Mechanism) throws {
         switch m {
         case .aesKeyWrap(let pad): self = .keyWrap(pad: pad, iv: nil)
         case .aesKeyWrapWithIV(let pad, let iv): self = .keyWrap(pad: pad, iv: iv)
-        case .aesCBC(let iv, pad: true): self = .cbcPad(iv: iv)
         case .aesGCM(let p): self = .gcm(p)
-        default: throw PKCS11Error.mechanismInvalid
+        default:
+            guard let b = BlockWrap(m) else { throw PKCS11Error.mechanismInvalid }
+            self = .block(b)
         }
     }
 
     var protection: KeyUsagePolicy.WrapProtection {
         switch self {
         case .keyWrap: .keyWrap
-        case .cbcPad: .cbcPad
+        case .block: .blockMode
         case .gcm: .gcm
         }
+    }
+
+    /// The key types a wrapping key of this mechanism may have.
+    var keyTypes: Set<CK_KEY_TYPE> {
+        if case .block(let b) = self { return b.keyTypes }
+        return [CKK_AES]
+    }
+
+    /// The cipher key of a wrapping key's value, nil for a size its type never has.
+    func cipherKey(_ value: [UInt8], keyType: CK_KEY_TYPE) -> [UInt8]? {
+        if case .block(let b) = self { return b.cipherKey(value, keyType: keyType) }
+        return [16, 24, 32].contains(value.count) ? value : nil
+    }
+
+    /// Whether the mechanism wraps private keys (PKCS #8); the unpadded
+    /// block modes wrap secret keys only.
+    var wrapsPrivateKeys: Bool {
+        if case .block(let b) = self { return b.pad }
+        return true
     }
 
     /// The wrapped size of `n` bytes of key material.
@@ -47,7 +69,7 @@ enum WrapMethod {
         case .keyWrap(let pad, _):
             if !pad, n % 8 != 0 || n < 16 { throw PKCS11Error(CKR_KEY_SIZE_RANGE) }
             return pad ? (n + 7) / 8 * 8 + 8 : n + 8
-        case .cbcPad: return (n / 16 + 1) * 16
+        case .block(let b): return b.wrappedLength(n)
         case .gcm(let p): return n + p.tagBytes
         }
     }
@@ -55,7 +77,7 @@ enum WrapMethod {
     func wrap(kek: [UInt8], _ material: [UInt8]) throws -> [UInt8] {
         switch self {
         case .keyWrap(let pad, let iv): return try AESKeyWrap.wrap(kek: kek, key: material, padded: pad, iv: iv)
-        case .cbcPad(let iv): return try AESCBC.encrypt(key: kek, iv: iv, data: material, padding: true)
+        case .block(let b): return try b.wrap(kek: kek, material)
         case .gcm(let p):
             let (ct, tag) = try AESGCM.encrypt(key: kek, iv: p.iv, plaintext: material, aad: p.aad, tagLength: p.tagBytes)
             return ct + tag
@@ -69,14 +91,14 @@ enum WrapMethod {
         let lengthOK: Bool
         switch self {
         case .keyWrap: lengthOK = wrapped.count >= 16 && wrapped.count % 8 == 0
-        case .cbcPad: lengthOK = wrapped.count >= 16 && wrapped.count % 16 == 0
+        case .block(let b): return try b.unwrap(kek: kek, wrapped)
         case .gcm(let p): lengthOK = wrapped.count > p.tagBytes
         }
         guard lengthOK else { throw PKCS11Error(CKR_WRAPPED_KEY_LEN_RANGE) }
         do {
             switch self {
             case .keyWrap(let pad, let iv): return try AESKeyWrap.unwrap(kek: kek, wrapped: wrapped, padded: pad, iv: iv)
-            case .cbcPad(let iv): return try AESCBC.decrypt(key: kek, iv: iv, data: wrapped, padding: true)
+            case .block(let b): return try b.unwrap(kek: kek, wrapped)
             case .gcm(let p):
                 let split = wrapped.count - p.tagBytes
                 return try AESGCM.decrypt(key: kek, iv: p.iv, ciphertext: Array(wrapped[..<split]),
@@ -89,22 +111,26 @@ enum WrapMethod {
 }
 
 extension Runtime {
-    /// The wrapping or unwrapping key's value, after its flag check.
-    func kek(_ s: Session, _ h: CK_OBJECT_HANDLE, usage: CK_ATTRIBUTE_TYPE) throws -> (ObjectView, [UInt8]) {
+    /// The wrapping or unwrapping key's cipher key, after its type and flag
+    /// checks (`method` nil: an AES mechanism).
+    func kek(_ s: Session, _ h: CK_OBJECT_HANDLE, usage: CK_ATTRIBUTE_TYPE,
+             method: WrapMethod? = nil) throws -> (ObjectView, [UInt8]) {
         let view: ObjectView
         do {
             view = try resolve(s, h)
         } catch let e as PKCS11Error where e == .objectHandleInvalid {
             throw PKCS11Error(usage == CKA_WRAP ? CKR_WRAPPING_KEY_HANDLE_INVALID : CKR_UNWRAPPING_KEY_HANDLE_INVALID)
         }
-        guard view.objectClass == CKO_SECRET_KEY, view.keyType == CKK_AES else {
+        let types = method?.keyTypes ?? [CKK_AES]
+        guard view.objectClass == CKO_SECRET_KEY, let type = view.keyType, types.contains(type) else {
             throw PKCS11Error(usage == CKA_WRAP ? CKR_WRAPPING_KEY_TYPE_INCONSISTENT : CKR_UNWRAPPING_KEY_TYPE_INCONSISTENT)
         }
         guard view.bool(usage) == true else { throw PKCS11Error.keyFunctionNotPermitted }
-        guard let v = view.attributes[CKA_VALUE], [16, 24, 32].contains(v.count) else {
+        guard let v = view.attributes[CKA_VALUE],
+              let key = (method ?? .keyWrap(pad: false, iv: nil)).cipherKey(v, keyType: type) else {
             throw PKCS11Error(usage == CKA_WRAP ? CKR_WRAPPING_KEY_SIZE_RANGE : CKR_UNWRAPPING_KEY_SIZE_RANGE)
         }
-        return (view, v)
+        return (view, key)
     }
 
     public func wrapKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, wrappingKey: CK_OBJECT_HANDLE,
@@ -118,7 +144,7 @@ extension Runtime {
     /// one place for the extractability and wrap/decrypt separation rules.
     func wrapKey(_ s: Session, method: WrapMethod, wrappingKey: CK_OBJECT_HANDLE, key: CK_OBJECT_HANDLE,
                  capacity: Int?) throws -> OutputResult {
-        let (wrapper, kekValue) = try kek(s, wrappingKey, usage: CKA_WRAP)
+        let (wrapper, kekValue) = try kek(s, wrappingKey, usage: CKA_WRAP, method: method)
         let target = try resolveKey(s, key)
         guard target.bool(CKA_EXTRACTABLE) == true else { throw PKCS11Error(CKR_KEY_UNEXTRACTABLE) }
         try TemplateAttributes.checkWrap(wrapper: wrapper, target: target)  // CKA_WRAP_TEMPLATE
@@ -130,7 +156,7 @@ extension Runtime {
             guard let v = target.attributes[CKA_VALUE] else { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
             material = v
         case CKO_PRIVATE_KEY:
-            guard target.attributes[CKA.keyshareExternal] == nil else { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
+            guard method.wrapsPrivateKeys, target.attributes[CKA.keyshareExternal] == nil else { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
             // DSA and DH keys are components, not PKCS #8 of a PrivateKey (FFCKeys.swift).
             guard target.keyType != CKK_DSA, target.keyType != CKK_DH else { throw PKCS11Error(CKR_KEY_NOT_WRAPPABLE) }
             try checkConsent(target, .export)  // Prompt.swift
@@ -157,15 +183,21 @@ extension Runtime {
     /// C_UnwrapKey's AES path, shared with the 3.2 C_UnwrapKeyAuthenticated.
     func unwrapKey(_ s: Session, method: WrapMethod, unwrappingKey: CK_OBJECT_HANDLE, wrapped: [UInt8],
                    template: Template) throws -> CK_OBJECT_HANDLE {
-        let (unwrapper, kekValue) = try kek(s, unwrappingKey, usage: CKA_UNWRAP)
+        let (unwrapper, kekValue) = try kek(s, unwrappingKey, usage: CKA_UNWRAP, method: method)
         // CKA_UNWRAP_TEMPLATE merged in first: the checks below see the merged template.
         let t = try TemplateAttributes.merge(template, with: TemplateAttributes.stored(unwrapper, KS_CKA_UNWRAP_TEMPLATE)).map()
         try KeyUsagePolicy.checkUnwrapTemplate(unwrapper: unwrapper, t)
         guard let cls = try t.checkedULong(CKA_CLASS), let keyType = try t.checkedULong(CKA_KEY_TYPE) else {
             throw PKCS11Error.templateIncomplete
         }
+        if cls != CKO_SECRET_KEY, !method.wrapsPrivateKeys { throw PKCS11Error.templateInconsistent }
         var material = try method.unwrap(kek: kekValue, wrapped)
         defer { for i in material.indices { material[i] = 0 } }
+        if case .block(let b) = method, !b.pad {
+            let cut = try b.truncate(material, keyType: keyType, valueLength: try t.checkedULong(CKA_VALUE_LEN))
+            for i in material.indices { material[i] = 0 }
+            material = cut
+        }
         return try storeUnwrappedKey(material, cls: cls, keyType: keyType, template: t, in: s)
     }
 

@@ -15,9 +15,16 @@
 #                        python-pkcs11, cryptography, parameterized and pytest
 #   PKCS11TEST           Google's pkcs11test binary (github.com/google/pkcs11test, built with
 #                        its makefile; the commit is the caller's to record)
-#   P11TEST              OpenSC's src/tests/p11test binary (0.23.0 sources)
-#   CRYPTO11_TEST        a test binary of crypto11 (ThalesIgnite, Go; Debian 12's
-#                        golang-github-thalesignite-crypto11-dev 1.2.5)
+#   P11TEST              OpenSC's src/tests/p11test binary (0.23.0 sources); unset,
+#                        the one built in THIRDPARTY_CACHE, built there first when
+#                        OPENSC_GIT names a git directory of OpenSC (tag 0.23.0,
+#                        Debian 12's opensc; needs libcmocka-dev and autotools)
+#   CRYPTO11_TEST        a test binary of crypto11 (ThalesIgnite, Go); unset, built
+#                        in THIRDPARTY_CACHE from Debian 12's
+#                        golang-github-thalesignite-crypto11-dev 1.2.5 (GOPATH mode,
+#                        offline: its dependencies are Debian's packages too)
+#   THIRDPARTY_CACHE     where those two are built, never in the repository
+#                        (default ${XDG_CACHE_HOME:-~/.cache}/keyshare-thirdparty)
 #   P11TEST_VERBOSE      set: p11test -v (its verbose log)
 #   SOFTHSM2_MODULE      default /usr/lib/softhsm/libsofthsm2.so
 #   SUITES               default: every suite whose inputs are present
@@ -49,6 +56,35 @@ trap 'rm -rf "$RUN"' EXIT
 export KEYSHARE_KDF_LOG2N=10
 # The suites' own fixture PINs (see above).
 export PIN=1234 SOPIN=123456
+
+# The two suites this script can build itself, into the cache (their code is
+# never in the repository). Each build's log is kept beside it.
+CACHE=${THIRDPARTY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/keyshare-thirdparty}
+build_p11test() {
+  local src=$CACHE/opensc-0.23.0 bin=$CACHE/opensc-0.23.0/src/tests/p11test/p11test
+  if [ ! -x "$bin" ] && [ -n "${OPENSC_GIT:-}" ]; then
+    rm -rf "$src"; mkdir -p "$src"
+    git --git-dir "$OPENSC_GIT" archive 0.23.0 | tar -x -C "$src" &&
+      # One reader driver must be chosen; p11test uses none (it loads the module it tests).
+      (cd "$src" && ./bootstrap && ./configure --disable-pcsc --enable-ctapi --disable-readline --disable-zlib \
+         --disable-doc --disable-man --disable-notify --disable-sm --enable-cmocka --enable-openssl &&
+       make -C src/tests/p11test) >"$CACHE/p11test-build.log" 2>&1 ||
+      echo "p11test: build failed, see $CACHE/p11test-build.log" >&2
+  fi
+  [ -x "$bin" ] && P11TEST=$bin
+}
+build_crypto11() {
+  local bin=$CACHE/crypto11.test
+  if [ ! -x "$bin" ] && [ -d /usr/share/gocode/src/github.com/ThalesIgnite/crypto11 ] && command -v go >/dev/null; then
+    (cd "$CACHE" && GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE=$CACHE/gocache GOFLAGS= GOPROXY=off \
+       go test -c -o "$bin" github.com/ThalesIgnite/crypto11) >"$CACHE/crypto11-build.log" 2>&1 ||
+      echo "crypto11: build failed, see $CACHE/crypto11-build.log" >&2
+  fi
+  [ -x "$bin" ] && CRYPTO11_TEST=$bin
+}
+mkdir -p "$CACHE"
+[ -n "${P11TEST:-}" ] || build_p11test
+[ -n "${CRYPTO11_TEST:-}" ] || build_crypto11
 
 # fresh_token WHO SUITE LABEL: a new store (keyshare) or token directory
 # (SoftHSM2) holding one initialised token; sets MOD to the module to load.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The symmetric mechanisms of issue 13: AES-ECB/CTR/CTS/CMAC, DES and 3DES,
-# ChaCha20-Poly1305, CBC_PAD / GCM / alternative-IV key wraps, and
+# ChaCha20-Poly1305, CBC_PAD / GCM / alternative-IV key wraps, the AES and
+# 3DES block-mode wraps (ECB, CBC, CBC_PAD: pkcs11test's CKM_DES3_ECB), and
 # message-based AEAD. A C host (Tests/integration/c/symmetric.c) checks
 # published vectors, raw-OpenSSL cross-checks over random inputs, argument
 # errors, the message API and the two wrap attacks; this script then checks
@@ -57,6 +58,11 @@ if [ -f "$OUT/data.bin" ]; then
     openssl enc -id-aes128-wrap-pad -K $K128 -iv "$(hx alt4.hex)" -in "$OUT/target.bin"
   same "C_WrapKey CKM_AES_CBC_PAD: openssl enc -d -aes-128-cbc gives the key back" "$OUT/target.bin" \
     openssl enc -d -aes-128-cbc -K $K128 -iv "$(hx iv16.hex)" -in "$OUT/cbcpad-wrap.bin"
+  same "C_WrapKey CKM_DES3_ECB: openssl enc -d -des-ede3 -nopad gives the key back" "$OUT/block-target16.bin" \
+    openssl enc -d -des-ede3 -nopad -K $K3 -in "$OUT/des3-ecb-wrap.bin"
+  { cat "$OUT/block-target20.bin"; head -c 4 /dev/zero; } >"$WORK/t24"
+  same "C_WrapKey CKM_DES3_CBC: openssl enc -d -des-ede3-cbc -nopad gives the key and its 4 zero bytes of padding" "$WORK/t24" \
+    openssl enc -d -des-ede3-cbc -nopad -K $K3 -iv 0123456789ABCDEF -in "$OUT/des3-cbc-wrap.bin"
 else
   bad "the C host wrote the outputs for the openssl CLI checks"
 fi

@@ -125,13 +125,14 @@ static CK_AES_CTR_PARAMS ctr_params(const unsigned char *cb, CK_ULONG bits) {
 static void catalog(CK_SLOT_ID slot) {
     const CK_FLAGS ed = CKF_ENCRYPT | CKF_DECRYPT, msg = CKF_MESSAGE_ENCRYPT | CKF_MESSAGE_DECRYPT | CKF_MULTI_MESSAGE;
     struct { CK_MECHANISM_TYPE t; CK_FLAGS flags; CK_ULONG min, max; } want[] = {
-        {CKM_AES_ECB, ed, 16, 32}, {CKM_AES_CTR, ed, 16, 32}, {CKM_AES_CTS, ed, 16, 32},
+        {CKM_AES_ECB, ed | CKF_WRAP | CKF_UNWRAP, 16, 32}, {CKM_AES_CTR, ed, 16, 32}, {CKM_AES_CTS, ed, 16, 32},
         {CKM_AES_CMAC, CKF_SIGN | CKF_VERIFY, 16, 32}, {CKM_AES_CMAC_GENERAL, CKF_SIGN | CKF_VERIFY, 16, 32},
         {CKM_AES_CBC_PAD, ed | CKF_WRAP | CKF_UNWRAP, 16, 32}, {CKM_AES_GCM, ed | CKF_WRAP | CKF_UNWRAP | msg, 16, 32},
         {CKM_AES_KEY_WRAP, CKF_WRAP | CKF_UNWRAP, 16, 32}, {CKM_AES_KEY_WRAP_PAD, CKF_WRAP | CKF_UNWRAP, 16, 32},
         {CKM_DES_KEY_GEN, CKF_GENERATE, 0, 0}, {CKM_DES3_KEY_GEN, CKF_GENERATE, 0, 0},
         {CKM_DES_ECB, ed, 0, 0}, {CKM_DES_CBC, ed, 0, 0}, {CKM_DES_CBC_PAD, ed, 0, 0},
-        {CKM_DES3_ECB, ed, 0, 0}, {CKM_DES3_CBC, ed, 0, 0}, {CKM_DES3_CBC_PAD, ed, 0, 0},
+        {CKM_DES3_ECB, ed | CKF_WRAP | CKF_UNWRAP, 0, 0}, {CKM_DES3_CBC, ed | CKF_WRAP | CKF_UNWRAP, 0, 0},
+        {CKM_DES3_CBC_PAD, ed | CKF_WRAP | CKF_UNWRAP, 0, 0},
         {CKM_CHACHA20_KEY_GEN, CKF_GENERATE, 32, 32}, {CKM_CHACHA20_POLY1305, ed | msg, 32, 32},
     };
     int bad = 0;
@@ -875,6 +876,115 @@ static void padding_oracle(CK_SESSION_HANDLE s) {
     CHECK("a wrap-only key (no oracle) wraps it with CBC_PAD", f->C_WrapKey(s, &cbcpad, wrapOnly, S, blob, &n) == CKR_OK && n == 32);
 }
 
+/* C_WrapKey / C_UnwrapKey with the block modes (BlockWrap.swift): pkcs11test's
+ * CKM_DES3_ECB flow (WrapUnwrap, WrapInvalid, TookanAttackA1), the spec's zero
+ * padding, and rules 6 and 9. The blob splitting that rule 6 stops is run as
+ * far as a test can: with it off, the first block of a sensitive 3DES key's
+ * ECB blob, unwrapped three times over as a 3DES key, is single DES under the
+ * key's first third (56 bits, found by exhaustive search off the token). */
+static CK_OBJECT_HANDLE gen_des3(CK_SESSION_HANDLE s, CK_BBOOL dec, CK_BBOOL wrap, CK_BBOOL unwrap, CK_BBOOL sensitive) {
+    CK_ATTRIBUTE t[] = {{CKA_ENCRYPT, &no, 1}, {CKA_DECRYPT, &dec, 1}, {CKA_WRAP, &wrap, 1}, {CKA_UNWRAP, &unwrap, 1},
+                        {CKA_SENSITIVE, &sensitive, 1}, {CKA_EXTRACTABLE, &yes, 1}};
+    CK_MECHANISM m = {CKM_DES3_KEY_GEN, NULL, 0};
+    CK_OBJECT_HANDLE h = 0;
+    return f->C_GenerateKey(s, &m, t, 6, &h) == CKR_OK ? h : 0;
+}
+
+static void block_wrap(CK_SESSION_HANDLE s, CK_SLOT_ID slot) {
+    unsigned char k3[24], out[64], back[64], t16[16], t20[20];
+    p11host_unhex("0123456789ABCDEF23456789ABCDEF01456789ABCDEF0123", k3);
+    rnd(t16, 16); rnd(t20, 20);
+    CK_MECHANISM_INFO mi;
+    CHECK("C_GetMechanismInfo: CKM_DES3_ECB, CKM_DES3_CBC_PAD and CKM_AES_ECB have CKF_WRAP and CKF_UNWRAP",
+          f->C_GetMechanismInfo(slot, CKM_DES3_ECB, &mi) == CKR_OK && (mi.flags & (CKF_WRAP | CKF_UNWRAP)) == (CKF_WRAP | CKF_UNWRAP) &&
+          f->C_GetMechanismInfo(slot, CKM_DES3_CBC_PAD, &mi) == CKR_OK && (mi.flags & CKF_WRAP) &&
+          f->C_GetMechanismInfo(slot, CKM_AES_ECB, &mi) == CKR_OK && (mi.flags & CKF_UNWRAP) &&
+          f->C_GetMechanismInfo(slot, CKM_DES_ECB, &mi) == CKR_OK && !(mi.flags & CKF_WRAP));
+    CK_OBJECT_HANDLE kek = secret(s, CKK_DES3, k3, 24), a16 = secret(s, CKK_AES, t16, 16), g20 = secret(s, CKK_GENERIC_SECRET, t20, 20);
+    p11host_put_file(outdir, "block-target16.bin", t16, 16);
+    p11host_put_file(outdir, "block-target20.bin", t20, 20);
+    CK_MECHANISM ecb = {CKM_DES3_ECB, NULL, 0}, cbc = {CKM_DES3_CBC, k3, 8};
+    CK_ULONG n = 0;
+    CK_RV rv = f->C_WrapKey(s, &ecb, kek, a16, NULL, &n);
+    CHECK("C_WrapKey CKM_DES3_ECB length query: 16", rv == CKR_OK && n == 16);
+    n = sizeof out;
+    if (f->C_WrapKey(s, &ecb, kek, a16, out, &n) == CKR_OK) p11host_put_file(outdir, "des3-ecb-wrap.bin", out, n);
+    CK_ULONG bn = sizeof back;
+    CHECK("C_WrapKey CKM_DES3_ECB = C_Encrypt CKM_DES3_ECB of the value under the same key",
+          n == 16 && p11host_crypt1(s, 1, &ecb, kek, t16, 16, back, &bn) == CKR_OK && bn == 16 && !memcmp(out, back, 16));
+    n = sizeof out;
+    if (f->C_WrapKey(s, &cbc, kek, g20, out, &n) == CKR_OK) p11host_put_file(outdir, "des3-cbc-wrap.bin", out, n);
+    CHECK("C_WrapKey CKM_DES3_CBC of a 20-byte key: 24 bytes (zero padding)", n == 24);
+    CK_KEY_TYPE gen = CKK_GENERIC_SECRET;
+    CK_ULONG twenty = 20, eight = 8;
+    CK_ATTRIBUTE ut[] = {{CKA_CLASS, &secret_class, sizeof secret_class}, {CKA_KEY_TYPE, &gen, sizeof gen},
+                         {CKA_SENSITIVE, &no, 1}, {CKA_EXTRACTABLE, &yes, 1}, {CKA_VALUE_LEN, &twenty, sizeof twenty}};
+    CK_OBJECT_HANDLE h = 0;
+    unsigned char v[64];
+    CK_ATTRIBUTE get = {CKA_VALUE, v, sizeof v};
+    CHECK("C_UnwrapKey CKM_DES3_CBC with CKA_VALUE_LEN 20 gives the key back",
+          f->C_UnwrapKey(s, &cbc, kek, out, 24, ut, 5, &h) == CKR_OK &&
+          f->C_GetAttributeValue(s, h, &get, 1) == CKR_OK && get.ulValueLen == 20 && !memcmp(v, t20, 20));
+    ut[4].pValue = &eight;
+    CHECK("C_UnwrapKey CKM_DES3_CBC cutting more than the padding (CKA_VALUE_LEN 8 of 24): CKR_WRAPPED_KEY_INVALID",
+          f->C_UnwrapKey(s, &cbc, kek, out, 24, ut, 5, &h) == CKR_WRAPPED_KEY_INVALID);
+    CHECK("C_UnwrapKey CKM_DES3_ECB of 20 bytes: CKR_WRAPPED_KEY_LEN_RANGE",
+          f->C_UnwrapKey(s, &ecb, kek, out, 20, ut, 4, &h) == CKR_WRAPPED_KEY_LEN_RANGE);
+
+    /* pkcs11test ROUserSessionTest.WrapUnwrap: a readable 3DES key under a 3DES key with WRAP, UNWRAP and DECRYPT. */
+    CK_OBJECT_HANDLE k1 = gen_des3(s, no, no, no, no), k2 = gen_des3(s, yes, yes, yes, yes);
+    n = sizeof out;
+    bn = sizeof back;
+    unsigned char k1v[24];
+    CK_ATTRIBUTE k1get = {CKA_VALUE, k1v, 24};
+    CHECK("pkcs11test's flow: C_WrapKey CKM_DES3_ECB of a readable 3DES key; C_Decrypt with the wrapping key gives its value",
+          f->C_WrapKey(s, &ecb, k2, k1, out, &n) == CKR_OK && n == 24 && p11host_crypt1(s, 0, &ecb, k2, out, n, back, &bn) == CKR_OK &&
+          f->C_GetAttributeValue(s, k1, &k1get, 1) == CKR_OK && bn == 24 && !memcmp(back, k1v, 24));
+    CK_KEY_TYPE des3 = CKK_DES3;
+    CK_ATTRIBUTE k3t[] = {{CKA_CLASS, &secret_class, sizeof secret_class}, {CKA_KEY_TYPE, &des3, sizeof des3},
+                          {CKA_ENCRYPT, &yes, 1}, {CKA_DECRYPT, &yes, 1}, {CKA_EXTRACTABLE, &yes, 1}};
+    CHECK("pkcs11test's flow: C_UnwrapKey CKM_DES3_ECB of that blob as a 3DES key",
+          f->C_UnwrapKey(s, &ecb, k2, out, n, k3t, 5, &h) == CKR_OK);
+    /* TookanAttackA1: a sensitive key under a key with WRAP and DECRYPT (rule 1). */
+    CK_OBJECT_HANDLE victim = gen_des3(s, no, no, no, yes), wd = gen_des3(s, yes, yes, no, yes);
+    n = sizeof out;
+    CHECK("Tookan A1 with CKM_DES3_ECB: a sensitive key under a key that can decrypt is CKR_KEY_NOT_WRAPPABLE",
+          f->C_WrapKey(s, &ecb, wd, victim, out, &n) == CKR_KEY_NOT_WRAPPABLE);
+
+    /* Rule 6: the split. The victim's value is known to the test (created by value, sensitive). */
+    CK_ATTRIBUTE vt[] = {{CKA_CLASS, &secret_class, sizeof secret_class}, {CKA_KEY_TYPE, &des3, sizeof des3},
+                         {CKA_VALUE, k3, 24}, {CKA_SENSITIVE, &yes, 1}, {CKA_EXTRACTABLE, &yes, 1}, {CKA_WRAP, &no, 1}};
+    CK_OBJECT_HANDLE S = 0, W = gen_des3(s, no, yes, yes, yes), wrapOnly = gen_des3(s, no, yes, no, yes);
+    f->C_CreateObject(s, vt, 6, &S);
+    n = sizeof out;
+    rv = f->C_WrapKey(s, &ecb, W, S, out, &n);
+    int split = 0;
+    if (rv == CKR_OK) {
+        unsigned char three[24], zero[8] = {0}, k111[24], e1[8], e2[8];
+        for (int i = 0; i < 3; i++) memcpy(three + 8 * i, out, 8);
+        CK_ATTRIBUTE st[] = {{CKA_CLASS, &secret_class, sizeof secret_class}, {CKA_KEY_TYPE, &des3, sizeof des3},
+                             {CKA_ENCRYPT, &yes, 1}};
+        CK_ULONG en = 8;
+        for (int i = 0; i < 3; i++) memcpy(k111 + 8 * i, k3, 8);
+        split = f->C_UnwrapKey(s, &ecb, W, three, 24, st, 3, &h) == CKR_OK && p11host_crypt1(s, 1, &ecb, h, zero, 8, e1, &en) == CKR_OK &&
+                evp("DES-EDE3-ECB", k111, NULL, 1, 0, zero, 8, e2) == 8 && !memcmp(e1, e2, 8);
+    }
+    if (split) NOTE("note: the ECB blob split: a key made of its first block is single DES under the victim's first 8 bytes");
+    CHECK("blob splitting fails: C_WrapKey(CKM_DES3_ECB) of a sensitive key under a key that can unwrap is CKR_KEY_NOT_WRAPPABLE",
+          rv == CKR_KEY_NOT_WRAPPABLE && !split);
+    n = sizeof out;
+    CHECK("a wrap-only 3DES key wraps the sensitive 3DES key with CKM_DES3_ECB", f->C_WrapKey(s, &ecb, wrapOnly, S, out, &n) == CKR_OK && n == 24);
+    /* Rule 9: a sensitive AES-256 key is never wrapped under 3DES (112 bits). */
+    CK_ULONG l32 = 32;
+    CK_ATTRIBUTE at[] = {{CKA_VALUE_LEN, &l32, sizeof l32}, {CKA_EXTRACTABLE, &yes, 1}, {CKA_WRAP, &no, 1}};
+    CK_MECHANISM ag = {CKM_AES_KEY_GEN, NULL, 0};
+    CK_OBJECT_HANDLE aesVictim = 0;
+    f->C_GenerateKey(s, &ag, at, 3, &aesVictim);
+    n = sizeof out;
+    CHECK("a sensitive AES-256 key under a wrap-only 3DES key: CKR_KEY_NOT_WRAPPABLE (weaker wrapping key)",
+          aesVictim && f->C_WrapKey(s, &ecb, wrapOnly, aesVictim, out, &n) == CKR_KEY_NOT_WRAPPABLE);
+}
+
 /* Rule 7: GCM IV reuse run to its end. A key the caller knows and the
  * victim wrapped under one GCM IV: blob1 ^ blob2 ^ known = victim. */
 static void gcm_iv_reuse(CK_SESSION_HANDLE s) {
@@ -921,6 +1031,7 @@ int main(int argc, char **argv) {
     direct_paths(s);
     padding_oracle(s);
     gcm_iv_reuse(s);
+    block_wrap(s, slot);
     unsigned char buf[16];
     CK_ULONG n = sizeof buf;
     CK_GCM_MESSAGE_PARAMS gp = {buf, 12, 0, CKG_NO_GENERATE, buf, 128};
