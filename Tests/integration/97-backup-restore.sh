@@ -22,7 +22,9 @@ export PIN=1234-user SOPIN=9876-so-pin P12PASS=p12-pass BP='correct horse batter
 export KEYSHARE_AGENT=1 KEYSHARE_AGENT_PROGRAM=$KS
 unset KEYSHARE_IN_PROCESS
 RUNS=()
+WRITER=
 cleanup() {
+  [ -n "$WRITER" ] && kill "$WRITER" 2>/dev/null && wait "$WRITER" 2>/dev/null
   for r in "${RUNS[@]}"; do stop_agent "$r"; done
   tpm_stop "$WORK/tpm"
   rm -rf "$WORK" "$HOME1"
@@ -54,7 +56,7 @@ openssl x509 -in "$WORK/id.crt" -outform DER -out "$WORK/id.der"
 # --- backup ----------------------------------------------------------------------------------------
 A=$WORK/store.ksb
 check_out "backup: 1 token, 5 items" "backed up 1 token \(5 items\) to $A" ks backup --out "$A" --passphrase-source env:BP
-[ "$(stat -c %a "$A")" = 600 ] && ok "the archive is mode 0600" || bad "archive mode" "$(stat -c %a "$A")"
+[ "$(stat -c %a "$A" 2>/dev/null)" = 600 ] && ok "the archive is mode 0600" || bad "archive mode" "$(stat -c %a "$A")"
 check_fail "an existing output is refused" "already exists; add --force" ks backup --out "$A" --passphrase-source env:BP
 before=$(sha256sum <"$A")
 check_fail "a short passphrase is refused" "at least 10" ks backup --out "$WORK/short.ksb" --passphrase-source env:SHORTBP
@@ -155,6 +157,27 @@ machine n
 json2=$(on n ks restore "$WORK/m.ksb" --passphrase-source env:BP --json)
 python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["items"]==5 and d["home"] and d["tokens"][0]["kind"]=="soft"' "$json2" \
   && ok "a backup of the restored store restores again (--json report)" || bad "second generation restore" "$json $json2"
+
+# --- consistent while the agent writes -----------------------------------------------------------
+# Key pairs are generated (in the agent, one transaction per pair) while three
+# backups are taken: each restores, and holds whole pairs only (5 + 2k items).
+( for i in $(seq 40); do "$KS" key generate --type ec --label w$i --tag w$i --pin-source env:PIN >/dev/null 2>&1 || exit 1; done ) &
+WRITER=$!
+for i in 1 2 3; do
+  sleep 0.3
+  ks backup --out "$WORK/busy$i.ksb" --passphrase-source env:BP >/dev/null 2>"$WORK/busy$i.err" || bad "backup $i while the agent writes" "$(cat "$WORK/busy$i.err")"
+done
+wait "$WRITER" && ok "the writer made its 40 key pairs meanwhile" || bad "the writer made its key pairs"
+WRITER=
+counts="" whole=1
+for i in 1 2 3; do
+  machine b$i
+  out=$(on b$i ks restore "$WORK/busy$i.ksb" --passphrase-source env:BP --json 2>&1)
+  n=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["items"])' "$out" 2>/dev/null)
+  counts="$counts $n"
+  [ -n "$n" ] && [ $((n % 2)) -eq 1 ] && [ "$n" -ge 5 ] && [ "$n" -le 85 ] || { bad "backup $i taken during writes restores whole pairs" "$out"; whole=0; }
+done
+[ "$whole" = 1 ] && ok "backups taken while the agent wrote restore, each with whole key pairs (items:$counts)"
 
 # --- TPM: bound to the device, reported, left out ---------------------------------------------------
 if command -v swtpm >/dev/null && PT=$(tpm_start_free "$WORK/tpm"); then
