@@ -82,14 +82,17 @@ public enum StoreRestore {
                 "its store has schema version \(version), newer than this keyshare's \(Schema.currentVersion): restore with a newer keyshare")
         }
         guard version >= 1 else { throw StoreArchive.Failure.malformed("its store has no keyshare schema") }
-        try Schema.migrate(db)
-        // Only keyshare's own tables and indexes: no trigger or view that a
-        // crafted archive could have added runs when the store is used.
+        // Only keyshare's own tables and indexes, compared with a new store at
+        // the same version before anything runs on it (a migration, the
+        // removals below): no trigger or view a crafted archive added ever runs.
         let fresh = try MemoryDatabase()
-        try Schema.migrate(fresh.connection)
+        try fresh.connection.exec("BEGIN")
+        for m in Schema.migrations[0..<version] { try fresh.connection.exec(m) }
+        try fresh.connection.exec("COMMIT")
         guard try schema(db) == schema(fresh.connection) else {
             throw StoreArchive.Failure.malformed("its store's schema is not keyshare's")
         }
+        try Schema.migrate(db)
         guard try db.query("PRAGMA foreign_key_check", [], { _ in true }).isEmpty else {
             throw StoreArchive.Failure.malformed("its store has dangling references")
         }
@@ -276,6 +279,8 @@ final class MemoryDatabase {
         let rc = sqlite3_deserialize(connection.db, "main", buffer.assumingMemoryBound(to: UInt8.self),
                                      Int64(image.count), Int64(image.count), flags)
         guard rc == SQLITE_OK else { throw StoreArchive.Failure.malformed("its store cannot be read: \(connection.errorMessage)") }
+        // Nothing in the image's schema may call a function with side effects.
+        try connection.exec("PRAGMA trusted_schema=OFF")
     }
 
     /// The database as the bytes of an SQLite file.

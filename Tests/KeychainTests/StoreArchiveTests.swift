@@ -81,6 +81,23 @@ import KeyshareCrypto
         #expect(throws: KeychainError.self) { try StoreRestore.install(prepared, home: target) }
     }
 
+    /// An image of an older schema is migrated; one with a trigger added is
+    /// refused before any migration runs on it.
+    @Test func olderSchemaIsMigratedForeignObjectsRefused() throws {
+        func v4(_ extra: String?) throws -> [UInt8] {
+            let old = try MemoryDatabase()
+            for m in Schema.migrations[0..<4] { try old.connection.exec(m) }
+            try old.connection.exec("PRAGMA user_version = 4")
+            if let extra { try old.connection.exec(extra) }
+            return try old.serialize()
+        }
+        let prepared = try StoreRestore.check(try v4(nil))
+        #expect(try prepared.memory.connection.query("PRAGMA user_version") { Int($0.int(0)) } == [Schema.currentVersion])
+        #expect(throws: StoreArchive.Failure.malformed("its store's schema is not keyshare's")) {
+            try StoreRestore.check(try v4("CREATE TRIGGER t AFTER UPDATE ON attributes BEGIN DELETE FROM tokens; END"))
+        }
+    }
+
     /// A store image with an object keyshare does not make (a trigger) is refused.
     @Test func foreignSchemaIsRefused() throws {
         let home = TempHome()
