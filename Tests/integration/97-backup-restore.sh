@@ -73,6 +73,14 @@ json=$(ks backup --out "$WORK/j.ksb" --passphrase-source env:BP --json)
 python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["items"]==5 and d["tokens"][0]["label"]=="work" and d["leftOut"]==[]' <<<"$json" \
   && ok "backup --json: tokens, items, nothing left out" || bad "backup --json" "$json"
 
+# At a terminal (support/pty-answer.py types the passphrases, from the environment): asked twice.
+PTY=(python3 "$HERE/support/pty-answer.py")
+check_out "backup at a terminal: the passphrase asked twice" "backed up 1 token" \
+  "${PTY[@]}" "Passphrase for the backup=env:BP" "Repeat passphrase for the backup=env:BP" -- "$KS" backup --out "$WORK/tty1.ksb"
+check_out "two different entries at the terminal: refused" "the two entries differ" \
+  "${PTY[@]}" "Passphrase for the backup=env:BP" "Repeat passphrase for the backup=env:WRONGBP" -- "$KS" backup --out "$WORK/tty2.ksb"
+[ ! -e "$WORK/tty2.ksb" ] && ok "and no archive was written" || bad "no archive after differing entries"
+
 # --- what the archive does not show -----------------------------------------------------------------
 if python3 "$HERE/support/key_needles.py" "$A" "$WORK/id.key" >"$WORK/needles.out" 2>&1; then
   bad "the archive holds no byte run of the identity's private key" "$(cat "$WORK/needles.out")"
@@ -129,6 +137,9 @@ check_fail "restore into a home an agent serves is refused" "agent \(pid [0-9]+\
 
 # --- another machine: restore, unlock with the original PIN, sign -----------------------------------
 machine m
+machine k
+check_out "restore at a terminal: the passphrase asked once" "restored 1 token \(5 items\)" \
+  on k "${PTY[@]}" "Passphrase of the backup=env:BP" -- "$KS" restore "$WORK/tty1.ksb"
 check_out "restore into a fresh home" "restored 1 token \(5 items\) into $HOME_m" on m ks restore "$A" --passphrase-source env:BP
 [ "$(stat -c %a "$HOME_m/keychain.db")" = 600 ] && [ "$(stat -c %a "$HOME_m")" = 700 ] \
   && ok "the restored store is 0600 in a 0700 home" || bad "restored modes" "$(stat -c '%a %n' "$HOME_m" "$HOME_m/keychain.db")"
