@@ -81,6 +81,24 @@ import KeyshareCrypto
         #expect(throws: KeychainError.self) { try StoreRestore.install(prepared, home: target) }
     }
 
+    /// An image that still holds a TPM-bound token (not one keyshare backup
+    /// writes) restores without it, and says so.
+    @Test func restoreLeavesOutWhatCannotMove() throws {
+        let home = TempHome()
+        let store = try home.store()
+        let soft = try makeToken(store)
+        let bound = try makeToken(store, "com.keyshare.soft:99887766AABBCCDD")
+        try store.write {
+            try store.db.run("INSERT INTO meta (key, value) VALUES (?, x'01')", [.text("binding:" + bound.description)])
+        }
+        let raw = try MemoryDatabase()
+        try MemoryDatabase.copy(from: store.db.db, to: raw.connection.db, what: "the test store")
+        let prepared = try StoreRestore.check(try raw.serialize())
+        #expect(prepared.contents.tokens.map(\.tokenID) == [soft.description])
+        #expect(prepared.contents.leftOut.map(\.tokenID) == [bound.description])
+        #expect(try prepared.memory.connection.query("SELECT count(*) FROM meta WHERE key LIKE 'binding:%'") { $0.int(0) } == [0])
+    }
+
     /// An image of an older schema is migrated; one with a trigger added is
     /// refused before any migration runs on it.
     @Test func olderSchemaIsMigratedForeignObjectsRefused() throws {
