@@ -77,9 +77,10 @@ check_out "lock" "locked 1 token" ks lock
 check_fail "after keyshare lock: refused again" "is locked" ks password fetch --socket "$SOCK" --stdout
 c=$(tr "\0" " " </proc/"$SERVE_PID"/cmdline 2>/dev/null)
 e=$(tr '\0' '\n' </proc/"$SERVE_PID"/environ 2>/dev/null || true)
-! grep -qF -- "$PIN" <<<"$c$e" && ! grep -q -- "--pin-source" <<<"$c" && ok "no PIN in the service's command line or environment" \
+! grep -qFf <(pin_pipe PIN; echo) <<<"$c$e" && ! grep -q -- "--pin-source" <<<"$c" && ok "no PIN in the service's command line or environment" \
   || bad "no PIN in the service's command line or environment" "$c"
-grep -qF -- "$EXPECT" "$T/agent-serve.log" "$(agent_dir)/agent.log" && bad "password never logged (service, agent)" || ok "password never logged (service, agent)"
+# grep -f reads the password from a pipe (printf is a builtin): never on grep's argv.
+grep -qFf <(printf '%s\n' "$EXPECT") "$T/agent-serve.log" "$(agent_dir)/agent.log" && bad "password never logged (service, agent)" || ok "password never logged (service, agent)"
 check_out "the agent logs the answers" "password service: .*: not-blocked for token pwsvc" cat "$(agent_dir)/agent.log"
 stop_serve
 stop_agent
@@ -118,7 +119,7 @@ if unshare -Urm true 2>/dev/null; then
   grep -q "^blocked" <<<"$s" && ok "python3 bind-mounted over the allowed keyshare (unshare -Urm) is blocked (credential)" \
     || bad "python3 bind-mounted over the allowed keyshare (unshare -Urm) is blocked (credential)" "$s"
 fi
-grep -qF -- "$EXPECT" "$T/cred-serve.log" && bad "password never logged (credential)" || ok "password never logged (credential)"
+grep -qFf <(printf '%s\n' "$EXPECT") "$T/cred-serve.log" && bad "password never logged (credential)" || ok "password never logged (credential)"
 stop_serve
 
 # --- the user unit ------------------------------------------------------------------------------
