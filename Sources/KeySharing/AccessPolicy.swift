@@ -22,18 +22,30 @@ public struct PeerCredentials: Sendable, Equatable {
     public var gid: UInt32
     /// /proc/PID/exe at connect time; nil when it cannot be read.
     public var exe: String?
+    /// The program by what it is (file and content, CallerCheck), when known:
+    /// an `exe` rule then names it as the agent's rules do (NamedProgram), so
+    /// a program bind-mounted over an allowed path in the caller's own mount
+    /// namespace (`unshare -Urm`), which /proc/PID/exe shows under that path,
+    /// is not the allowed program.
+    public var program: ProgramIdentity?
 
-    public init(pid: Int32, uid: UInt32, gid: UInt32, exe: String?) {
+    public init(pid: Int32, uid: UInt32, gid: UInt32, exe: String?, program: ProgramIdentity? = nil) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
         self.exe = exe
+        self.program = program
     }
 }
 
 public struct AccessDecision: Sendable, Equatable {
     public var state: AccessState
     public var reason: String
+
+    public init(state: AccessState, reason: String) {
+        self.state = state
+        self.reason = reason
+    }
 }
 
 /// Which local programs may fetch the shared password. On iOS the OS lets only
@@ -50,8 +62,16 @@ public struct AccessPolicy: Codable, Sendable, Equatable {
             self.uid = uid
         }
 
-        func matches(_ peer: PeerCredentials) -> Bool {
-            if let exe, peer.exe != exe { return false }
+        /// `deny`: a deny rule also matches by path alone (refusing more is safe).
+        func matches(_ peer: PeerCredentials, deny: Bool = false) -> Bool {
+            if let exe {
+                if let program = peer.program {
+                    let named = NamedProgram(path: exe)?.names(program) ?? false
+                    guard named || (deny && peer.exe == exe) else { return false }
+                } else if peer.exe != exe {
+                    return false
+                }
+            }
             if let uid, peer.uid != uid { return false }
             return exe != nil || uid != nil
         }
@@ -83,7 +103,7 @@ public struct AccessPolicy: Codable, Sendable, Equatable {
         guard let policy, !policy.allow.isEmpty else {
             return AccessDecision(state: .notEnabled, reason: "sharing is not enabled: no program is allowed (keyshare share allow)")
         }
-        if let rule = policy.deny.first(where: { $0.matches(peer) }) {
+        if let rule = policy.deny.first(where: { $0.matches(peer, deny: true) }) {
             return AccessDecision(state: .blocked, reason: "denied by rule \(rule)")
         }
         if let rule = policy.allow.first(where: { $0.matches(peer) }) {

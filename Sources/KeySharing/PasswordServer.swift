@@ -27,6 +27,9 @@ public final class PasswordServer: @unchecked Sendable {
     private let wakeRead: Int32
     private let wakeWrite: Int32
     private let password: String
+    /// Set when the agent answers (AgentAnswer): the service passes it each
+    /// valid request's connection and only logs the outcome.
+    private let agent: ((Int32) -> AgentAnswer.Outcome)?
     private let policy: () throws -> AccessPolicy?
     private let log: (String) -> Void
     private let serviceUID = getuid()
@@ -51,11 +54,15 @@ public final class PasswordServer: @unchecked Sendable {
     /// must be free: a stale socket (nothing listens: ECONNREFUSED) is
     /// replaced; a live one, or anything that is not a socket, is an error and
     /// is left as it is.
+    /// `agent`: instead of answering from `password`, hand every valid request's
+    /// connection to it (the agent judges and answers; issue 28 item 4).
     public init(socketPath: String, password: String, policy: @escaping () throws -> AccessPolicy?,
                 log: @escaping (String) -> Void, checkDirectory: (String) throws -> Void = { _ in },
-                maxConnections: Int = PasswordServer.maxConnections) throws {
+                maxConnections: Int = PasswordServer.maxConnections,
+                agent: ((Int32) -> AgentAnswer.Outcome)? = nil) throws {
         self.socketPath = socketPath
         self.password = password
+        self.agent = agent
         self.policy = policy
         self.log = log
         guard socketPath.utf8.count < MemoryLayout.size(ofValue: sockaddr_un().sun_path) else {
@@ -222,6 +229,12 @@ public final class PasswordServer: @unchecked Sendable {
             reply = .init(state: .noRequest, error: e.description)
         case (.success, nil):
             reply = .init(state: .noRequest, error: "the caller's credentials cannot be read")
+        case (.success, _) where agent != nil:
+            // The agent wrote the reply on the connection; the service closes its end.
+            let outcome = agent!(c.fd)
+            log("\(Self.who(c.credentials, exe: outcome.exe)): \(outcome.state.rawValue) (by the agent)"
+                + (outcome.reason.map { " (\($0))" } ?? ""))
+            return []
         case (.success, let cred?):
             let decision: AccessDecision
             do {
@@ -239,6 +252,7 @@ public final class PasswordServer: @unchecked Sendable {
                         if let why = caller.unverified { log("pid \(cred.pid): \(why)") }
                         var peer = unseen
                         peer.exe = caller.program.path
+                        peer.program = caller.program
                         decision = AccessPolicy.decide(policy, peer: peer, serviceUID: serviceUID)
                     }
                 }

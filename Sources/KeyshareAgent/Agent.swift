@@ -585,6 +585,22 @@ public final class Agent: @unchecked Sendable {
         return out
     }
 
+    /// The key of `token` while it is unlocked (not expired) for `program`, for
+    /// the password service (ControlServer, servePassword); nil otherwise.
+    func unlockedKey(token: TokenID, for program: ProgramIdentity) -> TokenKey? {
+        let now = Agent.monotonic()
+        return lock.withLock {
+            guard let u = unlocked[token], u.expires > now, u.scope.reaches(program) else { return nil }
+            return u.key
+        }
+    }
+
+    /// Whether `token` is unlocked for any program now (for the password service's refusal text).
+    func isUnlocked(token: TokenID) -> Bool {
+        let now = Agent.monotonic()
+        return lock.withLock { (unlocked[token]?.expires ?? 0) > now }
+    }
+
     /// Applies the unlock table to every client now (a lock or an expiry
     /// must not wait for a client's next call to drop the key).
     private func pushUnlocks() {

@@ -26,6 +26,10 @@ public enum ControlProtocol {
         case decapsulate
         /// `keyshare agent status` / `stop` (docs/agent.md, "Managing the agent").
         case agentStatus, agentStop
+        /// The password service's request (issue 28 item 4; KeySharing.AgentAnswer): the
+        /// client's connection follows the frame (SCM_RIGHTS); the agent answers the client
+        /// itself and replies "state", "reason", "exe" (never the password).
+        case servePassword
     }
 
     public struct Message: Sendable {
@@ -116,16 +120,22 @@ public enum ControlProtocol {
     /// minimal environment), sends one request, returns the reply's fields or
     /// throws its error line. Every wait is bounded (KEYSHARE_AGENT_TIMEOUT,
     /// default 120 s for the reply).
-    public static func call(_ op: Op, _ request: Message, program: String, start: Bool = true) throws -> Message {
+    /// `passing`: a descriptor sent right after the request (SCM_RIGHTS);
+    /// `timeoutMilliseconds`: the reply's bound instead of KEYSHARE_AGENT_TIMEOUT's.
+    public static func call(_ op: Op, _ request: Message, program: String, start: Bool = true,
+                            passing: Int32? = nil, timeoutMilliseconds: Int32? = nil) throws -> Message {
         let fd = try connect(program: program, start: start)
         defer { close(fd) }
-        ksa_set_timeout(fd, ksa_timeout_ms("KEYSHARE_AGENT_TIMEOUT", Int32(KSA_CALL_TIMEOUT_MS)))
+        ksa_set_timeout(fd, timeoutMilliseconds ?? ksa_timeout_ms("KEYSHARE_AGENT_TIMEOUT", Int32(KSA_CALL_TIMEOUT_MS)))
         var b = ksa_buf()
         ksa_buf_init(&b)
         defer { ksa_buf_free(&b) }  // zeroes: the request may hold a PIN
         encode(op.rawValue, request, into: &b)
         guard b.failed == 0, ksa_write_frame(fd, b.data, b.len) == 0 else {
             throw Failure("cannot send the request to the keyshare agent: \(String(cString: strerror(errno)))")
+        }
+        if let passing, ksa_send_fd(fd, passing) != 0 {
+            throw Failure("cannot pass the connection to the keyshare agent: \(String(cString: strerror(errno)))")
         }
         ksa_buf_reset(&b)
         guard ksa_read_frame(fd, &b) == 0 else {

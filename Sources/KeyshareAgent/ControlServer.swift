@@ -159,6 +159,11 @@ struct ControlServer {
             return m
         case .share:
             return try share(r, store: try store(), pin: pin)
+        case .servePassword:
+            let client = ksa_recv_fd(fd)
+            guard client >= 0 else { throw ControlProtocol.Failure("the password service's request came without its client's connection") }
+            defer { close(client) }
+            return try servePassword(r, store: try store(), client: client)
         case .csr:
             return try csr(r, session: try session(r.string("groups").map { $0.split(separator: ",").map(String.init) }), pin: pin)
         case .generate:
@@ -228,6 +233,37 @@ struct ControlServer {
         }
         m.set("count", String(identities.count))
         AgentLog.line("pid \(pid): built the share tree's \(identities.count) PKCS #12 files (\(profile.rawValue)) of token \(token.label) for the CLI, \(leftOut.count) identities left out")
+        return m
+    }
+
+    /// `keyshare serve` without a PIN source (issue 28 item 4): the client's
+    /// connection came with the request; the caller is judged here against the
+    /// share policy of this agent's store (not one the service names), and the
+    /// shared password is answered only while `keyshare unlock` has the token
+    /// unlocked for the calling program. The reply goes to the client
+    /// directly; the service gets the state for its log.
+    private func servePassword(_ r: ControlProtocol.Message, store: KeychainStore, client: Int32) throws -> ControlProtocol.Message {
+        let token = try TokenManager(store: store).resolveToken(r.string("token"))
+        let home = agent.storeHome
+        let outcome = AgentAnswer.answer(client: client, policy: { try AccessPolicyFile.load(home: home) }) { program in
+            guard let key = agent.unlockedKey(token: token.tokenID, for: program) else {
+                let why = agent.isUnlocked(token: token.tokenID) ? "is not unlocked for \(program.path)" : "is locked"
+                return .failure(AgentAnswer.Refused(.notEnabled,
+                    "token \(token.label) \(why): the password service answers while the token is unlocked for the program that asks "
+                    + "(keyshare unlock --for 8h --program \(program.path))"))
+            }
+            do {
+                return .success(try store.transaction { try SharedPassword.obtain(store: store, token: token.tokenID, key: key) })
+            } catch {
+                return .failure(AgentAnswer.Refused(.notEnabled, "the shared password cannot be read: \(error)"))
+            }
+        }
+        AgentLog.line("pid \(pid): password service: \(outcome.exe ?? "a client"): \(outcome.state.rawValue) for token \(token.label)"
+            + (outcome.reason.map { " (\($0))" } ?? ""))
+        var m = ControlProtocol.Message()
+        m.set("state", outcome.state.rawValue)
+        m.set("reason", outcome.reason)
+        m.set("exe", outcome.exe)
         return m
     }
 

@@ -4,11 +4,17 @@ import Foundation
 /// Where a PIN or password comes from. Never the command line itself: argv is
 /// visible to every user through /proc.
 struct SecretSource: ExpressibleByArgument, Sendable {
-    enum Kind: Sendable { case env(String), file(String) }
+    /// `credential:NAME`: $CREDENTIALS_DIRECTORY/NAME, where systemd puts a
+    /// service's credentials (LoadCredentialEncrypted=: kept encrypted on disk,
+    /// decrypted by systemd into a non-swappable directory only the service reads).
+    enum Kind: Sendable { case env(String), file(String), credential(String) }
     let kind: Kind
 
     init?(argument: String) {
-        if argument.hasPrefix("env:"), argument.count > 4 {
+        if argument.hasPrefix("credential:"), case let name = String(argument.dropFirst(11)),
+           !name.isEmpty, !name.contains("/"), name != ".", name != ".." {
+            kind = .credential(name)
+        } else if argument.hasPrefix("env:"), argument.count > 4 {
             kind = .env(String(argument.dropFirst(4)))
         } else if argument.hasPrefix("file:"), argument.count > 5 {
             kind = .file(Self.expandingTilde(String(argument.dropFirst(5))))
@@ -17,11 +23,11 @@ struct SecretSource: ExpressibleByArgument, Sendable {
         }
     }
 
-    static var defaultValueDescription: String { "env:VAR|file:PATH" }
+    static var defaultValueDescription: String { "env:VAR|file:PATH|credential:NAME" }
 
     /// The forms a source option takes, for the error when a value is none of
     /// them (usually the secret itself, which must never be on argv).
-    static let accepted = "takes env:VAR (an environment variable) or file:PATH (a file; ~ is your home), never the secret itself (every user can read a command line)"
+    static let accepted = "takes env:VAR (an environment variable), file:PATH (a file; ~ is your home) or credential:NAME (a systemd credential, $CREDENTIALS_DIRECTORY/NAME), never the secret itself (every user can read a command line)"
 
     /// `~` and `~user` at the start of a path, as a shell expands them: a
     /// quoted `file:~/p12.pass` (or one the shell left alone, as bash does
@@ -53,6 +59,14 @@ struct SecretSource: ExpressibleByArgument, Sendable {
                 throw CLIError("\(what): environment variable \(name) is not set")
             }
             return Array(value.utf8)
+        case .credential(let name):
+            guard let dir = ProcessInfo.processInfo.environment["CREDENTIALS_DIRECTORY"], dir.hasPrefix("/") else {
+                throw CLIError("\(what): credential:\(name) needs $CREDENTIALS_DIRECTORY, which systemd sets for a unit with "
+                               + "LoadCredentialEncrypted=\(name):FILE (or LoadCredential=); it is not set")
+            }
+            var bytes = try Self.readFile(dir + "/" + name, what: what)
+            if bytes.last == 0x0A { bytes.removeLast() }
+            return bytes
         case .file(let path):
             var bytes = try Self.readFile(path, what: what)
             if bytes.last == 0x0A { bytes.removeLast() }

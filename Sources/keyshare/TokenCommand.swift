@@ -23,6 +23,9 @@ struct TokenCommand: ParsableCommand {
         @Option(help: "Seal the soft token to this machine's TPM: --bind tpm (see keyshare-token-bind(1)).") var bind: String?
         @Option(help: "With --bind tpm: also seal to these SHA-256 PCRs' current values (comma-separated, e.g. 7).")
         var pcrs: String?
+        @Flag(name: .customLong("no-bind"),
+              help: "Do not seal the soft token to the TPM, which is done by default when one is usable (a copy of the store can then be guessed at offline).")
+        var noBind = false
         @OptionGroup var shortPIN: ShortPINOption
         @Option(help: "Whether the agent asks before a program uses the token's keys (ask|off; default: ask when both PINs are typed at the prompt, off when they come from sources; see keyshare-agent(1), Consent).")
         var consent: TokenConsent?
@@ -33,23 +36,48 @@ struct TokenCommand: ParsableCommand {
             if let bind, bind != "tpm" { throw CLIError("--bind takes tpm (the only device a token can be bound to)") }
             if tpm && bind != nil { throw CLIError("--tpm and --bind are exclusive: a TPM token's keys are in the TPM already") }
             if pcrs != nil && bind == nil { throw CLIError("--pcrs needs --bind tpm") }
-            let pcrList = try bind == nil ? nil : TokenCommand.parsePCRs(pcrs)
+            if noBind && (tpm || bind != nil) { throw CLIError("--no-bind excludes --tpm and --bind") }
+            var pcrList = try bind == nil ? nil : TokenCommand.parsePCRs(pcrs)
             let ctx = try Context.open()
             try TokenCommand.checkLabelFree(label, ctx.store)
+            // Sealed to the TPM by default when one is usable (TPMPresence).
+            var sealedByDefault: String?
+            var unsealedByChoice = false
+            if !tpm && bind == nil {
+                switch TPMPresence.probe(ctx.store) {
+                case .usable(let tcti):
+                    if noBind { unsealedByChoice = true } else { sealedByDefault = tcti; pcrList = [] }
+                case .unusable(let note): Console.error("note: " + note)
+                case .absent: break
+                }
+            }
             let so = try Secrets.obtain(soPinSource, prompt: "New SO PIN: ", what: "SO PIN", confirm: true)
             let user = try Secrets.obtain(pin.pinSource, prompt: "New user PIN: ", what: "user PIN", confirm: true)
-            let guarded = tpm || bind != nil
+            let guarded = tpm || pcrList != nil
             try PINPolicy.checkNew(so, what: "SO PIN", guarded: guarded, shortPIN: shortPIN.shortPIN)
             try PINPolicy.checkNew(user, what: "user PIN", guarded: guarded, shortPIN: shortPIN.shortPIN)
+            if unsealedByChoice {
+                let n = String(decoding: user, as: UTF8.self).count
+                Console.error("warning: token \(label) is not sealed to this machine's TPM (--no-bind): whoever copies the store "
+                    + "can guess its PIN offline at about 97 ms a guess on one core (every \(n)-digit PIN in "
+                    + "\(PINPolicy.duration(pow(10, Double(n))))), past the attempt counter")
+            }
             // A person at the prompt gets a token that asks (consent on); a script
             // (PINs from sources: `make demo`, the tests, provisioning) one that does not.
             let asks = consent ?? (soPinSource == nil && pin.pinSource == nil ? .ask : .off)
-            let record = tpm ? try ctx.tokens.createTPMToken(label: label, soPIN: so, userPIN: user, consent: asks)
-                : try ctx.tokens.createSoftToken(label: label, soPIN: so, userPIN: user, bindPCRs: pcrList, consent: asks)
+            let record: TokenRecord
+            do {
+                record = tpm ? try ctx.tokens.createTPMToken(label: label, soPIN: so, userPIN: user, consent: asks)
+                    : try ctx.tokens.createSoftToken(label: label, soPIN: so, userPIN: user, bindPCRs: pcrList, consent: asks)
+            } catch where sealedByDefault != nil {
+                throw CLIError("\(ErrorText.describe(error)) (a new soft token is sealed to the TPM at \(sealedByDefault!) by default; "
+                    + "--no-bind creates it unsealed)")
+            }
             if json {
                 try Console.json(TokenRow(record, itemCount: 0))
             } else {
-                Console.out("created token \(record.tokenID) (label \(record.label), slot \(record.slotID), consent \(record.consent.rawValue))")
+                Console.out("created token \(record.tokenID) (label \(record.label), slot \(record.slotID), consent \(record.consent.rawValue))"
+                    + (sealedByDefault.map { ", sealed to the TPM at \($0) (--no-bind to opt out)" } ?? ""))
             }
         }
     }
@@ -296,7 +324,8 @@ enum PINPolicy {
     static let secondsPerGuess = 0.097
     static let rule = """
         New PINs are \(minLength) to \(maxLength) bytes (UTF-8), the bounds the PKCS #11 module reports. \
-        Without a TPM (a soft token not bound with --bind tpm), a new PIN of fewer than \(shortest) characters \
+        A new soft token is sealed to the TPM when one is usable (--no-bind opts out, with a warning). \
+        Without a TPM (a soft token not sealed to one), a new PIN of fewer than \(shortest) characters \
         is refused unless --short-pin is given, and one of fewer than \(advised) draws a warning: whoever copies \
         the store can guess offline, past the attempt counter, at about 97 ms a guess on one core, so every \
         4-digit PIN falls in \(duration(1e4)), every 6-digit one in \(duration(1e6)), every 8-digit one in \(duration(1e8)). \

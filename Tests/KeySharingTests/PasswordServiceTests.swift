@@ -22,6 +22,29 @@ import Testing
         #expect(AccessPolicy.decide(byUID, peer: Self.peer, serviceUID: Self.me).state == .blocked)
     }
 
+    /// An exe rule names a program by what it is (issue 28): a caller whose
+    /// /proc/PID/exe shows the allowed path but runs another file (bind-mounted
+    /// over it in its own mount namespace) is not allowed; the file at the
+    /// rule's path, or a copy of it, is. A deny rule also matches by path.
+    @Test func exeRulesNameProgramsByIdentity() throws {
+        let allowed = "/bin/sh", other = "/bin/cat"
+        let sh = try #require(ProgramDigests.file(at: allowed)), cat = try #require(ProgramDigests.file(at: other))
+        var peer = Self.peer
+        peer.exe = allowed
+        peer.program = ProgramIdentity(path: allowed, file: cat.file, digest: cat.digest)
+        let policy = AccessPolicy(allow: [.init(exe: allowed)])
+        #expect(AccessPolicy.decide(policy, peer: peer, serviceUID: Self.me).state == .blocked)
+        peer.program = ProgramIdentity(path: allowed, file: sh.file, digest: sh.digest)
+        #expect(AccessPolicy.decide(policy, peer: peer, serviceUID: Self.me).state == .notBlocked)
+        peer.exe = "/tmp/copy-of-sh"
+        peer.program = ProgramIdentity(path: "/tmp/copy-of-sh", file: FileIdentity(device: 1, inode: 1), digest: sh.digest)
+        #expect(AccessPolicy.decide(policy, peer: peer, serviceUID: Self.me).state == .notBlocked)
+        peer.exe = allowed
+        peer.program = ProgramIdentity(path: allowed, file: cat.file, digest: cat.digest)
+        let denied = AccessPolicy(allow: [.init(uid: Self.me)], deny: [.init(exe: allowed)])
+        #expect(AccessPolicy.decide(denied, peer: peer, serviceUID: Self.me).state == .blocked)
+    }
+
     /// Another user's process is refused even when the policy names it.
     @Test func anotherUserIsAlwaysRefused() {
         let stranger = PeerCredentials(pid: 7, uid: Self.me &+ 1000, gid: 0, exe: "/usr/bin/consumer")

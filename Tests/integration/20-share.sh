@@ -17,7 +17,7 @@ CLIENT="$T/share_client.py"
 cp "$HERE/share_client.py" "$CLIENT"; chmod 644 "$CLIENT"
 ks() { "$KS" "$@"; }
 SERVE_PID=
-cleanup() { [ -n "$SERVE_PID" ] && kill "$SERVE_PID" 2>/dev/null; rm -rf "$T"; }
+cleanup() { [ -n "$SERVE_PID" ] && kill "$SERVE_PID" 2>/dev/null; chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"; }
 trap cleanup EXIT
 
 check_out "provider token" "created token" ks token create --label provider --pin-source env:PIN --so-pin-source env:SOPIN
@@ -73,7 +73,8 @@ dirs=$(find "$T/tree" -mindepth 1 -type d | wc -l); zips=$(ls "$T/tree"/*.zip | 
 
 # The password service.
 mkdir -m 700 "$T/run"; SOCK=$T/run/password.sock
-"$KS" serve --socket "$SOCK" --pin-source env:PIN 2>"$T/serve.log" &
+pin_credential "$T/creds" PIN
+CREDENTIALS_DIRECTORY=$T/creds "$KS" serve --socket "$SOCK" --pin-source credential:pin 2>"$T/serve.log" &
 SERVE_PID=$!
 for _ in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
 [ "$(stat -c %a "$SOCK")" = 600 ] && ok "socket is 0600" || bad "socket is 0600"

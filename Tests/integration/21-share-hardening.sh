@@ -22,7 +22,7 @@ ATTACKER="$HERE/share_attacker.py"
 ks() { "$KS" "$@"; }
 SERVE_PID= OTHER_PID= IDLE_PID=
 stop_pid() { [ -n "$1" ] && { kill -CONT "$1" 2>/dev/null; kill "$1" 2>/dev/null; wait "$1" 2>/dev/null; }; return 0; }
-cleanup() { stop_pid "$IDLE_PID"; stop_pid "$OTHER_PID"; stop_pid "$SERVE_PID"; rm -rf "$T" "$KEYSHARE_HOME"; }
+cleanup() { stop_pid "$IDLE_PID"; stop_pid "$OTHER_PID"; stop_pid "$SERVE_PID"; chmod -R u+w "$T" 2>/dev/null; rm -rf "$T" "$KEYSHARE_HOME"; }
 trap cleanup EXIT
 
 check_out "token create" "created token" ks token create --label hard --pin-source env:PIN --so-pin-source env:SOPIN
@@ -105,23 +105,24 @@ unchanged "export-tree"
 # ---------------------------------------------------------------- item 4
 mkdir -m 700 "$T/run"
 SOCK=$T/run/password.sock
+pin_credential "$T/creds" PIN
 start_serve() {  # start_serve LOG: the service on $SOCK; waits until it listens (a stale socket file may be there before)
   local log=$1
-  "$KS" serve --socket "$SOCK" --pin-source env:PIN 2>"$log" &
+  CREDENTIALS_DIRECTORY=$T/creds "$KS" serve --socket "$SOCK" --pin-source credential:pin 2>"$log" &
   SERVE_PID=$!
   for _ in $(seq 200); do grep -q "listening on" "$log" && return 0; kill -0 "$SERVE_PID" 2>/dev/null || break; sleep 0.05; done
   return 1
 }
 echo "not a socket" >"$SOCK"
-check_fail "serve refuses a regular file at --socket" "not a socket" timeout 10 "$KS" serve --socket "$SOCK" --pin-source env:PIN
+check_fail "serve refuses a regular file at --socket" "not a socket" timeout 10 env CREDENTIALS_DIRECTORY="$T/creds" "$KS" serve --socket "$SOCK" --pin-source credential:pin
 [ "$(cat "$SOCK" 2>/dev/null)" = "not a socket" ] && ok "the regular file is still there" || bad "the regular file is still there"
 rm -f "$SOCK"; ln -s "$T/target" "$SOCK"
-check_fail "serve refuses a symlink at --socket" "symbolic link" timeout 10 "$KS" serve --socket "$SOCK" --pin-source env:PIN
+check_fail "serve refuses a symlink at --socket" "symbolic link" timeout 10 env CREDENTIALS_DIRECTORY="$T/creds" "$KS" serve --socket "$SOCK" --pin-source credential:pin
 [ -L "$SOCK" ] && [ "$(cat "$T/target")" = precious ] && ok "the symlink and its target are untouched" || bad "the symlink and its target are untouched"
 rm -f "$SOCK"
 python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])' "$SOCK"   # bound, never listened: stale
 start_serve "$T/serve.log" && ok "a stale socket is replaced" || bad "a stale socket is replaced" "$(cat "$T/serve.log")"
-check_fail "a live service is not displaced" "already running" timeout 10 "$KS" serve --socket "$SOCK" --pin-source env:PIN
+check_fail "a live service is not displaced" "already running" timeout 10 env CREDENTIALS_DIRECTORY="$T/creds" "$KS" serve --socket "$SOCK" --pin-source credential:pin
 [ -S "$SOCK" ] && kill -0 "$SERVE_PID" && ok "the live service keeps its socket" || bad "the live service keeps its socket"
 # While it runs, the path is replaced by a regular file: stopping must not delete it.
 mv "$SOCK" "$T/run/moved.sock"; echo "someone else's" >"$SOCK"

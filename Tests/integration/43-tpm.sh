@@ -12,7 +12,10 @@
 # saved SRK context goes stale); keys imported into the TPM (key import
 # --tpm: CKA_LOCAL false); a host starting programs while it signs hands
 # no TPM descriptor to its children; tpm2-tss writes nothing on the host's
-# stderr. Passes in-process and with KEYSHARE_AGENT=1.
+# stderr; a new soft token is sealed to the TPM by default (issue 28 item 5:
+# its copied keychain.db refuses on another TPM; short PINs accepted),
+# --no-bind opts out with one warning and the short-PIN rule. Passes
+# in-process and with KEYSHARE_AGENT=1.
 # Usage: 43-tpm.sh KEYSHARE MODULE.
 set -u
 KS=${1:?keyshare binary}
@@ -120,7 +123,26 @@ check_out "a host starting programs (posix_spawn) while it signs: no child inher
 # --- soft tokens sealed to this machine -----------------------------------------------------
 check "token create --bind tpm" "$KS" token create --label bnd --bind tpm --pin-source env:PIN --so-pin-source env:SOPIN
 check "token create --bind tpm --pcrs 7" "$KS" token create --label pcr7 --bind tpm --pcrs 7 --pin-source env:PIN --so-pin-source env:SOPIN
-check "token create (soft, then bound)" "$KS" token create --label soft1 --pin-source env:PIN --so-pin-source env:SOPIN
+check_out "token create --no-bind: a warning with the offline arithmetic" "warning: token soft1 is not sealed to this machine's TPM \(--no-bind\).*every 9-digit PIN in about" \
+  "$KS" token create --label soft1 --no-bind --pin-source env:PIN --so-pin-source env:SOPIN
+check_out "token create with a TPM reachable: sealed to it by default" "sealed to the TPM at swtpm:.*--no-bind to opt out" \
+  "$KS" token create --label dflt --pin-source env:PIN --so-pin-source env:SOPIN
+check_out "token list: the default token is bound" "dflt +soft, bound to TPM" "$KS" token list
+check "key in the default-sealed token" "$KS" key generate --type ec --label dk --tag dk --token dflt --pin-source env:PIN
+export SHORT=4321 SHORTSO=8765
+check_out "sealed by default: a 4-character PIN is accepted (the TPM takes part in every guess)" "sealed to the TPM" \
+  "$KS" token create --label shortb --pin-source env:SHORT --so-pin-source env:SHORTSO
+check_fail "--no-bind: the short-PIN rule applies" "at least 6" "$KS" token create --label shortu --no-bind --pin-source env:SHORT --so-pin-source env:SHORTSO
+check_fail "--no-bind with --bind is refused" "excludes" "$KS" token create --label x --no-bind --bind tpm --pin-source env:PIN --so-pin-source env:SOPIN
+KEYSHARE_TCTI=swtpm:host=127.0.0.1,port=1 check_fail "a TPM pointed at that does not answer: refused, naming --no-bind" "--no-bind creates it unsealed" \
+  "$KS" token create --label dead --pin-source env:PIN --so-pin-source env:SOPIN
+if [ ! -e /dev/tpmrm0 ]; then
+  H2=$(mktemp -d /tmp/keyshare-it.XXXXXX)
+  out=$(env -u KEYSHARE_TCTI KEYSHARE_HOME="$H2" "$KS" token create --label plain --pin-source env:PIN --so-pin-source env:SOPIN 2>&1)
+  grep -q "created token" <<<"$out" && ! grep -q "sealed" <<<"$out" && ok "no TPM on the machine (no KEYSHARE_TCTI, no /dev/tpmrm0): not sealed, no warning" \
+    || bad "no TPM on the machine: not sealed" "$out"
+  rm -rf "$H2"
+fi
 check "key in the bound token" "$KS" key generate --type ec --label bk --tag bk --token bnd --pin-source env:PIN
 check "token bind --tpm" "$KS" token bind --tpm --token soft1 --pin-source env:PIN --so-pin-source env:SOPIN
 check_out "token list: bound kinds" "soft, bound to TPM PCRs 7" "$KS" token list
@@ -165,6 +187,12 @@ PB=$(tpm_start_free "$WORK/tpmB") || bad "second swtpm starts"
 KEYSHARE_TCTI=swtpm:host=127.0.0.1,port=$PB check_fail "another TPM: the TPM token refuses, one line" "sealed to another TPM" "$KS" list --token T --pin-source env:PIN
 KEYSHARE_TCTI=swtpm:host=127.0.0.1,port=$PB check_fail "another TPM: the bound token refuses, one line" "sealed to another TPM" "$KS" list --token bnd --pin-source env:PIN
 KEYSHARE_TCTI=swtpm:host=127.0.0.1,port=$PB check_rv "another TPM: login refused through the module" "CKR_DEVICE_ERROR" "${P[@]}" --token-label bnd --login --pin env:PIN -O
+# The default-sealed token's keychain.db, copied (sqlite3 .backup) into another home and opened against another TPM.
+mkdir -m 0700 "$WORK/copy"
+sqlite3 "$KEYSHARE_HOME/keychain.db" ".backup '$WORK/copy/keychain.db'"
+KEYSHARE_HOME=$WORK/copy KEYSHARE_TCTI=swtpm:host=127.0.0.1,port=$PB check_fail "a default-sealed token's keychain.db copied to another TPM: refused" "sealed to another TPM" \
+  "$KS" list --token dflt --pin-source env:PIN
+KEYSHARE_HOME=$WORK/copy check_out "... the copy opens on the TPM it is sealed to" "dk" "$KS" list --token dflt --pin-source env:PIN
 agent_stop
 check_out "the original TPM still opens both" "signs=5 failed=0" "$WORK/tpmsign" "$MODULE" T 5
 check_out "... and the bound token" "bk" "${P[@]}" --token-label bnd --login --pin env:PIN -O

@@ -26,7 +26,7 @@ cleanup() {
   exec 7>&- 2>/dev/null
   for p in "${HOSTS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
   for ((i = ${#MOUNTS[@]} - 1; i >= 0; i--)); do umount -l "${MOUNTS[$i]}" 2>/dev/null; done
-  [ -n "${KEEP:-}" ] || rm -rf "$W"
+  [ -n "${KEEP:-}" ] || { chmod -R u+w "$W" 2>/dev/null; rm -rf "$W"; }
 }
 trap cleanup EXIT
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -82,8 +82,9 @@ fi
 check "item 6: fixed modes and owner: the store opens again" "$KS" token list
 # The password service's socket directory gets the same check.
 mkdir -m 0770 "$W/sock"
+pin_credential "$W/creds" PIN
 check_fail "item 6: password service refuses a group-writable socket directory" \
-  "^keyshare: refusing $W/sock: group-writable \(mode 0770" timeout 10 "$KS" serve --socket "$W/sock/password.sock" --pin-source env:PIN
+  "^keyshare: refusing $W/sock: group-writable \(mode 0770" timeout 10 env CREDENTIALS_DIRECTORY="$W/creds" "$KS" serve --socket "$W/sock/password.sock" --pin-source credential:pin
 
 # --- item 8: an emptied store is an error, not a new empty store ------------
 S8=$W/s8; make_store "$S8"

@@ -110,7 +110,7 @@ check_fail "a source file that is not there: errno named" 'user PIN: cannot read
   ks list --token adopt --pin-source file:/nonexistent/pin
 check_fail "a source that is a directory: errno named" "cannot read $WORK: Is a directory" ks list --token adopt --pin-source "file:$WORK"
 err=$(ks list --token adopt --pin-source 13579 2>&1 >/dev/null)
-if grep -q '^keyshare: --pin-source takes env:VAR (an environment variable) or file:PATH' <<<"$err" && ! grep -q 13579 <<<"$err"; then
+if grep -q '^keyshare: --pin-source takes env:VAR (an environment variable), file:PATH' <<<"$err" && ! grep -q 13579 <<<"$err"; then
   ok "--pin-source 13579: the accepted forms, and the value is not repeated"
 else bad "--pin-source 13579: the accepted forms, and the value is not repeated" "$err"; fi
 check_fail "--so-pin-source too" '^keyshare: --so-pin-source takes env:VAR' ks token delete six --so-pin-source 13579

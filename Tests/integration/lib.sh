@@ -87,6 +87,11 @@ copyright_checks() {
 # name /dev/fd/3. The value is never in an argv nor on disk.
 pin_pipe() { printf '%s' "${!1}"; }
 
+# pin_credential DIR VAR: DIR as systemd lays out $CREDENTIALS_DIRECTORY (0500),
+# holding the credential "pin" (0400) with the value of the variable VAR, for
+# `keyshare serve --pin-source credential:pin` (serve refuses file: and env:).
+pin_credential() { mkdir -p "$1" && printf '%s' "${!2}" >"$1/pin" && chmod 0400 "$1/pin" && chmod 0500 "$1"; }
+
 # ---- per-script agent isolation (docs/agent.md, "Tests") --------------------
 # Each script gets its own XDG_RUNTIME_DIR (a 0700 temp dir), so the module's
 # agent (agent mode) is the script's own: scripts never share an agent, and an
