@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import ArgumentParser
+import FoundationEssentials
 import Keychain
 import KeySharing
 import KeyshareCrypto
@@ -14,7 +15,9 @@ enum AttestationFiles {
     static let attest = "certify.attest", signature = "certify.sig"
     static let keyPublicArea = "key.tpm2b_public", akPublicArea = "ak.tpm2b_public"
     static let keyPEM = "key.pub.pem", akPEM = "ak.pub.pem", ekPEM = "ek.pub.pem", ekCertificate = "ek.crt.pem"
-    static let all = [attest, signature, keyPublicArea, akPublicArea, keyPEM, akPEM, ekPEM, ekCertificate]
+    /// With --csr: the request, and the zip of every file for the CA.
+    static let request = "request.csr.pem", bundle = "attestation.zip"
+    static let all = [attest, signature, keyPublicArea, akPublicArea, keyPEM, akPEM, ekPEM, ekCertificate, request, bundle]
 
     static func hex(_ b: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
@@ -92,6 +95,9 @@ extension KeyCommand {
         @OptionGroup var selection: TokenSelection
         @OptionGroup var pin: PINOptions
         @OptionGroup var force: ForceOption
+        @Option(help: ArgumentHelp("A PKCS #10 request (PEM or DER) for this key, e.g. from openssl req through the PKCS #11 module: "
+            + "checked, copied to DIR/request.csr.pem, and bundled with the attestation in DIR/attestation.zip for the CA."))
+        var csr: String?
         @Flag(help: "JSON output: the files written and the Names (hex) of the key and the attestation key.") var json = false
 
         func validate() throws {
@@ -104,6 +110,7 @@ extension KeyCommand {
 
         func run() throws {
             let nonceBytes = AttestationFiles.bytes(hex: nonce) ?? []
+            let request = try csr.map(Self.readRequest)
             try Self.prepare(directory: out, force: force.force)
             let ctx = try Context.open(syncDrivers: false)
             let token = try ctx.token(selection)
@@ -137,8 +144,20 @@ extension KeyCommand {
             if let der = a.endorsementCertificate {
                 files.append((AttestationFiles.ekCertificate, Array(try AttestationFiles.certificatePEM(der).utf8)))
             }
+            if let request {
+                // The CA binds the certificate to the attested key: they must be one key.
+                guard try CertificateRequest.publicKeyInfo(request) == (try TPMToken.publicKey(ofBlob: blob).spkiDER()) else {
+                    throw CLIError("\(csr ?? ""): the request's public key is not the key being attested")
+                }
+                files.append((AttestationFiles.request, Array(try CertificateRequest.pem(request).utf8)))
+            }
             for (name, bytes) in files {
                 try OutputFile.write(bytes, to: out + "/" + name, existing: FileIO.existing(force.force), mode: 0o644)
+            }
+            if request != nil {
+                let zip = try ShareZip.build(files.map { (name: $0.0, bytes: $0.1) }, date: Date())
+                try OutputFile.write(zip, to: out + "/" + AttestationFiles.bundle, existing: FileIO.existing(force.force), mode: 0o644)
+                files.append((AttestationFiles.bundle, zip))
             }
             let keyName = try TPM.name(ofPublicArea: c.keyPublic), akName = try TPM.name(ofPublicArea: c.akPublic)
             let attrs = TPM.objectAttributes(ofPublicArea: c.keyPublic) ?? 0
@@ -185,6 +204,21 @@ extension KeyCommand {
             }
             guard items.count == 1 else { throw CLIError("\(items.count) private keys match; name one by its persistent reference (--key)") }
             return first
+        }
+
+        /// A PKCS #10 request (PEM or DER) whose self-signature verifies.
+        private static func readRequest(_ path: String) throws -> [UInt8] {
+            let bytes = try FileIO.read(path)
+            var der = bytes
+            if let text = String(bytes: bytes, encoding: .utf8), text.contains("-----BEGIN CERTIFICATE REQUEST-----") {
+                let body = String(text.split(whereSeparator: \.isNewline).filter { !$0.hasPrefix("-----") }.joined().filter { !$0.isWhitespace })
+                guard let d = Data(base64Encoded: body) else { throw CLIError("\(path): bad PEM") }
+                der = [UInt8](d)
+            }
+            guard (try? CertificateRequest.verify(der)) == true else {
+                throw CLIError("\(path): not a PKCS #10 request whose signature verifies")
+            }
+            return der
         }
 
         private static func pem(_ tpm2b: [UInt8]) throws -> String {
