@@ -184,6 +184,17 @@ cmp -s "$WORK/bundle/request.csr.pem" "$WORK/req.pem" && cmp -s "$WORK/bundle/ce
   && ok "the CA's check: the request's key is the attested key" || bad "request key = attested key"
 out=$("${VERIFY[@]}" "$WORK/bundle" --nonce "$NONCE" --root "$CAROOT" --issuer "$CAISSUER" 2>&1)
 [ $? = 0 ] && ok "verifier: the unzipped bundle ($(grep -c '^ok ' <<<"$out") checks)" || bad "bundle verifies" "$out"
+RECIPE=(bash "$ROOT/Tests/integration/support/attest-recipe.sh")
+# rejects NAME REGEX CMD...: CMD exits non-zero and its output matches REGEX.
+rejects() { local name=$1 re=$2 out rc; shift 2; out=$("$@" 2>&1) && rc=0 || rc=$?; [ "$rc" != 0 ] && grep -Eq -- "$re" <<<"$out" && ok "$name" || bad "$name" "exit $rc: $out"; }
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$WORK/other-ca.key" -subj /CN=other-ca -days 2 -out "$WORK/other-ca.pem" 2>/dev/null
+check_out "docs/tpm.md's CA recipe (tpm2-tools + openssl only) accepts the bundle" "^ACCEPT$" "${RECIPE[@]}" "$WORK/bundle" "$NONCE" "$CAROOT" "$CAISSUER"
+cp -r "$WORK/bundle" "$WORK/bundle-t"
+b=$(od -An -tu1 -j80 -N1 "$WORK/bundle-t/certify.attest" | tr -d ' ')
+printf "$(printf '\\%03o' $(((b ^ 1) & 255)))" | dd of="$WORK/bundle-t/certify.attest" bs=1 seek=80 conv=notrunc 2>/dev/null
+rejects "... and rejects it with one byte of certify.attest changed" "REJECT: the AK's signature" "${RECIPE[@]}" "$WORK/bundle-t" "$NONCE" "$CAROOT" "$CAISSUER"
+rejects "... and for another nonce" "REJECT: not made for this nonce" "${RECIPE[@]}" "$WORK/bundle" "$(openssl rand -hex 32)" "$CAROOT" "$CAISSUER"
+rejects "... and an EK certificate from another CA" "REJECT: ek.crt.pem does not chain" "${RECIPE[@]}" "$WORK/bundle" "$NONCE" "$WORK/other-ca.pem"
 check_fail "key attest --csr with another key's request is refused" "not the key being attested" \
   "$KS" key attest --token T --tag k2 --nonce "$NONCE" --out "$WORK/ca-bundle2" --csr "$WORK/req.pem" --pin-source env:PIN
 
