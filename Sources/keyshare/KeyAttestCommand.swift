@@ -111,7 +111,7 @@ extension KeyCommand {
         func run() throws {
             let nonceBytes = AttestationFiles.bytes(hex: nonce) ?? []
             let request = try csr.map(Self.readRequest)
-            try Self.prepare(directory: out, force: force.force)
+            let create = try Self.prepare(directory: out, force: force.force)
             let ctx = try Context.open(syncDrivers: false)
             let token = try ctx.token(selection)
             guard TPMToken.isTPM(token.tokenID) else {
@@ -150,6 +150,10 @@ extension KeyCommand {
                     throw CLIError("\(csr ?? ""): the request's public key is not the key being attested")
                 }
                 files.append((AttestationFiles.request, Array(try CertificateRequest.pem(request).utf8)))
+            }
+            // Created only now: a refusal or a failure before this point leaves no empty directory behind.
+            if create, mkdir(out, 0o755) != 0 {
+                throw CLIError("cannot create the directory \(out): \(String(cString: strerror(errno)))")
             }
             for (name, bytes) in files {
                 try OutputFile.write(bytes, to: out + "/" + name, existing: FileIO.existing(force.force), mode: 0o644)
@@ -228,19 +232,21 @@ extension KeyCommand {
             }
         }
 
-        /// The output directory: created (0755) if missing; never a link or another kind of file.
-        static func prepare(directory: String, force: Bool) throws {
+        /// Checks the output directory before any work: true when it must be created (0755), and
+        /// its parent is a directory; an existing one must be a directory (not a link) whose files
+        /// of ours are absent, or replaceable with --force.
+        static func prepare(directory: String, force: Bool) throws -> Bool {
             var st = stat()
             if lstat(directory, &st) != 0 {
-                guard errno == ENOENT, mkdir(directory, 0o755) == 0 else {
-                    throw CLIError("cannot create the directory \(directory): \(String(cString: strerror(errno)))")
-                }
-                return
+                guard errno == ENOENT else { throw CLIError("cannot use \(directory): \(String(cString: strerror(errno)))") }
+                try OutputFile.check(directory, existing: .refuse)  // its parent must be a directory
+                return true
             }
             guard st.st_mode & S_IFMT == S_IFDIR else { throw CLIError("\(directory) is not a directory") }
             for name in AttestationFiles.all {
                 try OutputFile.check(directory + "/" + name, existing: FileIO.existing(force))
             }
+            return false
         }
     }
 }

@@ -130,6 +130,7 @@ check "soft token" "$KS" token create --label S --pin-source env:PIN --so-pin-so
 check "soft key" "$KS" key generate --type ec --label s1 --tag s1 --token S --pin-source env:PIN
 check_fail "key attest on a soft token: refused, one clear line" "not a TPM token.*nothing a TPM can attest" \
   "$KS" key attest --token S --tag s1 --nonce "$NONCE" --out "$WORK/as" --pin-source env:PIN
+[ ! -e "$WORK/as" ] && ok "... and leaves no output directory" || bad "a refused attest left $WORK/as"
 check_fail "a nonce that is not hex" "--nonce must be 8 to 64 bytes" "$KS" key attest --token T --tag k1 --nonce xyz --out "$WORK/ax" --pin-source env:PIN
 check_fail "a nonce too short" "--nonce must be 8 to 64 bytes" "$KS" key attest --token T --tag k1 --nonce 0011 --out "$WORK/ax" --pin-source env:PIN
 check_fail "no such key" "no private key with tag nope" "$KS" key attest --token T --tag nope --nonce "$NONCE" --out "$WORK/ax" --pin-source env:PIN
