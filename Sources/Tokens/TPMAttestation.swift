@@ -31,7 +31,10 @@ extension TPMToken {
     /// without a certificate (the template tpm2-tools' createek and makecredential default to).
     public static func endorsement(_ c: TPMConnection) throws -> (TPMEndorsementKind, [UInt8]?) {
         for kind in TPMEndorsementKind.allCases {
-            if let cert = try c.readNV(kind.certificateIndex), !cert.isEmpty { return (kind, Self.trimDER(cert)) }
+            // An index the owner cannot read (an owner password set) counts as no certificate; no TPM is an error.
+            let cert: [UInt8]?
+            do { cert = try c.readNV(kind.certificateIndex) } catch let e as TPMError where e.kind != .unreachable { cert = nil }
+            if let cert, !cert.isEmpty { return (kind, Self.trimDER(cert)) }
         }
         return (.rsa, nil)
     }

@@ -185,7 +185,7 @@ extension KeyCommand {
             Console.out(born ? "  the TPM says: generated in this TPM (fixedTPM, fixedParent, sensitiveDataOrigin)"
                 : "  the TPM says: NOT generated in this TPM (imported: sensitiveDataOrigin clear); it cannot leave the TPM now")
             if a.endorsementCertificate == nil {
-                Console.out("  this TPM holds no endorsement certificate (NV 0x01C00002, 0x01C0000A): no ek.crt.pem; "
+                Console.out("  this TPM holds no endorsement certificate keyshare can read (NV 0x01C00002, 0x01C0000A): no ek.crt.pem; "
                     + "a verifier must trust ek.pub.pem (\(ekText)) some other way")
             } else {
                 Console.out("  endorsement certificate (\(ekText)) from the TPM's NV: ek.crt.pem")
