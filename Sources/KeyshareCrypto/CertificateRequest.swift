@@ -152,6 +152,17 @@ public enum CertificateRequest {
         return ok
     }
 
+    /// The SubjectPublicKeyInfo (DER) of a request's public key.
+    public static func publicKeyInfo(_ der: [UInt8]) throws -> [UInt8] {
+        CryptoError.clearQueue()
+        guard let (req, _) = OSSL.d2i(der, { p, n in d2i_X509_REQ(nil, p, n) }) else {
+            throw CryptoError.openssl("certificate request decode", kind: .invalidInput)
+        }
+        defer { X509_REQ_free(req) }
+        guard let pk = X509_REQ_get0_pubkey(req) else { throw CryptoError.openssl("certificate request public key") }
+        return try PKeyInfo.spkiDER(pk)
+    }
+
     /// PEM text of a DER request (`-----BEGIN CERTIFICATE REQUEST-----`).
     public static func pem(_ der: [UInt8]) throws -> String {
         guard let (req, _) = OSSL.d2i(der, { p, n in d2i_X509_REQ(nil, p, n) }) else {

@@ -57,7 +57,7 @@ public enum TPMLocation {
 /// connections, so callers hold a connection only for one operation
 /// (`TPM.with`) and every call here flushes what it loaded.
 public final class TPMConnection {
-    private let handle: OpaquePointer
+    let handle: OpaquePointer
 
     /// Connections of this process are serialised: the TPM serves one at a time anyway.
     static let processLock = Lock()
@@ -71,13 +71,13 @@ public final class TPMConnection {
 
     deinit { ktpm_close(handle) }
 
-    private static func check(_ rc: UInt32, _ what: String) throws {
+    static func check(_ rc: UInt32, _ what: String) throws {
         guard rc == 0 else { throw TPMError(rc: rc, operation: what) }
     }
 
     private static let blobCapacity = 4096
 
-    private func blobCall(_ what: String, _ body: (UnsafeMutablePointer<UInt8>, Int, UnsafeMutablePointer<Int>) -> UInt32) throws -> [UInt8] {
+    func blobCall(_ what: String, _ body: (UnsafeMutablePointer<UInt8>, Int, UnsafeMutablePointer<Int>) -> UInt32) throws -> [UInt8] {
         var len = 0
         var out = [UInt8](repeating: 0, count: Self.blobCapacity)
         let rc = out.withUnsafeMutableBufferPointer { b in body(b.baseAddress!, b.count, &len) }

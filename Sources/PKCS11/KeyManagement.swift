@@ -216,7 +216,14 @@ extension Runtime {
         pub.merge(pubRest) { _, new in new }
         priv[CKA_TOKEN] = AttributeCoding.bool(privToken)
         pub[CKA_TOKEN] = AttributeCoding.bool(pubToken)
-        return try storePair(pub: pub, priv: priv, in: s, h)
+        let pair = try storePair(pub: pub, priv: priv, in: s, h)
+        // The key's attestation, made now (docs/tpm.md "Key attestation"): a CKO_DATA object
+        // beside a token key; best effort, the pair stands without it.
+        if privToken, let data = TPMToken.generationAttestation(blob: blob, auth: auth, token: s.tokenID, label: label,
+                                                                id: priv[CKA_ID] ?? [], site: tcti) {
+            _ = try? store(data, in: s)
+        }
+        return pair
     }
 
     public func generateKey(session h: CK_SESSION_HANDLE, mechanism: Mechanism, template: Template) throws -> CK_OBJECT_HANDLE {

@@ -1,5 +1,6 @@
 // keyshare's TPM work over tpm2-tss ESAPI; see include/ktpm.h and docs/tpm.md.
 #include "ktpm.h"
+#include "ktpm_internal.h"
 #include "tcti_cloexec.h"
 
 #include <pthread.h>
@@ -19,7 +20,6 @@ struct ktpm {
     char *tcti_conf; // the TCTI string: the saved SRK context is kept per TPM
 };
 
-#define CHECK(expr) do { TSS2_RC rc_ = (expr); if (rc_ != TSS2_RC_SUCCESS) return rc_; } while (0)
 
 /// tpm2-tss logs to the host's stderr (WARNING and ERROR lines for a wrong PIN,
 /// a probe that finds no TPM, a stale saved context) unless TSS2_LOG says
@@ -298,6 +298,14 @@ static uint32_t load(ktpm *t, const uint8_t *blob, size_t len, const uint8_t *au
     return rc;
 }
 
+ESYS_CONTEXT *ktpm_esys(ktpm *t) { return t->esys; }
+
+uint32_t ktpm_load(ktpm *t, const uint8_t *blob, size_t len, const uint8_t *auth, size_t authlen, ESYS_TR *h) {
+    return load(t, blob, len, auth, authlen, h);
+}
+
+void ktpm_srk_release(ktpm *t) { srk_flush(t); }
+
 // MARK: identity and capabilities
 
 uint32_t ktpm_ek_public(ktpm *t, uint8_t *out, size_t cap, size_t *len) {
@@ -435,12 +443,9 @@ uint32_t ktpm_import_rsa(ktpm *t, int kind, const uint8_t *n, size_t nlen, uint3
     return rc;
 }
 
-uint32_t ktpm_public_info(const uint8_t *blob, size_t len, int *kind, uint8_t *a, size_t acap, size_t *alen,
-                          uint8_t *b, size_t bcap, size_t *blen) {
-    TPM2B_PUBLIC pub;
-    TPM2B_PRIVATE priv;
-    CHECK(blob_read(blob, len, &pub, &priv));
-    const TPMT_PUBLIC *p = &pub.publicArea;
+static uint32_t public_info(const TPM2B_PUBLIC *pub, int *kind, uint8_t *a, size_t acap, size_t *alen, uint8_t *b,
+                            size_t bcap, size_t *blen) {
+    const TPMT_PUBLIC *p = &pub->publicArea;
     if (p->type == TPM2_ALG_ECC) {
         TPMI_ECC_CURVE c = p->parameters.eccDetail.curveID;
         if (c == TPM2_ECC_NIST_P256) *kind = KTPM_EC_P256;
@@ -470,6 +475,23 @@ uint32_t ktpm_public_info(const uint8_t *blob, size_t len, int *kind, uint8_t *a
         return TSS2_RC_SUCCESS;
     }
     return KTPM_RC_BAD_BLOB;
+}
+
+uint32_t ktpm_public_info(const uint8_t *blob, size_t len, int *kind, uint8_t *a, size_t acap, size_t *alen,
+                          uint8_t *b, size_t bcap, size_t *blen) {
+    TPM2B_PUBLIC pub;
+    TPM2B_PRIVATE priv;
+    CHECK(blob_read(blob, len, &pub, &priv));
+    return public_info(&pub, kind, a, acap, alen, b, bcap, blen);
+}
+
+uint32_t ktpm_tpm2b_public_info(const uint8_t *pub, size_t len, int *kind, uint8_t *a, size_t acap, size_t *alen,
+                                uint8_t *b, size_t bcap, size_t *blen) {
+    TPM2B_PUBLIC p;
+    size_t off = 0;
+    memset(&p, 0, sizeof p);
+    if (Tss2_MU_TPM2B_PUBLIC_Unmarshal(pub, len, &off, &p) != TSS2_RC_SUCCESS || off != len) return KTPM_RC_BAD_BLOB;
+    return public_info(&p, kind, a, acap, alen, b, bcap, blen);
 }
 
 uint32_t ktpm_sign_ecdsa(ktpm *t, const uint8_t *blob, size_t len, const uint8_t *auth, size_t authlen,

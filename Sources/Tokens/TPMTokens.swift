@@ -88,7 +88,7 @@ extension TokenManager {
         } catch let e as TPMError {
             throw KeychainError.tpmUnavailable("cannot create the key in the TPM: \(e)")
         }
-        return try storeTPMKey(blob: blob, label: label, id: id, into: token, key: key, local: true)
+        return try storeTPMKey(blob: blob, label: label, id: id, into: token, key: key, local: true, auth: auth)
     }
 
     /// TPM2_Import of an existing key (CKA_LOCAL false: it was not born in the TPM).
@@ -156,12 +156,17 @@ extension TokenManager {
         }
     }
 
-    private func storeTPMKey(blob: [UInt8], label: String, id: [UInt8]?, into token: TokenID, key: TokenKey, local: Bool)
-        throws -> (privateKey: PersistentReference, publicKey: PersistentReference) {
+    /// A generated key also gets its attestation, certified by the token's AK at once, as a
+    /// CKO_DATA object (`TPMToken.generationAttestation`, docs/tpm.md "Key attestation").
+    private func storeTPMKey(blob: [UInt8], label: String, id: [UInt8]?, into token: TokenID, key: TokenKey, local: Bool,
+                             auth: [UInt8]) throws -> (privateKey: PersistentReference, publicKey: PersistentReference) {
         let (priv, pubAttrs) = try TPMToken.keyAttributes(blob: blob, label: label, id: id, local: local)
+        let attestation = local ? TPMToken.generationAttestation(blob: blob, auth: auth, token: token, label: label,
+                                                                 id: pubAttrs[CKA.id] ?? [], site: store.tpmSite()) : nil
         return try store.transaction {
             let p = try store.add(token: token, itemClass: .privateKey, attributes: priv, key: key)
             let q = try store.add(token: token, itemClass: .publicKey, attributes: pubAttrs, key: key)
+            if let attestation { _ = try store.add(token: token, itemClass: .data, attributes: attestation, key: key) }
             return (p, q)
         }
     }

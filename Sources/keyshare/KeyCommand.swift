@@ -11,7 +11,7 @@ struct KeyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "key",
         abstract: "Generate keys and encrypt, decrypt, sign, verify, encapsulate and decapsulate with them.",
-        subcommands: [Generate.self, Import.self, Encrypt.self, Decrypt.self, Sign.self, Verify.self, Encapsulate.self,
+        subcommands: [Generate.self, Import.self, Attest.self, Encrypt.self, Decrypt.self, Sign.self, Verify.self, Encapsulate.self,
                       Decapsulate.self, Public.self, List.self])
 
     /// Options every key subcommand shares.

@@ -149,6 +149,36 @@ import Testing
         #expect(try rsa.publicKey.verify(signature: rsig, digest: digest, algorithm: .rsaPKCS1(.sha256)))
     }
 
+    /// Key attestation (issue 31): TPM2_Certify by a per-seed AK that the TPM derives again
+    /// identically; the TPMS_ATTEST carries the nonce and the key's Name; no EK certificate on
+    /// a bare swtpm; a credential file that is none is refused before the TPM is asked.
+    @Test func certifyByTheAttestationKey() throws {
+        let sw = try tpm()
+        let seed = DigestAlgorithm.sha256.hash(Array("token".utf8)), other = DigestAlgorithm.sha256.hash(Array("other".utf8))
+        let nonce: [UInt8] = Array(0..<32)
+        let (blob, cert, ak1, ak2, akOther, nv) = try TPM.with(tcti: sw.tcti) { c in
+            let blob = try c.createKey(.p256, auth: Self.auth)
+            return (blob, try c.certify(blob: blob, auth: Self.auth, seed: seed, qualifyingData: nonce),
+                    try c.attestationKeyPublic(seed: seed), try c.attestationKeyPublic(seed: seed),
+                    try c.attestationKeyPublic(seed: other), try c.readNV(TPMEndorsementKind.rsa.certificateIndex))
+        }
+        #expect(ak1 == ak2 && ak1 == cert.akPublic && ak1 != akOther)
+        #expect(cert.keyPublic == (try TPM.publicArea(ofBlob: blob)))
+        #expect(Array(cert.attest.prefix(6)) == [0xFF, 0x54, 0x43, 0x47, 0x80, 0x17])  // TPM_GENERATED_VALUE, TPM_ST_ATTEST_CERTIFY
+        // qualifiedSigner (2 + 34 bytes), then extraData: the nonce.
+        #expect(Array(cert.attest[42..<44]) == [0, 32] && Array(cert.attest[44..<76]) == nonce)
+        // The body ends with the certified Name and qualified name, 2 + 34 bytes each.
+        let name = try TPM.name(ofPublicArea: cert.keyPublic)
+        #expect(Array(cert.attest.suffix(72).prefix(36)) == [0, 34] + name)
+        #expect(TPM.objectAttributes(ofPublicArea: cert.keyPublic).map { $0 & 0x32 == 0x32 } == true)
+        #expect(Array(cert.signature.prefix(4)) == [0x00, 0x18, 0x00, 0x0B])  // ECDSA, SHA-256
+        #expect(nv == nil)
+        let e = #expect(throws: TPMError.self) {
+            try TPM.with(tcti: sw.tcti) { try $0.activateCredential(seed: seed, ek: .rsa, credential: [1, 2, 3, 4, 5, 6, 7, 8, 9]) }
+        }
+        #expect(e?.rc == 0x004B_0001)  // KTPM_RC_BAD_BLOB
+    }
+
     @Test func noTPMIsUnreachable() throws {
         let sw = try tpm()
         let tcti = sw.tcti

@@ -76,6 +76,43 @@ uint32_t ktpm_unseal(ktpm *t, const uint8_t *blob, size_t len, const uint8_t *au
 /// Extends a SHA-256 PCR (tests: a PCR-bound seal must then refuse).
 uint32_t ktpm_pcr_extend(ktpm *t, int pcr, const uint8_t digest[32]);
 
+// MARK: attestation (issue 31, docs/tpm.md "Key attestation")
+
+/// Endorsement key templates of the TCG EK Credential Profile: L-1 (RSA 2048) and L-2 (ECC P-256).
+enum {
+    KTPM_EK_RSA = 0,
+    KTPM_EK_ECC = 1,
+};
+/// The TCG's NV indices of the matching EK certificates.
+#define KTPM_NV_EK_CERT_RSA 0x01C00002u
+#define KTPM_NV_EK_CERT_ECC 0x01C0000Au
+
+/// The endorsement key of one template (ktpm_ek_public, above, is L-2's point only): its marshalled TPM2B_PUBLIC.
+uint32_t ktpm_ek_public_area(ktpm *t, int ek, uint8_t *out, size_t cap, size_t *len);
+/// A token's attestation key: a primary restricted ECDSA P-256/SHA-256 signing key in the
+/// endorsement hierarchy whose template's unique.ecc.x is `seed`, so the TPM derives the same
+/// key again from its endorsement seed. Its marshalled TPM2B_PUBLIC.
+uint32_t ktpm_ak_public(ktpm *t, const uint8_t seed[32], uint8_t *out, size_t cap, size_t *len);
+/// TPM2_Certify of a key blob by the attestation key of `seed`, qualifying data `qual` (at most
+/// 64 bytes). attest: the TPMS_ATTEST as the TPM marshalled it; sig: the marshalled TPMT_SIGNATURE;
+/// akpub: the AK's marshalled TPM2B_PUBLIC.
+uint32_t ktpm_certify(ktpm *t, const uint8_t *blob, size_t len, const uint8_t *auth, size_t authlen,
+                      const uint8_t seed[32], const uint8_t *qual, size_t qlen, uint8_t *attest, size_t acap,
+                      size_t *alen, uint8_t *sig, size_t scap, size_t *slen, uint8_t *akpub, size_t akcap,
+                      size_t *aklen);
+/// The whole contents of an NV index (TPM2_NV_ReadPublic, then TPM2_NV_Read in chunks, owner
+/// authorization empty). A missing index is the TPM's TPM_RC_HANDLE.
+uint32_t ktpm_nv_read(ktpm *t, uint32_t index, uint8_t *out, size_t cap, size_t *len);
+/// TPM2_ActivateCredential with the attestation key of `seed` and the endorsement key `ek`
+/// (a PolicySecret(endorsement) session, empty endorsement authorization). `cred` is the file
+/// tpm2_makecredential writes: 0xBADCC0DE, version 1 (big-endian 32-bit each), TPM2B_ID_OBJECT,
+/// TPM2B_ENCRYPTED_SECRET.
+uint32_t ktpm_activate(ktpm *t, const uint8_t seed[32], int ek, const uint8_t *cred, size_t credlen, uint8_t *out,
+                       size_t cap, size_t *outlen);
+/// What a marshalled TPM2B_PUBLIC holds, as ktpm_public_info (EC P-256/P-384, RSA 2048/3072).
+uint32_t ktpm_tpm2b_public_info(const uint8_t *pub, size_t len, int *kind, uint8_t *a, size_t acap, size_t *alen,
+                                uint8_t *b, size_t bcap, size_t *blen);
+
 /// A short text for a response code (tpm2-tss's decoder, or ours).
 const char *ktpm_rc_text(uint32_t rc);
 
