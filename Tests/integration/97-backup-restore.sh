@@ -73,12 +73,13 @@ json=$(ks backup --out "$WORK/j.ksb" --passphrase-source env:BP --json)
 python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["items"]==5 and d["tokens"][0]["label"]=="work" and d["leftOut"]==[]' <<<"$json" \
   && ok "backup --json: tokens, items, nothing left out" || bad "backup --json" "$json"
 
-# At a terminal (support/pty-answer.py types the passphrases, from the environment): asked twice.
-PTY=(python3 "$HERE/support/pty-answer.py")
+# At a terminal (support/pty_answer.py types the passphrases, from the environment): asked twice.
+PTY=(python3 "$HERE/support/pty_answer.py")
 check_out "backup at a terminal: the passphrase asked twice" "backed up 1 token" \
   "${PTY[@]}" "Passphrase for the backup=env:BP" "Repeat passphrase for the backup=env:BP" -- "$KS" backup --out "$WORK/tty1.ksb"
-check_out "two different entries at the terminal: refused" "the two entries differ" \
-  "${PTY[@]}" "Passphrase for the backup=env:BP" "Repeat passphrase for the backup=env:WRONGBP" -- "$KS" backup --out "$WORK/tty2.ksb"
+out=$("${PTY[@]}" "Passphrase for the backup=env:BP" "Repeat passphrase for the backup=env:WRONGBP" -- "$KS" backup --out "$WORK/tty2.ksb"); rc=$?
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q "the two entries differ" <<<"$out" \
+  && ok "two different entries at the terminal: refused" || bad "two different entries at the terminal: refused" "rc $rc: $out"
 [ ! -e "$WORK/tty2.ksb" ] && ok "and no archive was written" || bad "no archive after differing entries"
 
 # --- what the archive does not show -----------------------------------------------------------------
@@ -203,7 +204,7 @@ if command -v swtpm >/dev/null && PT=$(tpm_start_free "$WORK/tpm"); then
   check "a soft token" tpm ks token create --label free "${nobind[@]}" --pin-source env:PIN --so-pin-source env:SOPIN
   check "a key in the soft token" tpm ks key generate --type ec --label fk --tag fk --token free --pin-source env:PIN
   out=$(tpm ks backup --out "$WORK/tpm.ksb" --passphrase-source env:BP 2>&1)
-  grep -q "not backed up: token T (2 items): a TPM token: its keys exist only inside this machine's TPM" <<<"$out" \
+  grep -Eq "not backed up: token T \([0-9]+ items\): a TPM token: its keys exist only inside this machine's TPM" <<<"$out" \
     && ok "backup says the TPM token cannot move" || bad "backup reports the TPM token" "$out"
   grep -q "not backed up: token bnd .*sealed to this machine's TPM.*keyshare token unbind --token bnd" <<<"$out" \
     && ok "backup says the bound token cannot move and how to move it" || bad "backup reports the bound token" "$out"
