@@ -75,11 +75,13 @@ final class DoctorChecks {
             return DoctorCheck(check: "store", status: "ok", summary: "\(dir): no keychain.db yet (the first `keyshare token create` makes it)",
                                facts: facts)
         }
-        guard sound || !problems[before...].contains(where: { $0.severity == .error }) else {
+        // Opened as every command opens it (a read-only SQLite handle cannot open a WAL store whose
+        // -shm is gone), and only when sound: an open tightens loose modes, and doctor changes nothing.
+        guard sound else {
             return DoctorCheck(check: "store", status: "error", summary: "\(db): not opened (see the problems below)", facts: facts)
         }
         do {
-            let store = try KeychainStore(home: dir, readOnly: true)
+            let store = try KeychainStore(home: dir)
             opened = store
             let tokens = try store.tokens()
             facts["tokens"] = .int(tokens.count)
@@ -154,12 +156,16 @@ final class DoctorChecks {
     // MARK: p11-kit
 
     func p11kit() -> DoctorCheck {
+        // p11-kit's own rule: ~/.config/pkcs11/modules counts unless /etc/pkcs11/pkcs11.conf says
+        // user-config: none, and never for root ("skipping user config in program running as root").
         let userDir = home + "/.config/pkcs11/modules"
-        let userConfig = !(Doctor.read("/etc/pkcs11/pkcs11.conf") ?? "").split(separator: "\n").contains {
+        let isRoot = geteuid() == 0
+        let userConfig = !isRoot && !(Doctor.read("/etc/pkcs11/pkcs11.conf") ?? "").split(separator: "\n").contains {
             $0.replacingOccurrences(of: " ", with: "") == "user-config:none"
         }
-        var dirs = ["/usr/share/p11-kit/modules", "/etc/pkcs11/modules"]
-        if userConfig { dirs.append(userDir) }
+        let fixDir = userConfig ? userDir : "/etc/pkcs11/modules"
+        var dirs = ["/etc/pkcs11/modules", "/usr/share/p11-kit/modules"]
+        if userConfig { dirs.insert(userDir, at: 0) }
         let moduleDir = "/usr/lib/\(BrowserProfiles.multiarch)/pkcs11"
         var files: [String] = [], working: [String] = []
         for dir in dirs {
@@ -194,9 +200,11 @@ final class DoctorChecks {
         }
         if files.isEmpty {
             if let module = try? BrowserProfiles.module(nil) {
+                let ignored = isRoot && access(userDir + "/keyshare.module", F_OK) == 0
+                    ? "; p11-kit reads no user configuration for root, so \(userDir) is ignored" : ""
                 problem("p11-kit", .warning,
-                        "keyshare is not registered with p11-kit (GnuTLS, p11tool and p11-kit-proxy do not see its tokens)",
-                        fix: "mkdir -p \(Doctor.quote(userDir)) && printf 'module: %s\\n' \(Doctor.quote(module)) > \(Doctor.quote(userDir + "/keyshare.module"))")
+                        "keyshare is not registered with p11-kit (GnuTLS, p11tool and p11-kit-proxy do not see its tokens\(ignored))",
+                        fix: "mkdir -p \(Doctor.quote(fixDir)) && printf 'module: %s\\n' \(Doctor.quote(module)) > \(Doctor.quote(fixDir + "/keyshare.module"))")
             } else {
                 problem("p11-kit", .error, "libkeyshare-pkcs11.so is neither beside this program nor installed",
                         fix: "sudo apt-get install keyshare")
