@@ -167,7 +167,7 @@ else bad "SoftHSM2 installed (softhsm2)" "$SOFTHSM missing"; fi
 
 # ---- no secret in the output -------------------------------------------------------------------
 out=$(ks doctor 2>&1; ks doctor --json 2>&1)
-if printf '%s' "$out" | grep -qF -e "$PIN" -e "$SOPIN"; then bad "no PIN in doctor's output"; else ok "no PIN in doctor's output"; fi
+if printf '%s' "$out" | grep -qF -f <(printf '%s\n' "$PIN" "$SOPIN"); then bad "no PIN in doctor's output"; else ok "no PIN in doctor's output"; fi
 
 # ---- make openssl-update against a local signed mirror -------------------------------------------
 source "$HERE/support/openssl-update-check.sh"
