@@ -258,10 +258,10 @@ final class DoctorChecks {
         var facts: [String: JSONField] = ["tcti": .string(tcti),
                                           "tctiSource": .string(!(env["KEYSHARE_TCTI"] ?? "").isEmpty ? "KEYSHARE_TCTI" : "store or default")]
         var present: Bool?, usable: Bool?
-        var where_ = tcti
+        var device = tcti
         if tcti.hasPrefix("device:") || tcti == "device" {
             let dev = tcti.count > 7 ? String(tcti.dropFirst(7)) : "/dev/tpmrm0"
-            where_ = dev
+            device = dev
             present = access(dev, F_OK) == 0
             usable = present == true && access(dev, R_OK | W_OK) == 0
         }
@@ -281,18 +281,18 @@ final class DoctorChecks {
         let counts = "\(tpmTokens.count) TPM token\(tpmTokens.count == 1 ? "" : "s"), \(bound.count) soft token\(bound.count == 1 ? "" : "s") bound, \(soft.count) not bound"
         if present == false {
             if !needing.isEmpty {
-                problem("tpm", .error, "token\(needing.count == 1 ? "" : "s") \(needing.joined(separator: ", ")) need\(needing.count == 1 ? "s" : "") the TPM at \(where_), which is absent",
+                problem("tpm", .error, "token\(needing.count == 1 ? "" : "s") \(needing.joined(separator: ", ")) need\(needing.count == 1 ? "s" : "") the TPM at \(device), which is absent",
                         fix: "keyshare token tpm-config --tcti TCTI (the TPM they were made on; see keyshare-token-tpm-config(1))")
             }
-            return DoctorCheck(check: "tpm", status: "ok", summary: "no TPM (\(where_) absent); \(counts)", facts: facts)
+            return DoctorCheck(check: "tpm", status: "ok", summary: "no TPM (\(device) absent); \(counts)", facts: facts)
         }
         if usable == false {
             let user = env["USER"] ?? "$USER"
             if !needing.isEmpty {
-                problem("tpm", .error, "\(where_) is not readable and writable by this user, and token\(needing.count == 1 ? "" : "s") \(needing.joined(separator: ", ")) need\(needing.count == 1 ? "s" : "") it",
+                problem("tpm", .error, "\(device) is not readable and writable by this user, and token\(needing.count == 1 ? "" : "s") \(needing.joined(separator: ", ")) need\(needing.count == 1 ? "s" : "") it",
                         fix: "sudo usermod -aG tss \(user) (then log in again)")
             }
-            return DoctorCheck(check: "tpm", status: "note", summary: "TPM at \(where_), not accessible to this user (group tss); \(counts)", facts: facts)
+            return DoctorCheck(check: "tpm", status: "note", summary: "TPM at \(device), not accessible to this user (group tss); \(counts)", facts: facts)
         }
         if present == true {
             for t in soft {
@@ -300,7 +300,7 @@ final class DoctorChecks {
                         fix: "keyshare token bind --tpm --token \(Doctor.quote(t.label))")
             }
         }
-        let at = present == nil ? "TCTI \(tcti) (not probed)" : "TPM at \(where_)"
+        let at = present == nil ? "TCTI \(tcti) (not probed)" : "TPM at \(device)"
         return DoctorCheck(check: "tpm", status: "ok", summary: "\(at); \(counts)", facts: facts)
     }
 
@@ -310,7 +310,7 @@ final class DoctorChecks {
         let socket = (env["PCSCLITE_CSOCK_NAME"] ?? "").isEmpty ? "/run/pcscd/pcscd.comm" : env["PCSCLITE_CSOCK_NAME"]!
         var st = stat()
         let pcscd = stat(socket, &st) == 0 && st.st_mode & S_IFMT == S_IFSOCK
-        let drivers = (try? opened?.drivers()) ?? nil ?? []
+        let drivers = opened.flatMap { try? $0.drivers() } ?? []
         var facts: [String: JSONField] = ["pcscdSocket": .string(socket), "pcscd": .bool(pcscd),
                                           "drivers": .strings(drivers.map(\.name))]
         for d in drivers {

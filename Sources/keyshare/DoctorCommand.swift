@@ -20,9 +20,8 @@ struct DoctorCommand: ParsableCommand {
             One line per check, then one line per problem: its severity (error: keyshare cannot work as \
             configured; warning: something will not work or is weaker than it could be) and the exact \
             command that fixes it. Notes are facts, not problems. Nothing is changed, no agent is started \
-            and nothing is sent over a network.
-
-            EXIT STATUS: 0 when no problem was found, 1 when at least one error or warning was.
+            and nothing is sent over a network. Exit status: 0 when no problem was found, 1 when at least \
+            one error or warning was.
             """)
 
     @Flag(help: "JSON output: {version, checks: [{check, status, summary, facts}], problems: [{check, severity, problem, fix}]}.")
