@@ -146,6 +146,15 @@ expect "after the setup: registered" "chromium: registered"
    "^warning: tpm: soft token work is not sealed to this machine's TPM .*\. Fix: keyshare token bind --tpm --token work$"
  ks doctor --json | python3 -c 'import json,sys; f={c["check"]: c["facts"] for c in json.load(sys.stdin)["checks"]}["tpm"]; assert f["present"] and f["unboundSoftTokens"] == ["work"], f' \
    && ok "--json: tpm present, unboundSoftTokens [work]" || bad "--json tpm facts")
+# A label that needs quoting: the fix, read back by a shell, names the token exactly.
+check "a second token, labelled \"Bob's work\"" ks token create --label "Bob's work" --pin-source env:PIN --so-pin-source env:SOPIN
+(export KEYSHARE_TCTI=device:$W/tpm-device; doctor
+ fix=$(fix_of "^warning: tpm: soft token Bob's work ")
+ args=$(bash -c "keyshare() { printf '%s\n' \"\$@\"; }; $fix")
+ if [ "$(printf '%s\n' "$args" | tail -1)" = "Bob's work" ] && [ "$(printf '%s\n' "$args" | wc -l)" = 5 ]; then
+   ok "the fix quotes the label for the shell: $fix"
+ else bad "the fix quotes the label for the shell" "$fix -> $args"; fi)
+ks token delete "Bob's work" --so-pin-source env:SOPIN >/dev/null 2>&1
 (export KEYSHARE_TCTI=device:$W/no-tpm; doctor
  expect "no TPM at the TCTI: not a problem for soft tokens" "^  tpm +ok +no TPM \($W/no-tpm absent\); 0 TPM tokens, 0 soft tokens bound, 1 not bound")
 
