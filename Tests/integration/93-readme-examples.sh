@@ -107,6 +107,20 @@ while read -r n flags; do
   fi
 done <"$W/blocks/blocks.txt"
 
+# What the examples did, beyond their exit status (found by the files they made).
+result() { # NAME FILE-IN-A-RUN-DIRECTORY CHECK...: CHECK runs in the run directory holding FILE
+  local d; d=$(dirname "$(ls "$W"/run-*/"$2" 2>/dev/null | head -1)")
+  if [ "$d" != . ] && (cd "$d" && export KEYSHARE_HOME=${d/\/run-/\/store-} && "${@:3}") >/dev/null 2>&1; then ok "$1"; else bad "$1"; fi
+}
+result "desktop: Chromium's NSS database loads the module (keyshare browser setup)" my-credential.p12 \
+  grep -q '^name=keyshare$' "$HOME/.pki/nssdb/pkcs11.txt"
+result "CLI by example: the exported PKCS #12 opens with the export password printed before the rotation" alice-out.p12 \
+  openssl pkcs12 -in alice-out.p12 -passin file:export.pass -noout
+result "CLI by example: the legacy profile too" alice-old.p12 openssl pkcs12 -legacy -in alice-old.p12 -passin file:export.pass -noout
+result "enrolment: the CA's certificate for the request, exported with its key (keyshare export alice)" alice.csr \
+  sh -c 'keyshare password --stdout >p && openssl pkcs12 -in alice.p12 -passin file:p -nokeys | grep -q "subject=.*CN *= *Alice Example"'
+[ "$has_pq" = 1 ] && result "post-quantum: the sender's and the holder's ML-KEM secrets are equal" ct cmp secret secret2
+
 # No secret of the run in what the examples printed (the export password is theirs to print: not checked).
 if cat "$W"/run-*/log 2>/dev/null | grep -qF -f <(secrets); then bad "no PIN or password in the examples' output"
 else ok "no PIN or password in the examples' output"; fi
