@@ -139,6 +139,21 @@ ks browser setup --chromium --module "$MODULE" >/dev/null
 doctor
 expect "after the setup: registered" "chromium: registered"
 
+# A Firefox profile without the module: a warning (unless Firefox's policy adds it at the profile's start).
+FF=$HOME/.mozilla/firefox
+mkdir -p "$FF/abcd.default" && printf '[Profile0]\nName=default\nIsRelative=1\nPath=abcd.default\n' >"$FF/profiles.ini"
+printf 'library=\nname=NSS Internal PKCS #11 Module\n\n' >"$FF/abcd.default/pkcs11.txt"
+doctor
+if grep -qs '"keyshare"' /etc/firefox/policies/policies.json; then
+  expect "a Firefox profile without the module, Firefox's policy present: the policy adds it (no problem)" "firefox: 0 of 1 profile registered, policy registers the rest"
+else
+  expect "a Firefox profile without the module: a warning, fix keyshare browser setup --firefox" \
+    "^warning: browsers: 1 Firefox profile does not load keyshare \($FF/abcd\.default\)\. Fix: keyshare browser setup --firefox$"
+  bash -c "$(fix_of '^warning: browsers')" >/dev/null
+  doctor
+  expect "the fix run as printed: the profile registered" "firefox: 1 of 1 profile registered"
+fi
+
 # ---- TPM: a device at the TCTI, a soft token not sealed to it ------------------------------------
 : >"$W/tpm-device" && chmod 600 "$W/tpm-device"
 (export KEYSHARE_TCTI=device:$W/tpm-device; doctor
