@@ -12,7 +12,8 @@ DEB_PACKAGES  := libssl-dev libsqlite3-dev libp11-kit-dev p11-kit opensc softhsm
                  p11-kit-modules openssh-server openvpn curl iproute2 openjdk-17-jdk-headless gdb sqlite3 \
                  pcscd vsmartcard-vpcd opensc-pkcs11 libcacard-dev util-linux \
                  swtpm swtpm-tools tpm2-tools libtpm2-pkcs11-1 libtpm2-pkcs11-tools systemd libtss2-dev \
-                 libzstd-dev zlib1g-dev libbrotli-dev libsystemd-dev bubblewrap libpam-p11 pamtester cryptsetup-bin pinentry-curses
+                 libzstd-dev zlib1g-dev libbrotli-dev libsystemd-dev bubblewrap libpam-p11 pamtester cryptsetup-bin pinentry-curses \
+                 gnupg debian-archive-keyring
 # 89-browsers: the browsers that open a client-certificate site, and X for the screenshots.
 DEB_PACKAGES  += firefox-esr chromium xvfb xauth imagemagick
 # `make thirdparty` (Tests/conformance/run-thirdparty.sh, not part of `make test`) builds OpenSC's
@@ -52,7 +53,7 @@ endif
 P11_MODULE_DIR  = $(shell pkg-config --variable=p11_module_path p11-kit-1 2>/dev/null || echo /usr/lib/x86_64-linux-gnu/pkcs11)
 P11_CONFIG_DIR  = $(shell pkg-config --variable=p11_module_configs p11-kit-1 2>/dev/null || echo /usr/share/p11-kit/modules)
 
-.PHONY: all deps thirdparty openssl-bundle openssl-mode build test unit-test integration-test integration-test-agent integration-test-in-process \
+.PHONY: all deps thirdparty openssl-bundle openssl-update openssl-mode build test unit-test integration-test integration-test-agent integration-test-in-process \
         integration-test-in-process-subset test-cards unit-test-system-openssl demo install uninstall clean bench stress fuzz
 
 all: build
@@ -88,6 +89,16 @@ $(OPENSSL_STAMP): dist/openssl/fetch.sh | deps
 	@touch $@
 
 openssl-bundle: $(OPENSSL_STAMP)
+
+## openssl-update VERSION=x.y.z: pin the newest Debian 13 revision of OpenSSL x.y.z (OPENSSL_DEB_VERSION and
+## its two checksums above) in one step: dist/openssl/update.sh downloads both packages through a private
+## apt that checks Debian's signatures, computes their SHA-256 and rewrites those three lines (nothing is
+## changed on any failure). OPENSSL_UPDATE_DRY_RUN=1 prints the new lines instead. Then: make build, test,
+## deb (docs/packaging.md, "The bundled OpenSSL"). Tested by Tests/integration/94-doctor.sh on a local mirror.
+OPENSSL_UPDATE_FILE ?= $(CURDIR)/Makefile
+openssl-update:
+	@test "$(origin VERSION)" = "command line" || { echo "openssl-update: give the OpenSSL version: make openssl-update VERSION=x.y.z" >&2; exit 1; }
+	@bash dist/openssl/update.sh "$(OPENSSL_UPDATE_FILE)" "$(VERSION)" "$(OPENSSL_BUNDLE)"
 
 ## openssl-mode: clang's cached COpenSSL module is keyed without the -I paths, so after a switch
 ## between the bundled and the system OpenSSL it would keep the other one's headers (seen: a system

@@ -21,7 +21,7 @@ struct Keyshare: ParsableCommand {
             ShareCommand.self, ServeCommand.self,
             KeyCommand.self, CSRCommand.self, TrustCommand.self, WrapCommand.self, UnwrapCommand.self,
             AgentCommand.self, AgentPolicyCommand.self, UnlockCommand.self, LockCommand.self, LogCommand.self,
-            BrowserCommand.self, BackupCommand.self, RestoreCommand.self, TPMCommand.self,
+            BrowserCommand.self, BackupCommand.self, RestoreCommand.self, TPMCommand.self, DoctorCommand.self,
         ])
 
     /// ArgumentParser's own errors (usage) keep its formatting; every other error

@@ -296,6 +296,21 @@ asuser env KEYSHARE_HOME="$WORK/fresh" /usr/bin/keyshare token list >/dev/null 2
 check_out "the store's schema is the new version's (user_version $(schema "$WORK/fresh/keychain.db" 2>/dev/null))" \
   "^$(schema "$WORK/fresh/keychain.db" 2>/dev/null)\$" schema "$STORE/keychain.db"
 
+# ---- keyshare doctor on a fresh home (issue 28) -------------------------------------------------
+# The user, a store not made yet: the installed module registered with p11-kit by the package, no
+# problem (exit 0), nothing created. What it prints is shown (the closing note quotes it).
+mkdir -p "$WORK/doctor"; chown "$UID_USER:$GID_USER" "$WORK/doctor"
+dout=$(asuser env KEYSHARE_HOME="$WORK/doctor/ks" /usr/bin/keyshare doctor 2>&1); drc=$?
+printf '%s\n' "$dout" | sed 's/^/       | /'
+if [ "$drc" = 0 ] && grep -q '^no problems found$' <<<"$dout" && [ ! -e "$WORK/doctor/ks" ] \
+   && grep -qE "^  store +ok +$WORK/doctor/ks: not created yet" <<<"$dout" \
+   && grep -qE '^  p11-kit +ok +registered: /usr/share/p11-kit/modules/keyshare\.module loads /usr/lib/[^ ]*/pkcs11/libkeyshare-pkcs11\.so$' <<<"$dout"; then
+  ok "keyshare doctor (installed, fresh home): no problem, exit 0, p11-kit registration by the package, nothing created"
+else bad "keyshare doctor (installed, fresh home): no problem, exit 0" "rc=$drc"; fi
+if asuser env KEYSHARE_HOME="$WORK/doctor/ks" /usr/bin/keyshare doctor --json | python3 -c 'import json,sys; r=json.load(sys.stdin); assert r["problems"] == [] and len(r["checks"]) == 7'; then
+  ok "keyshare doctor --json (installed): 7 checks, no problem"
+else bad "keyshare doctor --json (installed)"; fi
+
 # ---- no configuration: p11-kit, GnuTLS, OpenSC -------------------------------------------------
 # p11-kit 0.24 prints "keyshare: libkeyshare-pkcs11.so" (the module file's name), then the module's
 # C_GetInfo (library-version: major.minor) and its tokens, indented, until the next module.

@@ -17,6 +17,9 @@ ARCH=$(dpkg --print-architecture)
 MULTIARCH=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 SUITE=${OPENSSL_DEB_SUITE:-trixie}
 MIRROR=${OPENSSL_DEB_MIRROR:-http://deb.debian.org/debian}
+# Security releases reach SUITE-security first (where `make openssl-update` may have found the pin).
+SEC_MIRROR=${OPENSSL_DEB_SECURITY_MIRROR-http://security.debian.org/debian-security}
+SEC_SUITE=${OPENSSL_DEB_SECURITY_SUITE:-$SUITE-security}
 
 die() { echo "openssl bundle: $*" >&2; exit 1; }
 mkdir -p "$OUT"
@@ -39,7 +42,7 @@ if ! verify "$DEV_DEB" "$SHA_DEV" || ! verify "$LEGACY_DEB" "$SHA_LEGACY"; then
   else
     # A private apt: its own sources list, lists and cache; the system's are not read or written.
     mkdir -p "$APT/lists/partial" "$APT/cache/archives/partial"
-    echo "deb $MIRROR $SUITE main" > "$APT/sources.list"
+    { echo "deb $MIRROR $SUITE main"; [ -z "$SEC_MIRROR" ] || echo "deb $SEC_MIRROR $SEC_SUITE main"; } > "$APT/sources.list"
     A=(-o Dir::Etc::sourcelist="$APT/sources.list" -o Dir::Etc::sourceparts=- -o Dir::State::Lists="$APT/lists"
        -o Dir::Cache="$APT/cache" -o Dir::State::status=/dev/null -o Debug::NoLocking=1 -o APT::Sandbox::User=root
        -o Acquire::Languages=none -o Acquire::IndexTargets::deb::Contents-deb::DefaultEnabled=false)
@@ -47,7 +50,7 @@ if ! verify "$DEV_DEB" "$SHA_DEV" || ! verify "$LEGACY_DEB" "$SHA_LEGACY"; then
     echo "openssl bundle: fetching libssl-dev and openssl-provider-legacy $VERSION from $MIRROR $SUITE"
     apt-get "${A[@]}" -qq update >/dev/null || die "apt-get update of $MIRROR $SUITE failed (network?)"
     (cd "$DEBS" && apt-get "${A[@]}" -qq download "libssl-dev=$VERSION" "openssl-provider-legacy=$VERSION" >/dev/null 2>&1) \
-      || die "$SUITE no longer has OpenSSL $VERSION: set OPENSSL_DEB_VERSION and the two OPENSSL_DEB_SHA256_* in the Makefile to the current version (see docs/architecture.md)"
+      || die "$SUITE no longer has OpenSSL $VERSION: pin the current one with make openssl-update VERSION=x.y.z (docs/packaging.md, \"The bundled OpenSSL\")"
     # apt percent-encodes the epoch colon and '~' is kept: normalise to the names above.
     for f in "$DEBS"/*.deb; do n=$(printf '%b' "${f//%/\\x}"); [ "$f" = "$n" ] || mv "$f" "$n"; done
   fi
