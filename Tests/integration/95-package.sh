@@ -327,6 +327,22 @@ check_out "pkcs11-tool signs with the key made before the upgrade (ECDSA P-256)"
   "pkcs11-tool --module '$SYSMOD' --token-label pkgtest --login --pin env:PIN --sign --mechanism ECDSA \
      --label pkgkey -i '$WORK/data' -o '$UH/sig' >/dev/null 2>&1 && stat -c %s '$UH/sig'"
 
+# ---- backup and restore with the installed CLI (issue 28) ----------------------------------------
+# The upgraded store backed up, restored into a fresh home (a second store: its own agent), and the
+# key made before the upgrade signs there.
+export BACKUP_PASS="bk-$RANDOM$RANDOM-pass"
+bk_as() { asuser env BACKUP_PASS="$BACKUP_PASS" "$@"; }
+check_out "keyshare backup (installed) of the upgraded store" "backed up 1 token" \
+  bk_as /usr/bin/keyshare backup --out "$UH/store.ksb" --passphrase-source env:BACKUP_PASS
+check_out "... the archive is the user's, mode 0600" "^600 $UID_USER\$" stat -c '%a %u' "$UH/store.ksb"
+mkdir -p "$WORK/restored"; chown "$UID_USER:$GID_USER" "$WORK/restored"
+check_out "keyshare restore (installed) into a fresh home" "restored" \
+  bk_as env KEYSHARE_HOME="$WORK/restored/ks" /usr/bin/keyshare restore "$UH/store.ksb" --passphrase-source env:BACKUP_PASS
+check_out "the restored key signs through the installed module" '^64$' asuser env KEYSHARE_HOME="$WORK/restored/ks" bash -c \
+  "pkcs11-tool --module '$SYSMOD' --token-label pkgtest --login --pin env:PIN --sign --mechanism ECDSA \
+     --label pkgkey -i '$WORK/data' -o '$UH/sig2' >/dev/null 2>&1 && stat -c %s '$UH/sig2'"
+asuser env KEYSHARE_HOME="$WORK/restored/ks" /usr/bin/keyshare agent stop >/dev/null 2>&1
+
 # The agent of the user's store (one per store: `keyshare agent socket --dir` says where).
 UH_AGENT=$(cat "$(asuser keyshare agent socket --dir)/agent.pid" 2>/dev/null)
 check "the user's agent (started by the installed module) runs from its runtime directory" \
