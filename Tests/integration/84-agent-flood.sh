@@ -14,7 +14,9 @@
 #   RSS by less than 20 MB and are closed at the deadline;
 # - a stopped agent (SIGSTOP): C_Initialize ends with CKR_DEVICE_ERROR
 #   within KEYSHARE_AGENT_TIMEOUT=2 s (+3 s slack) and one debug line saying
-#   the agent did not answer, never a hang; after SIGCONT it serves again.
+#   the agent did not answer, never a hang; after SIGCONT it serves again;
+# - a client whose debug log (KEYSHARE_DEBUG=1: its stderr) is a pipe whose
+#   reader is gone does not kill the agent (SIGPIPE).
 set -u
 KS=${1:?keyshare binary}
 MODULE=${2:?module path}
@@ -24,11 +26,12 @@ export KEYSHARE_AGENT_IDLE_TIMEOUT=60 KEYSHARE_AGENT_PROGRAM=$KS
 # This script tests the agent itself: always through the agent.
 unset KEYSHARE_IN_PROCESS KEYSHARE_AGENT KEYSHARE_DEBUG KEYSHARE_AGENT_TIMEOUT KEYSHARE_LOG
 export PIN=1234-user SOPIN=9876-so
-AGENT= FLOOD=
+AGENT= FLOOD= FULLHOST=
 # The agent's directory (before 0.4 there was one: $XDG_RUNTIME_DIR/keyshare).
 adir() { local d; d=$(agent_dir 2>/dev/null); [ -n "$d" ] && echo "$d" || echo "$XDG_RUNTIME_DIR/keyshare"; }
 cleanup() {
   [ -n "$FLOOD" ] && kill "$FLOOD" 2>/dev/null
+  [ -n "$FULLHOST" ] && kill "$FULLHOST" 2>/dev/null
   if [ -n "$AGENT" ]; then
     kill -CONT "$AGENT" 2>/dev/null
     kill "$AGENT" 2>/dev/null
@@ -194,4 +197,14 @@ fi
 sign 30
 [ "$RC" = 0 ] && ok "after SIGCONT the agent serves again (${SECS} s)" || bad "after SIGCONT the agent serves again" "$(cat "$WORK/sign.out")"
 
+# --- a client's debug log that nobody reads ----------------------------------------------------------------
+# The agent writes a client's call lines (KEYSHARE_DEBUG=1) to the descriptor the client sent: its stderr.
+# (c) Its reader gone (a `| head` that exited; the host ignores SIGPIPE): before, the agent died of
+#     SIGPIPE at the first line, and with it every client's logins (and the module started three more).
+HOSTPY=$ROOT/Tests/integration/support/log_pipe_host.py
+KEYSHARE_DEBUG=1 timeout 30 python3 "$HOSTPY" closed "$MODULE" 50 >"$WORK/closed.out" 2>/dev/null
+[ "$(tail -1 "$WORK/closed.out")" = "done 50" ] && kill -0 "$AGENT" 2>/dev/null && [ "$(cat "$AD/agent.pid" 2>/dev/null)" = "$AGENT" ] \
+  && ok "a client whose debug log is a closed pipe makes 50 calls; the agent lives on (pid $AGENT, no SIGPIPE)" \
+  || bad "a client whose debug log is a closed pipe: the agent lives on" \
+       "host: $(tr '\n' ' ' <"$WORK/closed.out"); agent $AGENT alive: $(kill -0 "$AGENT" 2>/dev/null && echo yes || echo no); agent.pid: $(cat "$AD/agent.pid" 2>/dev/null)"
 finish
