@@ -1,9 +1,13 @@
 /* Length-prefixed frames over a stream socket (include/agent_protocol.h). */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include "agent_protocol.h"
@@ -195,4 +199,16 @@ int ksa_recv_fd(int sock) {
     }
     if (m.msg_flags & MSG_CTRUNC) { if (got >= 0) close(got); return -1; }
     return got;
+}
+
+int ksa_log_fd_nonblocking(int fd) {
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) return fd;
+    if (!S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode)) return fd;   /* a file (or a socket: MSG_DONTWAIT) */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    /* O_NOCTTY: the agent leads its session, and a terminal must not become its own. */
+    int mine = open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    close(fd);
+    return mine;
 }

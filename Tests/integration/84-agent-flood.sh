@@ -16,7 +16,9 @@
 #   within KEYSHARE_AGENT_TIMEOUT=2 s (+3 s slack) and one debug line saying
 #   the agent did not answer, never a hang; after SIGCONT it serves again;
 # - a client whose debug log (KEYSHARE_DEBUG=1: its stderr) is a pipe whose
-#   reader is gone does not kill the agent (SIGPIPE).
+#   reader is gone does not kill the agent (SIGPIPE), and one whose pipe is
+#   full and never read neither blocks its calls nor, through a fork of the
+#   agent (a client in another network namespace), every other client's.
 set -u
 KS=${1:?keyshare binary}
 MODULE=${2:?module path}
@@ -207,4 +209,21 @@ KEYSHARE_DEBUG=1 timeout 30 python3 "$HOSTPY" closed "$MODULE" 50 >"$WORK/closed
   && ok "a client whose debug log is a closed pipe makes 50 calls; the agent lives on (pid $AGENT, no SIGPIPE)" \
   || bad "a client whose debug log is a closed pipe: the agent lives on" \
        "host: $(tr '\n' ' ' <"$WORK/closed.out"); agent $AGENT alive: $(kill -0 "$AGENT" 2>/dev/null && echo yes || echo no); agent.pid: $(cat "$AD/agent.pid" 2>/dev/null)"
+# (d) Its pipe full and never read: the agent drops the lines it cannot write now. Before, the
+#     client's call blocked in the agent inside the module, and the next fork of the agent (the
+#     caller check of a client in another network namespace) waited for it with every client's calls.
+KEYSHARE_DEBUG=1 timeout 60 python3 "$HOSTPY" full "$MODULE" 3000 >"$WORK/full.out" 2>/dev/null &
+FULLHOST=$!
+for _ in $(seq 100); do grep -q '^done\|^getinfo' "$WORK/full.out" && break; sleep 0.1; done
+[ "$(tail -1 "$WORK/full.out")" = "done 3000" ] \
+  && ok "a client whose debug log is a pipe nobody reads makes 3,000 calls (~250 KB of lines) without blocking" \
+  || bad "a client whose debug log is a pipe nobody reads is not blocked" "$(tr '\n' ' ' <"$WORK/full.out")"
+timeout 20 unshare -n pkcs11-tool --module "$MODULE" -L >"$WORK/netns.out" 2>&1 && rc=0 || rc=$?
+sign 10
+kill "$FULLHOST" 2>/dev/null; wait "$FULLHOST" 2>/dev/null; FULLHOST=
+[ "$rc" = 0 ] && [ "$RC" = 0 ] && kill -0 "$AGENT" 2>/dev/null \
+  && ok "meanwhile a client in another network namespace is served (the agent forks) and a real client signs (${SECS} s)" \
+  || bad "a full debug-log pipe blocks no other client (netns client exit $rc, sign exit $RC in ${SECS} s)" \
+       "$(head -3 "$WORK/netns.out"; cat "$WORK/sign.out" | head -3)"
+
 finish
