@@ -42,8 +42,12 @@ int ksa_timeout_ms(const char *name, int fallback_ms) {
     if (!v || !*v) return fallback_ms;
     char *end;
     double s = strtod(v, &end);
-    if (*end || s < 0 || s > 86400) return fallback_ms;
-    return (int)(s * 1000);
+    /* Written so NaN fails too ("nan" parses; converting it to int is
+     * undefined and gave INT_MIN: a negative SO_RCVTIMEO, i.e. no timeout). */
+    if (*end || !(s >= 0 && s <= 86400)) return fallback_ms;
+    /* At least 1 ms: 0 (or 0.0001 s) would be SO_RCVTIMEO 0, which is "wait forever". */
+    int ms = (int)(s * 1000);
+    return ms > 0 ? ms : 1;
 }
 
 int ksa_connect(const char *path, int timeout_ms, pid_t *peer_pid, char *why, size_t n) {

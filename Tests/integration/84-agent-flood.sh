@@ -14,7 +14,8 @@
 #   RSS by less than 20 MB and are closed at the deadline;
 # - a stopped agent (SIGSTOP): C_Initialize ends with CKR_DEVICE_ERROR
 #   within KEYSHARE_AGENT_TIMEOUT=2 s (+3 s slack) and one debug line saying
-#   the agent did not answer, never a hang; after SIGCONT it serves again;
+#   the agent did not answer, never a hang (also with KEYSHARE_AGENT_TIMEOUT
+#   nan or 0, which were "no timeout"); after SIGCONT it serves again;
 # - a client whose debug log (KEYSHARE_DEBUG=1: its stderr) is a pipe whose
 #   reader is gone does not kill the agent (SIGPIPE), and one whose pipe is
 #   full and never read neither blocks its calls nor, through a fork of the
@@ -178,6 +179,17 @@ else
 fi
 [ "$said" = 1 ] && ok "the stopped agent's client logs one line: $(grep -m1 "did not answer" "$WORK/stopped.err" | sed 's/^keyshare-pkcs11\[[0-9]*\]: //')" \
   || bad "the stopped agent's client logs one line saying the agent did not answer (got $said)" "$(head -8 "$WORK/stopped.err")"
+# KEYSHARE_AGENT_TIMEOUT=nan parsed as a number and became INT_MIN ms, and 0 (or 0.0001) 0 ms: both
+# a socket timeout of "none", so C_Initialize waited for the stopped agent forever. Now nan is
+# invalid (the defaults: 10 s for the hello) and 0 is 1 ms.
+for v in nan 0; do
+  t0=$(now)
+  KEYSHARE_AGENT_TIMEOUT=$v timeout 20 pkcs11-tool --module "$MODULE" -L >"$WORK/stopped.out" 2>&1 && rc=0 || rc=$?
+  secs=$(since "$t0")
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q CKR_DEVICE_ERROR "$WORK/stopped.out" \
+    && ok "a stopped agent with KEYSHARE_AGENT_TIMEOUT=$v: CKR_DEVICE_ERROR in ${secs} s, no hang" \
+    || bad "a stopped agent with KEYSHARE_AGENT_TIMEOUT=$v: CKR_DEVICE_ERROR, no hang (exit $rc in ${secs} s)" "$(head -4 "$WORK/stopped.out")"
+done
 # Its backlog full too (129 connections queued, none accepted): the connect itself waits, bounded.
 "$WORK/agentflood" "$SOCK" silent -n 140 -t 0.5 -s 40 >"$WORK/flood-c" 2>&1 &
 FLOOD=$!

@@ -221,7 +221,8 @@ int ksa_connect_or_start(const char *program, int allow_start, int timeout_ms, p
 int ksa_agent_env_kept(const char *entry);
 /* SO_RCVTIMEO and SO_SNDTIMEO (0: none). */
 int ksa_set_timeout(int fd, int ms);
-/* A duration in seconds from the environment, in ms (fallback when unset or invalid). */
+/* A duration in seconds from the environment, in ms: at least 1 (0 would mean no
+ * timeout to SO_RCVTIMEO), the fallback when unset or invalid (NaN included). */
 int ksa_timeout_ms(const char *name, int fallback_ms);
 /* Client defaults: connecting and the hello, and a call's reply (KEYSHARE_AGENT_TIMEOUT). */
 #define KSA_CONNECT_TIMEOUT_MS 5000
