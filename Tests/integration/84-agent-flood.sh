@@ -11,7 +11,9 @@
 #   5 s deadline;
 # - 8 connections announcing a 16 MiB control request, 1 KiB of it sent,
 #   then stalled (plus 2 hello headers and nothing after) grow the agent's
-#   RSS by less than 20 MB and are closed at the deadline;
+#   RSS by less than 20 MB and are closed at the deadline; so do 20 clients
+#   past the hello announcing a 16 MiB call, 4 bytes sent (the 10 s frame
+#   deadline; before, +330 MB: the buffer was allocated at the header);
 # - a stopped agent (SIGSTOP): C_Initialize ends with CKR_DEVICE_ERROR
 #   within KEYSHARE_AGENT_TIMEOUT=2 s (+3 s slack) and one debug line saying
 #   the agent did not answer, never a hang (also with KEYSHARE_AGENT_TIMEOUT
@@ -29,12 +31,13 @@ export KEYSHARE_AGENT_IDLE_TIMEOUT=60 KEYSHARE_AGENT_PROGRAM=$KS
 # This script tests the agent itself: always through the agent.
 unset KEYSHARE_IN_PROCESS KEYSHARE_AGENT KEYSHARE_DEBUG KEYSHARE_AGENT_TIMEOUT KEYSHARE_LOG
 export PIN=1234-user SOPIN=9876-so
-AGENT= FLOOD= FULLHOST=
+AGENT= FLOOD= FULLHOST= STALLED=
 # The agent's directory (before 0.4 there was one: $XDG_RUNTIME_DIR/keyshare).
 adir() { local d; d=$(agent_dir 2>/dev/null); [ -n "$d" ] && echo "$d" || echo "$XDG_RUNTIME_DIR/keyshare"; }
 cleanup() {
   [ -n "$FLOOD" ] && kill "$FLOOD" 2>/dev/null
   [ -n "$FULLHOST" ] && kill "$FULLHOST" 2>/dev/null
+  [ -n "$STALLED" ] && kill "$STALLED" 2>/dev/null
   if [ -n "$AGENT" ]; then
     kill -CONT "$AGENT" 2>/dev/null
     kill "$AGENT" 2>/dev/null
@@ -162,6 +165,22 @@ atdl=$(awk -F: '$1 >= 4 && $1 <= 7 {s += $2} END {print s + 0}' <<<"$buckets")
   && ok "the stalled first frames (8 control, 2 hello headers) are closed at the gate's 5 s deadline: $atdl of $opened" \
   || bad "the stalled first frames are closed at the gate's 5 s deadline" \
        "opened $opened, closed $eofs; closes by second after connect: $(tr '\n' ' ' <<<"$buckets")"
+
+# --- (b2) past the hello: 20 clients announcing a 16 MiB call, 4 bytes of it sent, stalled -------------
+# Before, the agent allocated a call's 16 MiB when its header came (and its malloc perturb touched
+# every page): +330 MB of RSS for 20. Now a call's buffer grows with the bytes that arrive.
+r0=$(rss_kb "$AGENT")
+python3 "$ROOT/Tests/integration/support/stalled_calls.py" "$SOCK" 20 12 >"$WORK/stalled" 2>&1 &
+STALLED=$!
+for _ in $(seq 100); do grep -q '^ready\|^refused' "$WORK/stalled" && break; sleep 0.1; done
+sleep 1
+r1=$(rss_kb "$AGENT")
+wait "$STALLED"; STALLED=
+[ "$(head -1 "$WORK/stalled")" = "ready 20" ] && [ -n "$r1" ] && [ $((r1 - r0)) -lt 20480 ] \
+  && ok "20 clients past the hello announcing 16 MiB calls, stalled: the agent's RSS $r0 kB -> $r1 kB (+$((r1 - r0)) kB; < 20 MB)" \
+  || bad "20 stalled 16 MiB calls: the agent's RSS ${r0:-?} kB -> ${r1:-?} kB (+$((${r1:-0} - ${r0:-0})) kB; want < 20 MB)" "$(cat "$WORK/stalled")"
+grep -qx "closed 20" "$WORK/stalled" && ok "the 20 stalled calls are closed at the 10 s frame deadline" \
+  || bad "the 20 stalled calls are closed at the 10 s frame deadline" "$(cat "$WORK/stalled")"
 
 # --- a stopped agent ------------------------------------------------------------------------------------
 kill -STOP "$AGENT"
