@@ -8,11 +8,14 @@ import CPKCS11
 /// handles, mechanism numbers and flags: never a PIN, key or data buffer.
 public enum Log {
     /// Where log lines go, or -1 when logging is off.
+    /// Read with secure_getenv (ks_secure_getenv): in a setuid or setgid host
+    /// (sudo or su through pam_p11) the environment is the invoker's, and
+    /// KEYSHARE_LOG would have root create or append to any file it names.
     private static let fd: Int32 = {
-        guard let v = getenv("KEYSHARE_DEBUG"), let s = String(validatingCString: v), !s.isEmpty, s != "0" else {
+        guard let v = ks_secure_getenv("KEYSHARE_DEBUG"), let s = String(validatingCString: v), !s.isEmpty, s != "0" else {
             return -1
         }
-        if let p = getenv("KEYSHARE_LOG"), let path = String(validatingCString: p), !path.isEmpty {
+        if let p = ks_secure_getenv("KEYSHARE_LOG"), let path = String(validatingCString: p), !path.isEmpty {
             let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
             if fd >= 0 { return fd }
         }
