@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -38,12 +39,16 @@ static void nap_ms(long ms) {
 static int64_t now_ms(void) { return (int64_t)(ksa_mono_ns() / 1000000u); }
 
 int ksa_timeout_ms(const char *name, int fallback_ms) {
-    const char *v = getenv(name);
+    const char *v = secure_getenv(name);
     if (!v || !*v) return fallback_ms;
     char *end;
     double s = strtod(v, &end);
-    if (*end || s < 0 || s > 86400) return fallback_ms;
-    return (int)(s * 1000);
+    /* Written so NaN fails too ("nan" parses; converting it to int is
+     * undefined and gave INT_MIN: a negative SO_RCVTIMEO, i.e. no timeout). */
+    if (*end || !(s >= 0 && s <= 86400)) return fallback_ms;
+    /* At least 1 ms: 0 (or 0.0001 s) would be SO_RCVTIMEO 0, which is "wait forever". */
+    int ms = (int)(s * 1000);
+    return ms > 0 ? ms : 1;
 }
 
 int ksa_connect(const char *path, int timeout_ms, pid_t *peer_pid, char *why, size_t n) {
@@ -205,6 +210,16 @@ int ksa_connect_or_start(const char *program, int allow_start, int timeout_ms, p
     }
     if (!program || !*program) {
         snprintf(why, n, "the keyshare agent is not running and no keyshare program was found to start it");
+        return -2;
+    }
+    /* A setuid or setgid program (sudo, su: pam_p11) runs with its invoker's
+     * environment: an agent started from it would run the invoker's choice
+     * of program (KEYSHARE_AGENT_PROGRAM), prompt (KEYSHARE_PINENTRY, PATH)
+     * and settings with the program's privileges. It uses an agent that
+     * runs for its euid, or none. */
+    if (getauxval(AT_SECURE)) {
+        snprintf(why, n, "no keyshare agent at %s, and a setuid or setgid program does not start one "
+                 "(its environment is its invoker's): start the agent of uid %u otherwise", path, (unsigned)geteuid());
         return -2;
     }
     char lockpath[600];

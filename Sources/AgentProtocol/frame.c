@@ -1,17 +1,21 @@
 /* Length-prefixed frames over a stream socket (include/agent_protocol.h). */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include "agent_protocol.h"
 
 /* The rest of a frame whose first bytes are in: bounded by KSA_FRAME_TIMEOUT_MS
  * (a peer that sends a header and stalls must not hold a thread forever). */
-static int read_rest(int fd, uint8_t *p, size_t n) {
-    int64_t end = -1;
+static int read_rest_until(int fd, uint8_t *p, size_t n, int64_t *deadline) {
+    int64_t end = *deadline;
     while (n) {
         ssize_t r = recv(fd, p, n, MSG_DONTWAIT);
         if (r > 0) {
@@ -23,10 +27,45 @@ static int read_rest(int fd, uint8_t *p, size_t n) {
         if (errno == EINTR) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
         int64_t now = (int64_t)(ksa_mono_ns() / 1000000u);
-        if (end < 0) end = now + KSA_FRAME_TIMEOUT_MS;
+        if (end < 0) *deadline = end = now + KSA_FRAME_TIMEOUT_MS;
         if (now >= end) { errno = ETIMEDOUT; return -1; }
         struct pollfd pf = {fd, POLLIN, 0};
         if (poll(&pf, 1, (int)(end - now)) < 0 && errno != EINTR) return -1;
+    }
+    return 0;
+}
+
+static int read_rest(int fd, uint8_t *p, size_t n) {
+    int64_t end = -1;
+    return read_rest_until(fd, p, n, &end);
+}
+
+/* The rest of a frame of n bytes into b, whose first `have` are in
+ * b->data: the buffer grows with what arrives (doubling from 64 KiB), never
+ * ahead of it, within one frame deadline. A peer that announces 16 MiB and
+ * stalls holds what it sent, not 16 MiB (the agent's malloc perturbs, so
+ * touches, every byte it hands out: 20 such calls were +330 MB of RSS).
+ * b->len counts the bytes in, so a reset wipes no more than the buffer. */
+static int read_growing(int fd, ksa_buf *b, size_t have, size_t n) {
+    int64_t end = -1;
+    b->len = have;
+    while (have < n) {
+        if (have == b->cap) {
+            size_t want = b->cap < (64u << 10) ? (64u << 10) : b->cap * 2;
+            if (want > n) want = n;
+            uint8_t *d = malloc(want);
+            if (!d) return -1;
+            if (have) memcpy(d, b->data, have);
+            ksa_buf_free(b);   /* wiped: the bytes so far may hold a PIN */
+            b->data = d;
+            b->cap = want;
+            b->len = have;
+        }
+        size_t chunk = (b->cap < n ? b->cap : n) - have;
+        int rc = read_rest_until(fd, b->data + have, chunk, &end);
+        if (rc) return -1;
+        have += chunk;
+        b->len = have;
     }
     return 0;
 }
@@ -95,9 +134,7 @@ int ksa_read_frame(int fd, ksa_buf *b) {
     if (read_all(fd, h, 4)) return -1;
     size_t n = (size_t)h[0] | (size_t)h[1] << 8 | (size_t)h[2] << 16 | (size_t)h[3] << 24;
     if (n > KSA_MAX_FRAME) return -1;
-    if (ensure_cap(b, n)) return -1;
-    b->len = n;
-    return read_rest(fd, b->data, n);
+    return read_growing(fd, b, 0, n);
 }
 
 /* As ksa_read_frame, in one recv for a frame that fits the buffer: reads
@@ -122,19 +159,9 @@ int ksa_read_frame_next(int fd, ksa_buf *b) {
         return -1;
     }
     size_t have = (size_t)got - 4;
-    if (b->cap < n) {
-        uint8_t *big = malloc(n);
-        if (!big) { wipe(b->data, (size_t)got); return -1; }
-        memcpy(big, d + 4, have);
-        ksa_buf_free(b);
-        b->data = big;
-        b->cap = n;
-    } else {
-        memmove(d, d + 4, have);
-        wipe(d + have, 4);  /* the last 4 bytes read, copied down: no second copy */
-    }
-    b->len = n;
-    return read_rest(fd, b->data + have, n - have);
+    memmove(d, d + 4, have);
+    wipe(d + have, 4);  /* the last 4 bytes read, copied down: no second copy */
+    return read_growing(fd, b, have, n);
 }
 
 /* The client's debug-log descriptor (docs/agent.md, "Debug log"): one byte
@@ -195,4 +222,16 @@ int ksa_recv_fd(int sock) {
     }
     if (m.msg_flags & MSG_CTRUNC) { if (got >= 0) close(got); return -1; }
     return got;
+}
+
+int ksa_log_fd_nonblocking(int fd) {
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) return fd;
+    if (!S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode)) return fd;   /* a file (or a socket: MSG_DONTWAIT) */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    /* O_NOCTTY: the agent leads its session, and a terminal must not become its own. */
+    int mine = open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    close(fd);
+    return mine;
 }

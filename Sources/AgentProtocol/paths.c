@@ -22,8 +22,11 @@
 #include <unistd.h>
 #include "agent_protocol.h"
 
+/* Nothing in a setuid or setgid program (secure_getenv: AT_SECURE): its
+ * environment is its invoker's (sudo or su with pam_p11), who must not pick
+ * the store, the directory or the socket that a root process uses. */
 static const char *env(const char *name) {
-    const char *v = getenv(name);
+    const char *v = secure_getenv(name);
     return v && *v ? v : NULL;
 }
 

@@ -127,6 +127,12 @@ public final class Agent: @unchecked Sendable {
         // PINs are wrapped at the default cost whoever started the agent (a
         // starter's test setting must not weaken every client's PIN).
         unsetenv("KEYSHARE_KDF_LOG2N")
+        // A write to a client's debug log whose reader has gone (its stderr a
+        // pipe to `head`) must fail with EPIPE, not kill the agent and every
+        // client's logins with it. The prompt program gets the default back
+        // (spawn_prompt.h); a driver poller (ChildProcess) inherits the
+        // ignore, and is killed when the agent stops reading it early.
+        signal(SIGPIPE, SIG_IGN)
         // The agent serves in-process: a copy of the module it loads (a
         // driver) or a helper it starts must never connect back to it.
         setenv("KEYSHARE_IN_PROCESS", "1", 1)

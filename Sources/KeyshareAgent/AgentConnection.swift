@@ -85,6 +85,8 @@ struct AgentConnection {
         if h.flags & UInt16(KSA_HELLO_LOG) != 0 {
             logFD = ksa_recv_fd(fd)
             guard logFD != -2 else { return nil }
+            // Written to without ever blocking (a pipe nobody reads, a stopped terminal).
+            if logFD >= 0 { logFD = ksa_log_fd_nonblocking(logFD) }
         }
         // The process, as a pidfd taken before the caller check: the check
         // confirms this pid holds the connection, so the pidfd is the client's

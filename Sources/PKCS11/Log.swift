@@ -8,11 +8,14 @@ import CPKCS11
 /// handles, mechanism numbers and flags: never a PIN, key or data buffer.
 public enum Log {
     /// Where log lines go, or -1 when logging is off.
+    /// Read with secure_getenv (ks_secure_getenv): in a setuid or setgid host
+    /// (sudo or su through pam_p11) the environment is the invoker's, and
+    /// KEYSHARE_LOG would have root create or append to any file it names.
     private static let fd: Int32 = {
-        guard let v = getenv("KEYSHARE_DEBUG"), let s = String(validatingCString: v), !s.isEmpty, s != "0" else {
+        guard let v = ks_secure_getenv("KEYSHARE_DEBUG"), let s = String(validatingCString: v), !s.isEmpty, s != "0" else {
             return -1
         }
-        if let p = getenv("KEYSHARE_LOG"), let path = String(validatingCString: p), !path.isEmpty {
+        if let p = ks_secure_getenv("KEYSHARE_LOG"), let path = String(validatingCString: p), !path.isEmpty {
             let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
             if fd >= 0 { return fd }
         }
@@ -42,13 +45,13 @@ public enum Log {
         return try body()
     }
 
-    /// This thread's destination (fd, pid), else the process's.
-    private static var destination: (fd: Int32, pid: Int32) {
+    /// This thread's destination (fd, pid, whether it is a client's), else the process's.
+    private static var destination: (fd: Int32, pid: Int32, client: Bool) {
         if destinationsUsed, let p = pthread_getspecific(destinationKey) {
             let packed = UInt(bitPattern: p)
-            return (Int32(truncatingIfNeeded: packed & 0xffff_ffff) - 1, Int32(truncatingIfNeeded: packed >> 32))
+            return (Int32(truncatingIfNeeded: packed & 0xffff_ffff) - 1, Int32(truncatingIfNeeded: packed >> 32), true)
         }
-        return (fd, getpid())
+        return (fd, getpid(), false)
     }
 
     public static var enabled: Bool { fd >= 0 || (destinationsUsed && pthread_getspecific(destinationKey) != nil) }
@@ -86,14 +89,23 @@ public enum Log {
 
     /// One write(2) per line, so lines of concurrent threads and processes
     /// sharing a log file do not interleave.
+    ///
+    /// A client's descriptor (the agent) is written without blocking and
+    /// without SIGPIPE: a socket with MSG_DONTWAIT | MSG_NOSIGNAL, a pipe or
+    /// terminal through the agent's own O_NONBLOCK description of it
+    /// (ksa_log_fd_nonblocking); what does not fit now is dropped. A client
+    /// whose log nobody reads must not hold its call inside the module,
+    /// where a fork of the agent would wait for it (ForkGate) with every
+    /// other client's calls.
     private static func line(_ text: String) {
-        let (fd, pid) = destination
+        let (fd, pid, client) = destination
         guard fd >= 0 else { return }
         var s = "keyshare[\(pid)] \(text)\n"
         s.withUTF8 { buf in
             var off = 0
             while off < buf.count {
-                let n = write(fd, buf.baseAddress! + off, buf.count - off)
+                var n = client ? send(fd, buf.baseAddress! + off, buf.count - off, Int32(MSG_DONTWAIT) | Int32(MSG_NOSIGNAL)) : -1
+                if !client || (n < 0 && errno == ENOTSOCK) { n = write(fd, buf.baseAddress! + off, buf.count - off) }
                 if n <= 0 { break }
                 off += n
             }

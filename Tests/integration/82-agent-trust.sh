@@ -13,6 +13,10 @@
 # Defect 3: an agent started by the CLI inherited the CLI's whole
 # environment (PINs, KEYSHARE_KDF_LOG2N). Now the one start path gives it the
 # same minimal environment, and the agent wraps PINs at the default cost.
+# A setuid or setgid host (sudo or su with pam_p11) runs with its invoker's
+# environment: the module reads none of it (secure_getenv) and starts no
+# agent there (before: the invoker's KEYSHARE_AGENT_PROGRAM ran with euid 0,
+# and its KEYSHARE_LOG was created as root).
 set -u
 KS=${1:?keyshare binary}
 MODULE=${2:?module path}
@@ -169,4 +173,25 @@ export NEWPIN=5678-user
 check "C_SetPIN through that agent (pkcs11-tool --change-pin)" pkcs11-tool --module "$MODULE" --login --pin env:PIN --change-pin --new-pin env:NEWPIN
 [ "$(kdf | cut -d'$' -f2)" = 15 ] && ok "the agent wrapped the new PIN at the default scrypt cost 2^15, not its starter's 2^10" \
   || bad "the agent's PIN wrap cost" "$(kdf)"
+# --- a setuid or setgid host (sudo or su through pam_p11): its invoker's environment is not trusted --------
+# Before, the module in a setuid-root program run by uid 1000 started the invoker's
+# KEYSHARE_AGENT_PROGRAM with euid 0 (the invoker naming its own store and a root-owned directory as
+# XDG_RUNTIME_DIR), and created KEYSHARE_LOG as root in a directory only root may write (its line
+# holding a path the invoker chose: /etc/ld.so.preload would do). Now the module reads its
+# environment with secure_getenv and such a program starts no agent.
+SU=$WORK/setuid; mkdir -m 0711 "$SU"; mkdir -m 0777 "$SU/out"; mkdir -m 0700 "$SU/run"; mkdir -m 0755 "$SU/rootonly"
+if cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -o "$SU/host" "$ROOT/Tests/integration/c/setuidhost.c" -ldl \
+   && cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -DRECORD="\"$SU/out/ran\"" -o "$SU/record" "$ROOT/Tests/integration/c/setuidhost.c" \
+   && chmod 4755 "$SU/host" && chmod 0755 "$SU/record"; then
+  out=$(as_victim XDG_RUNTIME_DIR="$SU/run" KEYSHARE_AGENT_PROGRAM="$SU/record" KEYSHARE_DEBUG=1 KEYSHARE_LOG="$SU/rootonly/log" \
+        timeout 30 "$SU/host" "$VMOD" 2>&1)
+  grep -q "^uid $VICTIM euid 0 init" <<<"$out" && [ ! -e "$SU/out/ran" ] \
+    && ok "a setuid-root host run by uid $VICTIM does not start the invoker's KEYSHARE_AGENT_PROGRAM ($(grep -o 'init 0x[0-9a-f]*' <<<"$out"))" \
+    || bad "a setuid-root host does not start the invoker's KEYSHARE_AGENT_PROGRAM" "$out; it ran: $(cat "$SU/out/ran" 2>/dev/null)"
+  [ ! -e "$SU/rootonly/log" ] && ok "nor does it create the invoker's KEYSHARE_LOG as root (in a directory only root may write)" \
+    || bad "a setuid-root host creates the invoker's KEYSHARE_LOG as root" "$(ls -la "$SU/rootonly/log"; head -2 "$SU/rootonly/log")"
+else
+  bad "compile the setuid host (Tests/integration/c/setuidhost.c)"
+fi
+
 finish

@@ -11,10 +11,17 @@
 #   5 s deadline;
 # - 8 connections announcing a 16 MiB control request, 1 KiB of it sent,
 #   then stalled (plus 2 hello headers and nothing after) grow the agent's
-#   RSS by less than 20 MB and are closed at the deadline;
+#   RSS by less than 20 MB and are closed at the deadline; so do 20 clients
+#   past the hello announcing a 16 MiB call, 4 bytes sent (the 10 s frame
+#   deadline; before, +330 MB: the buffer was allocated at the header);
 # - a stopped agent (SIGSTOP): C_Initialize ends with CKR_DEVICE_ERROR
 #   within KEYSHARE_AGENT_TIMEOUT=2 s (+3 s slack) and one debug line saying
-#   the agent did not answer, never a hang; after SIGCONT it serves again.
+#   the agent did not answer, never a hang (also with KEYSHARE_AGENT_TIMEOUT
+#   nan or 0, which were "no timeout"); after SIGCONT it serves again;
+# - a client whose debug log (KEYSHARE_DEBUG=1: its stderr) is a pipe whose
+#   reader is gone does not kill the agent (SIGPIPE), and one whose pipe is
+#   full and never read neither blocks its calls nor, through a fork of the
+#   agent (a client in another network namespace), every other client's.
 set -u
 KS=${1:?keyshare binary}
 MODULE=${2:?module path}
@@ -24,11 +31,13 @@ export KEYSHARE_AGENT_IDLE_TIMEOUT=60 KEYSHARE_AGENT_PROGRAM=$KS
 # This script tests the agent itself: always through the agent.
 unset KEYSHARE_IN_PROCESS KEYSHARE_AGENT KEYSHARE_DEBUG KEYSHARE_AGENT_TIMEOUT KEYSHARE_LOG
 export PIN=1234-user SOPIN=9876-so
-AGENT= FLOOD=
+AGENT= FLOOD= FULLHOST= STALLED=
 # The agent's directory (before 0.4 there was one: $XDG_RUNTIME_DIR/keyshare).
 adir() { local d; d=$(agent_dir 2>/dev/null); [ -n "$d" ] && echo "$d" || echo "$XDG_RUNTIME_DIR/keyshare"; }
 cleanup() {
   [ -n "$FLOOD" ] && kill "$FLOOD" 2>/dev/null
+  [ -n "$FULLHOST" ] && kill "$FULLHOST" 2>/dev/null
+  [ -n "$STALLED" ] && kill "$STALLED" 2>/dev/null
   if [ -n "$AGENT" ]; then
     kill -CONT "$AGENT" 2>/dev/null
     kill "$AGENT" 2>/dev/null
@@ -157,6 +166,22 @@ atdl=$(awk -F: '$1 >= 4 && $1 <= 7 {s += $2} END {print s + 0}' <<<"$buckets")
   || bad "the stalled first frames are closed at the gate's 5 s deadline" \
        "opened $opened, closed $eofs; closes by second after connect: $(tr '\n' ' ' <<<"$buckets")"
 
+# --- (b2) past the hello: 20 clients announcing a 16 MiB call, 4 bytes of it sent, stalled -------------
+# Before, the agent allocated a call's 16 MiB when its header came (and its malloc perturb touched
+# every page): +330 MB of RSS for 20. Now a call's buffer grows with the bytes that arrive.
+r0=$(rss_kb "$AGENT")
+python3 "$ROOT/Tests/integration/support/stalled_calls.py" "$SOCK" 20 12 >"$WORK/stalled" 2>&1 &
+STALLED=$!
+for _ in $(seq 100); do grep -q '^ready\|^refused' "$WORK/stalled" && break; sleep 0.1; done
+sleep 1
+r1=$(rss_kb "$AGENT")
+wait "$STALLED"; STALLED=
+[ "$(head -1 "$WORK/stalled")" = "ready 20" ] && [ -n "$r1" ] && [ $((r1 - r0)) -lt 20480 ] \
+  && ok "20 clients past the hello announcing 16 MiB calls, stalled: the agent's RSS $r0 kB -> $r1 kB (+$((r1 - r0)) kB; < 20 MB)" \
+  || bad "20 stalled 16 MiB calls: the agent's RSS ${r0:-?} kB -> ${r1:-?} kB (+$((${r1:-0} - ${r0:-0})) kB; want < 20 MB)" "$(cat "$WORK/stalled")"
+grep -qx "closed 20" "$WORK/stalled" && ok "the 20 stalled calls are closed at the 10 s frame deadline" \
+  || bad "the 20 stalled calls are closed at the 10 s frame deadline" "$(cat "$WORK/stalled")"
+
 # --- a stopped agent ------------------------------------------------------------------------------------
 kill -STOP "$AGENT"
 t0=$(now)
@@ -173,6 +198,17 @@ else
 fi
 [ "$said" = 1 ] && ok "the stopped agent's client logs one line: $(grep -m1 "did not answer" "$WORK/stopped.err" | sed 's/^keyshare-pkcs11\[[0-9]*\]: //')" \
   || bad "the stopped agent's client logs one line saying the agent did not answer (got $said)" "$(head -8 "$WORK/stopped.err")"
+# KEYSHARE_AGENT_TIMEOUT=nan parsed as a number and became INT_MIN ms, and 0 (or 0.0001) 0 ms: both
+# a socket timeout of "none", so C_Initialize waited for the stopped agent forever. Now nan is
+# invalid (the defaults: 10 s for the hello) and 0 is 1 ms.
+for v in nan 0; do
+  t0=$(now)
+  KEYSHARE_AGENT_TIMEOUT=$v timeout 20 pkcs11-tool --module "$MODULE" -L >"$WORK/stopped.out" 2>&1 && rc=0 || rc=$?
+  secs=$(since "$t0")
+  [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q CKR_DEVICE_ERROR "$WORK/stopped.out" \
+    && ok "a stopped agent with KEYSHARE_AGENT_TIMEOUT=$v: CKR_DEVICE_ERROR in ${secs} s, no hang" \
+    || bad "a stopped agent with KEYSHARE_AGENT_TIMEOUT=$v: CKR_DEVICE_ERROR, no hang (exit $rc in ${secs} s)" "$(head -4 "$WORK/stopped.out")"
+done
 # Its backlog full too (129 connections queued, none accepted): the connect itself waits, bounded.
 "$WORK/agentflood" "$SOCK" silent -n 140 -t 0.5 -s 40 >"$WORK/flood-c" 2>&1 &
 FLOOD=$!
@@ -193,5 +229,32 @@ else
 fi
 sign 30
 [ "$RC" = 0 ] && ok "after SIGCONT the agent serves again (${SECS} s)" || bad "after SIGCONT the agent serves again" "$(cat "$WORK/sign.out")"
+
+# --- a client's debug log that nobody reads ----------------------------------------------------------------
+# The agent writes a client's call lines (KEYSHARE_DEBUG=1) to the descriptor the client sent: its stderr.
+# (c) Its reader gone (a `| head` that exited; the host ignores SIGPIPE): before, the agent died of
+#     SIGPIPE at the first line, and with it every client's logins (and the module started three more).
+HOSTPY=$ROOT/Tests/integration/support/log_pipe_host.py
+KEYSHARE_DEBUG=1 timeout 30 python3 "$HOSTPY" closed "$MODULE" 50 >"$WORK/closed.out" 2>/dev/null
+[ "$(tail -1 "$WORK/closed.out")" = "done 50" ] && kill -0 "$AGENT" 2>/dev/null && [ "$(cat "$AD/agent.pid" 2>/dev/null)" = "$AGENT" ] \
+  && ok "a client whose debug log is a closed pipe makes 50 calls; the agent lives on (pid $AGENT, no SIGPIPE)" \
+  || bad "a client whose debug log is a closed pipe: the agent lives on" \
+       "host: $(tr '\n' ' ' <"$WORK/closed.out"); agent $AGENT alive: $(kill -0 "$AGENT" 2>/dev/null && echo yes || echo no); agent.pid: $(cat "$AD/agent.pid" 2>/dev/null)"
+# (d) Its pipe full and never read: the agent drops the lines it cannot write now. Before, the
+#     client's call blocked in the agent inside the module, and the next fork of the agent (the
+#     caller check of a client in another network namespace) waited for it with every client's calls.
+KEYSHARE_DEBUG=1 timeout 60 python3 "$HOSTPY" full "$MODULE" 3000 >"$WORK/full.out" 2>/dev/null &
+FULLHOST=$!
+for _ in $(seq 100); do grep -q '^done\|^getinfo' "$WORK/full.out" && break; sleep 0.1; done
+[ "$(tail -1 "$WORK/full.out")" = "done 3000" ] \
+  && ok "a client whose debug log is a pipe nobody reads makes 3,000 calls (~250 KB of lines) without blocking" \
+  || bad "a client whose debug log is a pipe nobody reads is not blocked" "$(tr '\n' ' ' <"$WORK/full.out")"
+timeout 20 unshare -n pkcs11-tool --module "$MODULE" -L >"$WORK/netns.out" 2>&1 && rc=0 || rc=$?
+sign 10
+kill "$FULLHOST" 2>/dev/null; wait "$FULLHOST" 2>/dev/null; FULLHOST=
+[ "$rc" = 0 ] && [ "$RC" = 0 ] && kill -0 "$AGENT" 2>/dev/null \
+  && ok "meanwhile a client in another network namespace is served (the agent forks) and a real client signs (${SECS} s)" \
+  || bad "a full debug-log pipe blocks no other client (netns client exit $rc, sign exit $RC in ${SECS} s)" \
+       "$(head -3 "$WORK/netns.out"; cat "$WORK/sign.out" | head -3)"
 
 finish

@@ -92,6 +92,11 @@ static void conn_free_locked(struct kc_conn *c) {
 
 /* ---- mode ----------------------------------------------------------------- */
 
+/* Every variable is read with secure_getenv: nothing in a setuid or setgid
+ * host (sudo or su loading the module through pam_p11), whose environment is
+ * its invoker's. There the module uses the agent of its euid and that
+ * user's store, logs nowhere, and starts no agent (connect.c). */
+
 /* The agent is the default (docs/agent.md): the keys stay out of the
  * application's address space. KEYSHARE_IN_PROCESS=1 chooses the weaker
  * in-process mode, for hosts that cannot reach an agent: the store, the
@@ -103,7 +108,7 @@ static void conn_free_locked(struct kc_conn *c) {
 int ks_agent_mode(void) {
     static int mode = -1;
     if (mode < 0) {
-        const char *inproc = getenv("KEYSHARE_IN_PROCESS");
+        const char *inproc = secure_getenv("KEYSHARE_IN_PROCESS");
         mode = !(inproc && strcmp(inproc, "1") == 0);
     }
     return mode;
@@ -113,14 +118,14 @@ int ks_agent_mode(void) {
 
 /* KEYSHARE_DEBUG as the in-process log reads it (Sources/PKCS11/Log.swift). */
 static int debug_log_wanted(void) {
-    const char *v = getenv("KEYSHARE_DEBUG");
+    const char *v = secure_getenv("KEYSHARE_DEBUG");
     return v && *v && strcmp(v, "0") != 0;
 }
 
 /* The descriptor the in-process module would log to: KEYSHARE_LOG opened by
  * this process (its cwd, its permissions), else stderr. */
 static int debug_log_fd(int *opened) {
-    const char *path = getenv("KEYSHARE_LOG");
+    const char *path = secure_getenv("KEYSHARE_LOG");
     *opened = 0;
     if (path && *path) {
         int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
@@ -152,7 +157,7 @@ static void client_note(const char *fmt, ...) {
 /* The program that serves as agent: $KEYSHARE_AGENT_PROGRAM, else `keyshare`
  * next to this module or in ../bin, else the usual prefixes. */
 static int agent_program(char *out, size_t n) {
-    const char *e = getenv("KEYSHARE_AGENT_PROGRAM");
+    const char *e = secure_getenv("KEYSHARE_AGENT_PROGRAM");
     if (e && *e) {
         snprintf(out, n, "%s", e);
         return access(out, X_OK);
@@ -181,7 +186,7 @@ static void sleep_ms(long ms) {
 }
 
 static int no_start(void) {
-    const char *v = getenv("KEYSHARE_AGENT_NO_START");
+    const char *v = secure_getenv("KEYSHARE_AGENT_NO_START");
     return v && strcmp(v, "1") == 0;
 }
 
@@ -209,7 +214,7 @@ static int connect_agent(int allow_start, pid_t *peer) {
     if (fd >= 0) {
         int shared;
         char base[512];
-        if (!getenv("KEYSHARE_AGENT_SOCKET") && ksa_agent_base(base, sizeof base, &shared) == 0 && shared)
+        if (!secure_getenv("KEYSHARE_AGENT_SOCKET") && ksa_agent_base(base, sizeof base, &shared) == 0 && shared)
             client_note("XDG_RUNTIME_DIR is unset: using the agent directory %s (checked: ours, mode 0700)", base);
     }
     return fd < -1 ? -2 : fd;
@@ -297,7 +302,7 @@ static int hello(int fd, int attach, ksa_shm **shm, unsigned *version) {
         const char *t = NULL;
         for (int fd = 0; fd <= 2 && !t; fd++)
             if (isatty(fd) && ttyname_r(fd, tty, sizeof tty) == 0) t = tty;
-        ksa_hello_build_full(&b, flags, zero, getenv("KEYSHARE_ACCESS_GROUPS"), environ, t);
+        ksa_hello_build_full(&b, flags, zero, secure_getenv("KEYSHARE_ACCESS_GROUPS"), environ, t);
     }
     /* A hello that gets no answer (an agent stuck or flooded) ends, bounded. */
     ksa_set_timeout(fd, ksa_timeout_ms("KEYSHARE_AGENT_TIMEOUT", KSA_HELLO_TIMEOUT_MS) < KSA_HELLO_TIMEOUT_MS ? ksa_timeout_ms("KEYSHARE_AGENT_TIMEOUT", KSA_HELLO_TIMEOUT_MS) : KSA_HELLO_TIMEOUT_MS);

@@ -349,4 +349,15 @@ static const CK_ULONG KS_CKA_UNIQUE_ID = CKA_UNIQUE_ID;
 /* PKCS #11 3.2 post-quantum key types, mechanisms and parameters (issue 18). */
 #include "pkcs11_pq.h"
 
+/* The environment as the module may trust it: glibc's secure_getenv, which
+ * gives nothing in a setuid, setgid or file-capability program (AT_SECURE),
+ * whose environment is its invoker's (sudo or su loading the module through
+ * pam_p11): there KEYSHARE_LOG must not make root create or append to a file
+ * the invoker names. Declared in the function: Swift's Glibc has no
+ * _GNU_SOURCE. */
+static inline const char *ks_secure_getenv(const char *name) {
+    extern char *secure_getenv(const char *);
+    return secure_getenv(name);
+}
+
 #endif /* KEYSHARE_PKCS11_SHIM_H */

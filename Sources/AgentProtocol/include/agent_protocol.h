@@ -221,7 +221,8 @@ int ksa_connect_or_start(const char *program, int allow_start, int timeout_ms, p
 int ksa_agent_env_kept(const char *entry);
 /* SO_RCVTIMEO and SO_SNDTIMEO (0: none). */
 int ksa_set_timeout(int fd, int ms);
-/* A duration in seconds from the environment, in ms (fallback when unset or invalid). */
+/* A duration in seconds from the environment, in ms: at least 1 (0 would mean no
+ * timeout to SO_RCVTIMEO), the fallback when unset or invalid (NaN included). */
 int ksa_timeout_ms(const char *name, int fallback_ms);
 /* Client defaults: connecting and the hello, and a call's reply (KEYSHARE_AGENT_TIMEOUT). */
 #define KSA_CONNECT_TIMEOUT_MS 5000
@@ -437,5 +438,14 @@ void ksa_chan_close_shm(ksa_chan *c);
 int ksa_send_fd(int sock, int fd);
 /* The descriptor, -1 when none came, -2 on a broken connection. */
 int ksa_recv_fd(int sock);
+/* The agent's side of a client's debug-log descriptor: one the agent can
+ * write to without ever blocking (a client's pipe that nobody reads, a
+ * stopped terminal: a blocked write would hold the call inside the module,
+ * and a fork would wait for it). A pipe, FIFO or terminal is opened anew
+ * through /proc/self/fd with O_NONBLOCK (its own open file description: the
+ * client's stays as it was) and the received one closed; a socket is kept
+ * (written with MSG_DONTWAIT: PKCS11 Log); anything else is kept. -1 when
+ * a pipe or terminal cannot be opened anew (no reader left: no log). */
+int ksa_log_fd_nonblocking(int fd);
 
 #endif
