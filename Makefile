@@ -15,6 +15,8 @@ DEB_PACKAGES  := libssl-dev libsqlite3-dev libp11-kit-dev p11-kit opensc softhsm
                  libzstd-dev zlib1g-dev libbrotli-dev libsystemd-dev bubblewrap libpam-p11 pamtester cryptsetup-bin pinentry-curses
 # 89-browsers: the browsers that open a client-certificate site, and X for the screenshots.
 DEB_PACKAGES  += firefox-esr chromium xvfb xauth imagemagick
+# make bench (issue 30): a TLS server's handshakes with its key through the libp11 engine (Benchmarks/nginx.sh).
+DEB_PACKAGES  += nginx
 ## The crypto engine (docs/architecture.md, "The crypto engine"). OPENSSL=auto (default): the system
 ## libcrypto where it is 3.5 or newer (linked dynamically), else Debian 13's OpenSSL fetched into
 ## $(OPENSSL_BUNDLE) (checksums pinned below) and linked statically into the module, the agent and the
@@ -214,6 +216,7 @@ $(PQBENCH_BIN): Benchmarks/pqbench.c $(OPENSSL_DEP)
 
 bench: build $(BENCH_BIN) $(PQBENCH_BIN)
 	@BENCH_MODULE_OPENSSL="$(BENCH_MODULE_OPENSSL)" BENCH_AGENT=$${BENCH_AGENT:-1} bash Benchmarks/run.sh "$(KEYSHARE)" "$(MODULE)" "$(BENCH_BIN)"
+	@bash Benchmarks/nginx.sh "$(KEYSHARE)" "$(MODULE)"
 	@bash Benchmarks/tpm.sh "$(KEYSHARE)" "$(MODULE)"
 
 ## stress: long reliability runs (docs/reliability.md): 4 processes x 2 threads x 1000 operations with the
