@@ -41,7 +41,7 @@ if [ -x "$WORK/p11bench" ]; then
   # run.sh finds the agent its run started, says so, and stops it (it used to call an
   # undefined agent_dir: "keyshare ran in-process", and the agent stayed for its idle timeout).
   check_out "run.sh names the agent its run went through" '^keyshare ran through its agent' printf '%s\n' "$out"
-  left=$(for p in $(pgrep -x keyshare); do tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -q "^XDG_RUNTIME_DIR=$WORK/" && echo "$p"; done)
+  left=$(for p in $(pgrep -f "keyshare agent"); do tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -q "^XDG_RUNTIME_DIR=$WORK/" && echo "$p"; done)
   [ -z "$left" ] && ok "no agent of the run is left after it" || bad "no agent of the run is left" "pids $left"
   # Issue 13: the raw column must run the OpenSSL the module runs (it ran Debian's 3.0 against the
   # module's bundled 3.5, which made 3.5's faster GCM look like the module's). `keyshare --version`
