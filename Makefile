@@ -20,6 +20,8 @@ DEB_PACKAGES  += firefox-esr chromium xvfb xauth imagemagick
 # p11test (0.23.0 sources) and crypto11's tests (Debian's 1.2.5) into a cache outside the tree with these.
 THIRDPARTY_PACKAGES := libcmocka-dev autoconf automake libtool golang-go golang-github-thalesignite-crypto11-dev \
                  golang-github-stretchr-testify-dev
+# make bench (issue 30): a TLS server's handshakes with its key through the libp11 engine (Benchmarks/nginx.sh).
+DEB_PACKAGES  += nginx
 ## The crypto engine (docs/architecture.md, "The crypto engine"). OPENSSL=auto (default): the system
 ## libcrypto where it is 3.5 or newer (linked dynamically), else Debian 13's OpenSSL fetched into
 ## $(OPENSSL_BUNDLE) (checksums pinned below) and linked statically into the module, the agent and the
@@ -236,6 +238,7 @@ $(PQBENCH_BIN): Benchmarks/pqbench.c $(OPENSSL_DEP)
 
 bench: build $(BENCH_BIN) $(PQBENCH_BIN)
 	@BENCH_MODULE_OPENSSL="$(BENCH_MODULE_OPENSSL)" BENCH_AGENT=$${BENCH_AGENT:-1} bash Benchmarks/run.sh "$(KEYSHARE)" "$(MODULE)" "$(BENCH_BIN)"
+	@bash Benchmarks/nginx.sh "$(KEYSHARE)" "$(MODULE)"
 	@bash Benchmarks/tpm.sh "$(KEYSHARE)" "$(MODULE)"
 
 ## stress: long reliability runs (docs/reliability.md): 4 processes x 2 threads x 1000 operations with the

@@ -20,12 +20,14 @@ for c in /usr/lib/softhsm/libsofthsm2.so /usr/lib/x86_64-linux-gnu/softhsm/libso
 done
 [ -n "$SOFTHSM" ] || { echo "run.sh: libsofthsm2.so not found (apt-get install softhsm2)" >&2; exit 2; }
 
-WORK=$(mktemp -d /tmp/p11bench.XXXXXX)
+WORK=$(mktemp -d "${BENCH_SCRATCH_PARENT:-/tmp}/p11bench.XXXXXX")
 # keyshare through its agent (issue 16) unless BENCH_IN_PROCESS=1: a private
 # runtime directory, so the agent is this run's own (started by the first
 # C_Initialize, the binary under test) and is stopped by its PID at exit.
 export XDG_RUNTIME_DIR=$WORK/run
 mkdir -m 0700 "$XDG_RUNTIME_DIR"
+# The directory of the agent serving this run's store (as Tests/integration/lib.sh finds it).
+agent_dir() { "$KEYSHARE" agent socket --dir 2>/dev/null || echo "$XDG_RUNTIME_DIR/keyshare"; }
 stop_agent() {
   local p
   p=$(cat "$(agent_dir)/agent.pid" 2>/dev/null) || true

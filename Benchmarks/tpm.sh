@@ -22,7 +22,9 @@ command -v swtpm >/dev/null && [ -e "$REF" ] || { echo "TPM rows skipped: swtpm 
 WORK=$(mktemp -d /tmp/keyshare-bench-tpm.XXXXXX)
 stop_pid() { local p; p=$(cat "$1" 2>/dev/null) || return 0; case $p in ''|*[!0-9]*) return 0 ;; esac; kill "$p" 2>/dev/null
   for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || return 0; sleep 0.1; done; }
-cleanup() { stop_pid "$WORK/run/keyshare/agent.pid"; stop_pid "$WORK/tpm/pid"; rm -rf "$WORK"; }
+# The agent of this run's store lives in a directory per store ("$KS" agent socket --dir; it was
+# $WORK/run/keyshare before agents were per store, and this script then left its agent running).
+cleanup() { stop_pid "$("$KS" agent socket --dir 2>/dev/null || echo "$WORK/run/keyshare")/agent.pid"; stop_pid "$WORK/tpm/pid"; rm -rf "$WORK"; }
 trap cleanup EXIT
 mkdir -p "$WORK/tpm" "$WORK/ref" "$WORK/home"
 mkdir -m 0700 "$WORK/run"

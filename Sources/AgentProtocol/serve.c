@@ -118,6 +118,58 @@ static CK_RV call(const CK_FUNCTION_LIST_3_0 *f, uint32_t fn, ksa_arg *a) {
     }
 }
 
+int ksa_pair_allowed(uint32_t init_fn, uint32_t call_fn) {
+    return (init_fn == KSA_FN_SignInit && call_fn == KSA_FN_Sign) ||
+           (init_fn == KSA_FN_VerifyInit && call_fn == KSA_FN_Verify) ||
+           (init_fn == KSA_FN_EncryptInit && call_fn == KSA_FN_Encrypt) ||
+           (init_fn == KSA_FN_DecryptInit && call_fn == KSA_FN_Decrypt);
+}
+
+/* One part of a pair: decode (fn, arguments), call, encode (rv, outputs).
+ * The rv, or CKR_ARGUMENTS_BAD (*bad set) for a part that does not decode. */
+static CK_RV serve_part(const CK_FUNCTION_LIST_3_0 *f, uint32_t fn, ksa_rd *r, ksa_buf *out, int *bad) {
+    ksa_arg a[KSA_MAX_ARGS];
+    ksa_arena arena = {0};
+    CK_RV rv;
+    if (ksa_decode_request(fn, r, a, &arena) != 0 || r->left != 0) {
+        *bad = 1;
+        rv = CKR_ARGUMENTS_BAD;
+        ksa_put_u64(out, rv);
+        ksa_put_u8(out, 0);
+    } else {
+        rv = call(f, fn, a);
+        ksa_encode_reply(fn, a, rv, out);
+    }
+    ksa_arena_free(&arena);
+    return rv;
+}
+
+/* KSA_FN_Pair (include/agent_protocol.h): the init, then the call when the
+ * init succeeded. Every length is bounded by the frame; the two functions
+ * must be one of the allowed pairs, checked before either runs. */
+static int serve_pair(const CK_FUNCTION_LIST_3_0 *f, ksa_rd *r, ksa_buf *out) {
+    uint32_t n = ksa_get_u32(r);
+    const uint8_t *first = r->failed || n < 4 || n > r->left ? NULL : ksa_get_raw(r, n);
+    ksa_rd one = {first, first ? n : 0, first == NULL};
+    uint32_t fn1 = ksa_get_u32(&one), fn2 = ksa_get_u32(r);
+    if (!first || one.failed || r->failed || !ksa_pair_allowed(fn1, fn2)) {
+        ksa_put_u64(out, CKR_ARGUMENTS_BAD);
+        ksa_put_u8(out, 0);
+        return -1;
+    }
+    ksa_put_u64(out, CKR_OK);
+    ksa_put_u8(out, 0);
+    size_t at = out->len;
+    ksa_put_u32(out, 0);
+    int bad = 0;
+    CK_RV rv = serve_part(f, fn1, &one, out, &bad);
+    if (out->failed) return -1;
+    uint32_t m = (uint32_t)(out->len - at - 4);
+    for (int i = 0; i < 4; i++) out->data[at + i] = (uint8_t)(m >> (8 * i));  /* little-endian, as ksa_put_u32 */
+    if (rv == CKR_OK && !bad) (void)serve_part(f, fn2, r, out, &bad);
+    return bad ? -1 : 0;
+}
+
 int ksa_serve(const CK_FUNCTION_LIST_3_0 *f, const uint8_t *req, size_t len, ksa_buf *out) {
     ksa_rd r = {req, len, 0};
     uint32_t id = ksa_get_u32(&r);
@@ -128,6 +180,7 @@ int ksa_serve(const CK_FUNCTION_LIST_3_0 *f, const uint8_t *req, size_t len, ksa
         ksa_put_u8(out, 0);
         return -1;
     }
+    if (fn == KSA_FN_Pair) return serve_pair(f, &r, out);
     if (!ksa_signature(fn)) {
         ksa_put_u64(out, CKR_FUNCTION_NOT_SUPPORTED);
         ksa_put_u8(out, 0);

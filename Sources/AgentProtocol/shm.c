@@ -17,6 +17,21 @@
  *             SLEEPING: the frame goes on the socket (which wakes the receiver);
  *             a frame too big for the region: EMPTY/SPINNING -> SOCKET, then
  *             the socket (the receiver, seeing SOCKET, reads the socket).
+ * Futex parking (docs/agent.md, "Round trips: futex parking"): polling
+ * stops when the machine has no CPU to spare (spin.c), which is exactly
+ * when several client threads call at once; each call then paid a send, a
+ * recv and its peeks on both sides. Instead of SLEEPING a receiver first
+ * goes PARKED and sleeps on the state word itself (FUTEX_WAIT, shared: the
+ * memfd is mapped by both processes), at most park_ns; a sender that finds
+ * PARKED writes the frame, flips PARKED -> FULL and wakes it (FUTEX_WAKE).
+ * After park_ns the receiver flips PARKED -> SLEEPING (a sender that wrote
+ * first wins the compare-and-swap: the frame is taken) and blocks in recv,
+ * where a dead peer shows as EOF: a kill -9 of either side is seen within
+ * park_ns, and an idle connection sleeps in recv as before (no CPU: a
+ * parked waiter is asleep too). A hostile client can wake the agent's
+ * waiter spuriously; each wake rereads the state word, and the park ends
+ * at its deadline whatever the wakes.
+ *
  * Calls and replies alternate, so a sender never finds FULL or SOCKET; the
  * agent takes either (or any other value) from a client as a broken
  * connection.
@@ -37,7 +52,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <linux/futex.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 #include "agent_protocol.h"
 #include "shm_layout.h"
@@ -58,6 +76,24 @@ static void wipe(volatile uint8_t *p, size_t n) {
     /* volatile: the region outlives this call, but a compiler may not know that. */
     memset((void *)p, 0, n);
     __asm__ __volatile__("" : : "r"(p) : "memory");
+}
+
+/* Shared futexes (no FUTEX_PRIVATE_FLAG): the word is in a memfd both
+ * processes map. The wait is relative and bounded; EINTR, EAGAIN (the word
+ * changed) and ETIMEDOUT all just make the caller reread the word. */
+static void futex_wait(uint32_t *word, uint32_t expect, uint64_t ns) {
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    (void)syscall(SYS_futex, word, FUTEX_WAIT, expect, &ts, NULL, 0);
+}
+static void futex_wake(uint32_t *word) { (void)syscall(SYS_futex, word, FUTEX_WAKE, 1, NULL, NULL, 0); }
+
+uint32_t ksa_shm_park_us(void) {
+    const char *v = getenv("KEYSHARE_AGENT_PARK_US");
+    if (v == NULL || *v == '\0') return KSA_SHM_PARK_US_DEFAULT;
+    char *end;
+    unsigned long n = strtoul(v, &end, 10);
+    if (*end != '\0' || v[0] == '-') return KSA_SHM_PARK_US_DEFAULT;
+    return n > 1000000u ? 1000000u : (uint32_t)n;
 }
 
 int ksa_shm_wanted(void) {
@@ -107,6 +143,8 @@ void ksa_chan_init(ksa_chan *c, int fd, ksa_shm *shm, int agent_side, uint32_t s
         c->out = agent_side ? &shm->to_client : &shm->to_agent;
     }
     ksa_spin_init(&c->spin, spin_us);
+    c->spin.own = agent_side ? 0 : 1;
+    c->park_ns = (uint64_t)ksa_shm_park_us() * 1000u;
 }
 
 void ksa_chan_close_shm(ksa_chan *c) {
@@ -126,7 +164,7 @@ int ksa_chan_send(ksa_chan *c, const uint8_t *p, size_t n) {
     for (int tries = 0; tries < SEND_TRIES; tries++) {
         uint32_t s = load_state(d);
         if (s == KSA_SHM_SLEEPING) break;
-        if (s != KSA_SHM_EMPTY && s != KSA_SHM_SPINNING) {
+        if (s != KSA_SHM_EMPTY && s != KSA_SHM_SPINNING && s != KSA_SHM_PARKED) {
             /* FULL or SOCKET (a frame not taken: calls and replies alternate,
              * so never from a well-behaved peer) or garbage. */
             if (wrote) wipe(d->data, n);
@@ -134,6 +172,7 @@ int ksa_chan_send(ksa_chan *c, const uint8_t *p, size_t n) {
         }
         if (n > KSA_SHM_DATA) {
             if (!cas_state(d, s, KSA_SHM_SOCKET)) continue;
+            if (s == KSA_SHM_PARKED) futex_wake(&d->state);
             c->sock_out++;
             return ksa_write_frame(c->fd, p, n);
         }
@@ -144,6 +183,10 @@ int ksa_chan_send(ksa_chan *c, const uint8_t *p, size_t n) {
         }
         if (cas_state(d, s, KSA_SHM_FULL)) {
             c->shm_out++;
+            if (s == KSA_SHM_PARKED) {
+                futex_wake(&d->state);
+                c->wakes_out++;
+            }
             return 0;
         }
     }
@@ -192,6 +235,28 @@ static int settle(ksa_chan *c, ksa_buf *b, uint32_t s) {
     return -1;
 }
 
+/* PARKED (set by this side): sleep on the state word until the sender flips
+ * it, at most park_ns; then SLEEPING and recv (the peer's death shows there). */
+static int park(ksa_chan *c, ksa_buf *b) {
+    ksa_shm_dir *d = c->in;
+    uint64_t end = ksa_mono_ns() + c->park_ns;
+    for (;;) {
+        uint32_t s = load_state(d);
+        if (s != KSA_SHM_PARKED) {
+            c->parked_in++;
+            return settle(c, b, s);
+        }
+        uint64_t now = ksa_mono_ns();
+        if (now >= end) break;
+        futex_wait(&d->state, KSA_SHM_PARKED, end - now);
+    }
+    if (!cas_state(d, KSA_SHM_PARKED, KSA_SHM_SLEEPING)) {
+        c->parked_in++;
+        return settle(c, b, load_state(d));
+    }
+    return from_socket(c, b);
+}
+
 int ksa_chan_recv(ksa_chan *c, ksa_buf *b) {
     ksa_buf_reset(b);
     if (!c->shm) {
@@ -222,7 +287,14 @@ int ksa_chan_recv(ksa_chan *c, ksa_buf *b) {
             }
         }
         ksa_spin_miss(&c->spin);
+        if (c->park_ns) {
+            if (!cas_state(d, KSA_SHM_SPINNING, KSA_SHM_PARKED)) return settle(c, b, load_state(d));
+            return park(c, b);
+        }
         if (!cas_state(d, KSA_SHM_SPINNING, KSA_SHM_SLEEPING)) return settle(c, b, load_state(d));
+    } else if (c->park_ns) {
+        if (!cas_state(d, KSA_SHM_EMPTY, KSA_SHM_PARKED)) return settle(c, b, load_state(d));
+        return park(c, b);
     } else if (!cas_state(d, KSA_SHM_EMPTY, KSA_SHM_SLEEPING)) {
         return settle(c, b, load_state(d));
     }

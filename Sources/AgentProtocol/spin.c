@@ -12,6 +12,8 @@
  *
  * Bounded and adaptive, so it costs nothing when it cannot help:
  * - at most `budget_ns` per wait (KEYSHARE_AGENT_SPIN_US, 0 = never);
+ * - only while no other call of this process is in progress (issue 30:
+ *   ksa_spin_active; several threads calling at once park instead, shm.c);
  * - only while the machine has a CPU to spare (runnable tasks <= CPUs,
  *   sampled from /proc/loadavg at most every 20 ms): on a busy machine a
  *   spinning reader would take the CPU from the very peer it waits for, or
@@ -122,6 +124,9 @@ static int cpu_to_spare(void) {
 
 uint64_t ksa_mono_ns(void) { return mono_ns(0); }
 
+static int active_calls;
+void ksa_spin_active(int delta) { __atomic_add_fetch(&active_calls, delta, __ATOMIC_RELAXED); }
+
 uint64_t ksa_spin_start(ksa_spin *s) {
     if (s->budget_ns == 0) return 0;
     uint64_t start = mono_ns(0);
@@ -130,7 +135,8 @@ uint64_t ksa_spin_start(ksa_spin *s) {
         s->skip--;
         return 0;
     }
-    if (!(s->flags & KSA_SPIN_ALWAYS) && !cpu_to_spare()) return 0;
+    if (!(s->flags & KSA_SPIN_ALWAYS) &&
+        (__atomic_load_n(&active_calls, __ATOMIC_RELAXED) > (int)s->own || !cpu_to_spare())) return 0;
     return start + (s->learned_ns > s->budget_ns ? s->learned_ns : s->budget_ns);
 }
 

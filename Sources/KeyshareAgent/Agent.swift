@@ -209,7 +209,7 @@ public final class Agent: @unchecked Sendable {
         let files = keyshare_raise_nofile()
         writePID(dir + "/agent.pid")
         let storeNote = KeychainStore.exists(home: storeHome) ? "store \(storeHome)" : "store \(storeHome) (none yet: created by C_InitToken or keyshare token create)"
-        AgentLog.line("listening on \(socketPath) (pid \(getpid()), protocol \(KSA_VERSION), \(storeNote), idle timeout \(options.idleTimeout)s, poll \(spinMicroseconds) us, shared memory \(sharedRegions ? "on" : "off"), \(files) descriptors\(activated ? ", socket-activated" : ""))")
+        AgentLog.line("listening on \(socketPath) (pid \(getpid()), protocol \(KSA_VERSION), \(storeNote), idle timeout \(options.idleTimeout)s, poll \(spinMicroseconds) us, shared memory \(sharedRegions ? "on (futex park \(ksa_shm_park_us()) us)" : "off"), \(files) descriptors\(activated ? ", socket-activated" : ""))")
         let (prompt, promptNote) = PinentrySettings.fromEnvironment()
         pinentry = prompt
         AgentLog.line(promptNote + " (docs/agent.md, \"The agent's prompt\")")

@@ -204,12 +204,15 @@ struct AgentConnection {
             // How the frames went (docs/agent.md, "Round trips: shared memory"): a
             // line per connection, so a user (and 79-agent-spin) can see the region work.
             if chan.shm_in + chan.sock_in > 0 {
-                AgentLog.line("pid \(client.pid): connection closed after \(chan.shm_in + chan.sock_in) calls: \(chan.shm_in) calls and \(chan.shm_out) replies through shared memory\(shm == nil ? " (none: sockets only)" : "")")
+                AgentLog.line("pid \(client.pid): connection closed after \(chan.shm_in + chan.sock_in) calls: \(chan.shm_in) calls and \(chan.shm_out) replies through shared memory\(shm == nil ? " (none: sockets only)" : ", \(chan.parked_in) of the calls met the agent parked")")
             }
             ksa_chan_close_shm(&chan)
         }
         // Calls and replies alternate from here: one recv per call (frame.c).
         while ksa_chan_recv(&chan, &buf) == 0 {
+            // A call in progress: the agent's other connections park rather than poll meanwhile (spin.c).
+            ksa_spin_active(1)
+            defer { ksa_spin_active(-1) }
             ksa_buf_reset(&out)
             // `keyshare unlock` (docs/agent.md): the client's shared logins follow the agent's table.
             client.module.applySharedUnlocks(agent.sharedUnlocks(for: client))

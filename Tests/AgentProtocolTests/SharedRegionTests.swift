@@ -123,6 +123,76 @@ import Glibc
         #expect(left == [0, 0, 0, 0, 0])
     }
 
+    /// Futex parking (issue 30, docs/agent.md "Round trips: futex parking"): a
+    /// receiver that does not poll sleeps on its state word (PARKED); the
+    /// sender writes the frame into the region and wakes it: no socket either
+    /// way, and the wake comes at once, not at the park's deadline.
+    @Test func aParkedReceiverIsWokenThroughTheRegion() throws {
+        let p = try pair()
+        defer { p.close() }
+        var client = p.channels().client
+        let agentFD = p.agentFD, agentMap = Int(bitPattern: p.agentMap)
+        let got = LockedBox<[UInt8]>([])
+        let counts = LockedBox<(UInt64, UInt64, UInt64)>((0, 0, 0))
+        let done = DispatchSemaphore(value: 0)
+        let reader = Thread {
+            var ch = ksa_chan()
+            ksa_chan_init(&ch, agentFD, OpaquePointer(bitPattern: agentMap), 1, 0)
+            ch.park_ns = 10_000_000_000  // 10 s: only the wake can end it in time
+            var rb = ksa_buf()
+            ksa_buf_init(&rb)
+            if ksa_chan_recv(&ch, &rb) == 0 { got.set(Array(UnsafeBufferPointer(start: rb.data, count: rb.len))) }
+            counts.set((ch.shm_in, ch.sock_in, ch.parked_in))
+            ksa_buf_free(&rb)
+            done.signal()
+        }
+        reader.start()
+        // Wait (bounded) until the reader is parked on its state word.
+        for _ in 0..<500 where ksa_shm_state(p.clientMap, 1).pointee != UInt32(KSA_SHM_PARKED) { usleep(2000) }
+        #expect(ksa_shm_state(p.clientMap, 1).pointee == UInt32(KSA_SHM_PARKED))
+        let began = ksa_mono_ns()
+        let call: [UInt8] = [7, 6, 5, 4]
+        #expect(ksa_chan_send(&client, call, call.count) == 0)
+        #expect(client.shm_out == 1 && client.sock_out == 0 && client.wakes_out == 1)
+        #expect(done.wait(timeout: .now() + 5) == .success)
+        #expect(ksa_mono_ns() - began < 2_000_000_000)
+        #expect(got.get() == call)
+        let (viaRegion, viaSocket, parked) = counts.get()
+        #expect(viaRegion == 1 && viaSocket == 0 && parked == 1)
+        #expect(ksa_shm_state(p.agentMap, 1).pointee == UInt32(KSA_SHM_EMPTY))
+    }
+
+    /// A park ends at its deadline (a dead or idle peer): the receiver goes
+    /// SLEEPING and reads the socket, where a frame sent after that comes, and
+    /// where a dead peer's EOF ends the wait.
+    @Test func aParkEndsAtItsDeadlineAndTheSocketTakesOver() throws {
+        let p = try pair()
+        defer { p.close() }
+        var (agent, client) = p.channels()
+        agent.park_ns = 20_000_000
+        var b = ksa_buf()
+        ksa_buf_init(&b)
+        defer { ksa_buf_free(&b) }
+        let clientFD = p.clientFD, clientMap = Int(bitPattern: p.clientMap)
+        let sender = Thread {
+            // Well after the park's 20 ms: the receiver is asleep in recv by then.
+            usleep(300_000)
+            var ch = ksa_chan()
+            ksa_chan_init(&ch, clientFD, OpaquePointer(bitPattern: clientMap), 0, 0)
+            _ = ksa_chan_send(&ch, [1, 2, 3], 3)
+        }
+        sender.start()
+        #expect(ksa_chan_recv(&agent, &b) == 0 && bytes(b) == [1, 2, 3])
+        #expect(agent.sock_in == 1 && agent.shm_in == 0 && agent.parked_in == 0)
+        #expect(ksa_shm_state(p.agentMap, 1).pointee == UInt32(KSA_SHM_EMPTY))
+        // The peer dies (its socket closes) while the receiver is parked: EOF within the park.
+        client.park_ns = 20_000_000
+        Glibc.shutdown(p.agentFD, Int32(SHUT_WR))
+        let began = ksa_mono_ns()
+        #expect(ksa_chan_recv(&client, &b) == -1)
+        #expect(ksa_mono_ns() - began < 2_000_000_000)
+    }
+
     /// A frame larger than the region (64 KiB a direction) goes on the socket,
     /// announced by SOCKET so a polling receiver reads the socket.
     @Test func aFrameTooBigForTheRegionGoesOnTheSocket() throws {
@@ -166,6 +236,9 @@ import Glibc
         defer { ksa_buf_free(&b) }
         let client = p.clientMap
         ksa_shm_state(client, 1).pointee = 7
+        #expect(ksa_chan_recv(&agent, &b) == -1)
+        // PARKED is the receiver's own state: written by the client, it is garbage.
+        ksa_shm_state(client, 1).pointee = UInt32(KSA_SHM_PARKED)
         #expect(ksa_chan_recv(&agent, &b) == -1)
         ksa_shm_state(client, 1).pointee = UInt32(KSA_SHM_FULL)
         ksa_shm_len(client, 1).pointee = KSA_SHM_DATA + 1

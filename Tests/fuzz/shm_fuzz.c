@@ -17,7 +17,8 @@
  * -DKSA_FRAME_TIMEOUT_MS=0 (frame.c waits that long for the rest of a frame
  * whose first bytes are in; here nobody can send it), so a script that makes
  * it wait for a frame that never comes ends that receive with -1 (a broken
- * connection) rather than waiting. The first byte chooses the polling budget (0 or 1 us).
+ * connection) rather than waiting. The first byte chooses the polling budget (0 or 1 us)
+ * and the futex parking (none or 1 us; state 5 is PARKED).
  * Without -DFUZZ_MAIN_REPLAY a libFuzzer target (clang -fsanitize=fuzzer,address
  * with shm.c, spin.c, frame.c and codec.c); with it, a plain program that replays files
  * (Tests/integration/62-fuzz-replay.sh, make test).
@@ -61,6 +62,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ksa_chan agent;
     ksa_chan_init(&agent, sv[0], agent_map, 1, data[0] & 1);
     agent.spin.flags = KSA_SPIN_ALWAYS;
+    /* Bit 1 of the first byte: futex parking (1 us, so a script waits little) or none. */
+    agent.park_ns = (data[0] & 2) ? 1000 : 0;
     ksa_buf b;
     ksa_buf_init(&b);
     static uint8_t reply[128 << 10];

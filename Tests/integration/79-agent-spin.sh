@@ -106,6 +106,35 @@ round "KEYSHARE_AGENT_SPIN_US=0" 0 0
 round "KEYSHARE_AGENT_SPIN_US=200" 200 200
 round "KEYSHARE_AGENT_SHM=0" "" 50 0
 
+# Pairs (issue 30, docs/agent.md "Round trips: init and call in one frame"): an
+# init that succeeded before with the same arguments travels with its call.
+# c/pairhost.c checks the PKCS #11 answers (errors from the init, a second init
+# refused, length queries, multi-part, symmetric, a key destroyed in between);
+# the same host with KEYSHARE_AGENT_PAIR=0 must print the same lines, and the
+# agent must count fewer calls with pairs on.
+check "compile the pair host" cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -o "$WORK/pairhost" \
+  "$ROOT/Tests/integration/c/pairhost.c" -ldl
+pair_run() {  # $1: KEYSHARE_AGENT_PAIR ("" = unset); prints the host's output, then "calls N"
+  stop_agent
+  if [ -d "$XDG_RUNTIME_DIR/keyshare" ]; then : >"$(agent_dir)/agent.log"; fi
+  local envs=() n=0 line
+  [ -n "$1" ] && envs+=(KEYSHARE_AGENT_PAIR="$1")
+  env "${envs[@]}" "$WORK/pairhost" "$MODULE"
+  for _ in $(seq 50); do grep -q "connection closed after" "$(agent_dir)/agent.log" 2>/dev/null && break; sleep 0.1; done
+  while read -r line; do [[ $line =~ after\ ([0-9]+)\ calls ]] && n=$((n + BASH_REMATCH[1])); done < <(grep "connection closed after" "$(agent_dir)/agent.log")
+  echo "calls $n"
+}
+on=$(pair_run ""); off=$(pair_run 0)
+[[ $on == *" passed, 0 failed"* ]] && ok "pairs: init and call in one frame keep every PKCS #11 answer ($(grep -c '^ok' <<<"$on") checks)" \
+  || bad "pairs keep the PKCS #11 answers" "$(grep -v '^ok' <<<"$on")"
+[ "$(grep -v '^calls' <<<"$on")" = "$(grep -v '^calls' <<<"$off")" ] \
+  && ok "pairs: the same answers, line for line, with KEYSHARE_AGENT_PAIR=0" \
+  || bad "pairs: the same answers with pairs off" "$(diff <(echo "$on") <(echo "$off") | head -10)"
+con=$(sed -n 's/^calls //p' <<<"$on"); coff=$(sed -n 's/^calls //p' <<<"$off")
+[ -n "$con" ] && [ -n "$coff" ] && [ "$con" -gt 0 ] && [ "$con" -lt "$coff" ] \
+  && ok "pairs: fewer round trips ($con frames with pairs, $coff without)" \
+  || bad "pairs: fewer round trips" "with $con, without $coff"
+
 # A hostile client (c/shmhostile.c) beside a well-behaved one: its region is
 # sealed; scribbling over the region and the socket for a second ends its
 # own connection at most; the agent (same pid) still serves the other.

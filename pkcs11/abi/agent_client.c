@@ -384,8 +384,11 @@ static int exchange_in(struct kc_conn *c, uint32_t fn, ksa_arg *args, CK_RV *rv)
     /* Through the shared region when the agent polls for it, else the
      * socket; the reply likewise, polled for a little before blocking
      * (shm.c, spin.c: bounded, adaptive). */
+    ksa_spin_active(1);
     int sent = ksa_chan_send(ch, bp->data, bp->len) == 0;
-    if (sent && ksa_chan_recv(ch, bp) == 0) {
+    int got = sent && ksa_chan_recv(ch, bp) == 0;
+    ksa_spin_active(-1);
+    if (got) {
         ksa_spin_done(&ch->spin);
         ksa_rd r = {bp->data, bp->len, 0};
         if (ksa_get_u32(&r) == id && !r.failed) {
@@ -400,6 +403,43 @@ static int exchange_in(struct kc_conn *c, uint32_t fn, ksa_arg *args, CK_RV *rv)
     /* An idle connection keeps a small buffer, not the one a big call grew. */
     if (bp->cap > (1u << 16)) ksa_buf_free(bp);
     return rc;
+}
+
+/* The request frame the caller built in c->buf (u32 id first), on c; the
+ * reply, checked to carry the same id, replaces it in c->buf (the caller
+ * reads it, then resets the buffer: it may hold a PIN). 0, -1 broken, -2 no
+ * reply in time. */
+static int exchange_frame(struct kc_conn *c, uint32_t id) {
+    ksa_chan *ch = &c->ch;
+    ksa_buf *bp = &c->buf;
+    if (bp->failed) return -1;
+    int timeout = ksa_timeout_ms("KEYSHARE_AGENT_TIMEOUT", KSA_CALL_TIMEOUT_MS);
+    if (timeout != c->timeout_ms) {
+        ksa_set_timeout(ch->fd, timeout);
+        c->timeout_ms = timeout;
+    }
+    int rc = -1;
+    errno = 0;
+    uint64_t began = ksa_mono_ns();
+    ksa_spin_active(1);
+    int sent = ksa_chan_send(ch, bp->data, bp->len) == 0;
+    int got = sent && ksa_chan_recv(ch, bp) == 0;
+    ksa_spin_active(-1);
+    if (got) {
+        ksa_spin_done(&ch->spin);
+        ksa_rd r = {bp->data, bp->len, 0};
+        if (ksa_get_u32(&r) == id && !r.failed) rc = 0;
+    } else if (timeout > 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ETIMEDOUT) &&
+               ksa_mono_ns() - began >= (uint64_t)timeout * 900000u) {
+        rc = -2;
+    }
+    return rc;
+}
+
+/* After a frame: the buffer wiped; an idle connection keeps a small one. */
+static void frame_done(struct kc_conn *c) {
+    ksa_buf_reset(&c->buf);
+    if (c->buf.cap > (1u << 16)) ksa_buf_free(&c->buf);
 }
 
 static void drop_idle_locked(void) {
@@ -550,6 +590,279 @@ static int lazy_call(uint32_t fn) {
     }
 }
 
+/* ---- pairs: an init and its one-shot call in one round trip ------------------
+ *
+ * Issue 30: C_SignInit + C_Sign was two round trips, each a context switch
+ * each way once several threads call at once (the agent's CPU went to
+ * switching, not signing). An init whose encoded request (session,
+ * mechanism with its parameter, key) is byte for byte the last one that
+ * succeeded on that session is answered CKR_OK here and travels with the
+ * call that follows, in one frame (KSA_FN_Pair, serve.c): the agent runs
+ * the init and, when it succeeds, the call. Any other call first sends the
+ * pending init alone (that session's; every session's for a call that can
+ * change what an init finds: login, logout, object changes, closing), and
+ * such calls also forget which inits succeeded, so the next init goes alone
+ * and its errors come from C_XInit as before. What is left: an init that
+ * succeeded with the same bytes and now fails (a key another process
+ * deleted, an unlock that expired in between) reports its error from the
+ * call, as when that happens right after the init returned; documented in
+ * docs/agent.md ("Round trips: init and call in one frame").
+ * KEYSHARE_AGENT_PAIR=0 turns it off. */
+#define KC_PAIR_SLOTS 256u
+#define KC_PAIR_MAX 512u   /* the largest encoded init kept (an RSA-PSS or GCM init is < 100 bytes) */
+struct kc_pair {
+    pthread_mutex_t lock;
+    CK_SESSION_HANDLE h;
+    int known;     /* init[0..n) succeeded last on session h */
+    int pending;   /* that init was answered here and waits for its call */
+    uint32_t n;
+    uint8_t init[KC_PAIR_MAX];   /* u32 fn, then the arguments, as ksa_encode_request wrote them */
+};
+static struct kc_pair kc_pairs[KC_PAIR_SLOTS];
+static int kc_pending;    /* pending inits, all slots (atomic) */
+static int kc_pairs_off;  /* KEYSHARE_AGENT_PAIR=0, or an agent without pairs (atomic) */
+
+/* C_Initialize, C_Finalize: nothing pending, nothing known (the sessions are gone). */
+static void kc_pairs_forget(void) {
+    for (unsigned i = 0; i < KC_PAIR_SLOTS; i++) {
+        pthread_mutex_lock(&kc_pairs[i].lock);
+        kc_pairs[i].pending = kc_pairs[i].known = 0;
+        kc_pairs[i].h = 0;
+        pthread_mutex_unlock(&kc_pairs[i].lock);
+    }
+    __atomic_store_n(&kc_pending, 0, __ATOMIC_RELEASE);
+    const char *v = getenv("KEYSHARE_AGENT_PAIR");
+    __atomic_store_n(&kc_pairs_off, v && strcmp(v, "0") == 0, __ATOMIC_RELEASE);
+}
+
+static void kc_pairs_init(void) {
+    for (unsigned i = 0; i < KC_PAIR_SLOTS; i++) {
+        pthread_mutex_init(&kc_pairs[i].lock, NULL);
+        kc_pairs[i].h = 0;
+        kc_pairs[i].known = kc_pairs[i].pending = 0;
+        kc_pairs[i].n = 0;
+    }
+    __atomic_store_n(&kc_pending, 0, __ATOMIC_RELEASE);
+    const char *v = getenv("KEYSHARE_AGENT_PAIR");
+    __atomic_store_n(&kc_pairs_off, v && strcmp(v, "0") == 0, __ATOMIC_RELEASE);
+}
+
+static struct kc_pair *pair_slot(CK_SESSION_HANDLE h) {
+    uint64_t x = (uint64_t)h * 0x9E3779B97F4A7C15ull;
+    return &kc_pairs[(x >> 56) % KC_PAIR_SLOTS];
+}
+
+static int pair_init_fn(uint32_t fn) {
+    return fn == KSA_FN_SignInit || fn == KSA_FN_VerifyInit || fn == KSA_FN_EncryptInit || fn == KSA_FN_DecryptInit;
+}
+static int pair_call_fn(uint32_t fn) {
+    return fn == KSA_FN_Sign || fn == KSA_FN_Verify || fn == KSA_FN_Encrypt || fn == KSA_FN_Decrypt;
+}
+
+/* The functions whose first argument is not a session, and those that can
+ * change what an init finds anywhere in the process: they send every pending
+ * init first and forget the successful ones. */
+static int pair_global_fn(uint32_t fn) {
+    switch (fn) {
+    case KSA_FN_Initialize: case KSA_FN_Finalize: case KSA_FN_GetInfo: case KSA_FN_GetSlotList:
+    case KSA_FN_GetSlotInfo: case KSA_FN_GetTokenInfo: case KSA_FN_GetMechanismList: case KSA_FN_GetMechanismInfo:
+    case KSA_FN_InitToken: case KSA_FN_OpenSession: case KSA_FN_CloseAllSessions: case KSA_FN_WaitForSlotEvent:
+    case KSA_FN_Login: case KSA_FN_Logout: case KSA_FN_LoginUser: case KSA_FN_CloseSession: case KSA_FN_DestroyObject:
+    case KSA_FN_SetAttributeValue: case KSA_FN_CopyObject: case KSA_FN_InitPIN: case KSA_FN_SetPIN:
+    case KSA_FN_SessionCancel: case KSA_FN_SetOperationState:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static int exchange_frame(struct kc_conn *c, uint32_t id);
+static void frame_done(struct kc_conn *c);
+
+/* Sends one pending init alone (its reply's rv only: an init has no
+ * outputs). Called with the slot's lock held. A failure is remembered as
+ * "not known"; the call that follows then meets CKR_OPERATION_NOT_INITIALIZED. */
+static void pair_flush_locked(struct kc_pair *p) {
+    if (!p->pending) return;
+    p->pending = 0;
+    __atomic_sub_fetch(&kc_pending, 1, __ATOMIC_ACQ_REL);
+    struct kc_conn *c;
+    if (acquire(&c) != CKR_OK) { p->known = 0; return; }
+    ksa_buf *bp = &c->buf;
+    ksa_buf_reset(bp);
+    uint32_t id = __atomic_add_fetch(&kc_next_id, 1, __ATOMIC_RELAXED);
+    ksa_put_u32(bp, id);
+    ksa_put_raw(bp, p->init, p->n);
+    int x = exchange_frame(c, id);
+    CK_RV rv = CKR_DEVICE_ERROR;
+    if (x == 0) {
+        ksa_rd r = {bp->data, bp->len, 0};
+        (void)ksa_get_u32(&r);
+        rv = ksa_get_u64(&r);
+        if (r.failed) rv = CKR_DEVICE_ERROR;
+    }
+    frame_done(c);
+    release(c, x == -1 ? 1 : x == -2 ? 2 : 0);
+    if (rv != CKR_OK) p->known = 0;
+}
+
+/* Before a call that is not a pair's: session h's pending init goes first
+ * (every session's, and every "known" forgotten, for a global function). */
+static void pair_flush_for(uint32_t fn, ksa_arg *args) {
+    if (pair_global_fn(fn)) {
+        for (unsigned i = 0; i < KC_PAIR_SLOTS; i++) {
+            struct kc_pair *p = &kc_pairs[i];
+            pthread_mutex_lock(&p->lock);
+            pair_flush_locked(p);
+            p->known = 0;
+            pthread_mutex_unlock(&p->lock);
+        }
+        return;
+    }
+    if (!__atomic_load_n(&kc_pending, __ATOMIC_ACQUIRE)) return;
+    struct kc_pair *p = pair_slot(args[0].ul);
+    pthread_mutex_lock(&p->lock);
+    if (p->h == args[0].ul) pair_flush_locked(p);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* C_XInit: answered here (1, *rv = CKR_OK) when the same init succeeded last
+ * on this session; else 0 (the caller sends it, then pair_learn). */
+static int pair_try_init(uint32_t fn, ksa_arg *args, uint8_t *enc, uint32_t *encn) {
+    ksa_buf b;
+    ksa_buf_init(&b);
+    ksa_put_u32(&b, fn);
+    int usable = ksa_encode_request(fn, args, &b) == CKR_OK && !b.failed && b.len <= KC_PAIR_MAX;
+    *encn = 0;
+    if (usable) {
+        memcpy(enc, b.data, b.len);
+        *encn = (uint32_t)b.len;
+    }
+    ksa_buf_free(&b);
+    CK_SESSION_HANDLE h = args[0].ul;
+    struct kc_pair *p = pair_slot(h);
+    int answered = 0;
+    pthread_mutex_lock(&p->lock);
+    /* A pending init of this session (a second C_XInit: it goes alone, and
+     * the agent answers CKR_OPERATION_ACTIVE) or of another in this slot goes first. */
+    int again = p->pending && p->h == h;
+    pair_flush_locked(p);
+    if (!again && usable && p->known && p->h == h && p->n == *encn && memcmp(p->init, enc, *encn) == 0) {
+        p->pending = 1;
+        __atomic_add_fetch(&kc_pending, 1, __ATOMIC_ACQ_REL);
+        answered = 1;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return answered;
+}
+
+/* After an init sent alone: remember it when it succeeded. */
+static void pair_learn(CK_SESSION_HANDLE h, const uint8_t *enc, uint32_t n, CK_RV rv) {
+    struct kc_pair *p = pair_slot(h);
+    pthread_mutex_lock(&p->lock);
+    if (!p->pending) {
+        if (rv == CKR_OK && n > 0) {
+            p->h = h;
+            p->known = 1;
+            p->n = n;
+            memcpy(p->init, enc, n);
+        } else if (p->h == h) {
+            p->known = 0;
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* C_Sign, C_Verify, C_Encrypt, C_Decrypt: with this session's pending init
+ * in one frame (1, *rv set), or 0 (no pending init: the caller sends it as usual). */
+static int pair_call(uint32_t fn, ksa_arg *args, CK_RV *rv) {
+    CK_SESSION_HANDLE h = args[0].ul;
+    struct kc_pair *p = pair_slot(h);
+    uint8_t init[KC_PAIR_MAX];
+    uint32_t n = 0;
+    pthread_mutex_lock(&p->lock);
+    int mine = p->pending && p->h == h && p->n >= 4;
+    uint32_t init_fn = mine ? (uint32_t)(p->init[0] | p->init[1] << 8 | p->init[2] << 16 | (uint32_t)p->init[3] << 24) : 0;
+    if (mine && !ksa_pair_allowed(init_fn, fn)) {
+        /* Another call after the init (C_Sign after C_VerifyInit...): the init goes alone first. */
+        pair_flush_locked(p);
+        mine = 0;
+    }
+    if (mine) {
+        n = p->n;
+        memcpy(init, p->init, n);
+        p->pending = 0;
+        __atomic_sub_fetch(&kc_pending, 1, __ATOMIC_ACQ_REL);
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (!mine) return 0;
+
+    struct kc_conn *c;
+    CK_RV arv = acquire(&c);
+    if (arv != CKR_OK) { *rv = arv; return 1; }
+    ksa_buf *bp = &c->buf;
+    ksa_buf_reset(bp);
+    uint32_t id = __atomic_add_fetch(&kc_next_id, 1, __ATOMIC_RELAXED);
+    ksa_put_u32(bp, id);
+    ksa_put_u32(bp, KSA_FN_Pair);
+    ksa_put_u32(bp, n);
+    ksa_put_raw(bp, init, n);
+    ksa_put_u32(bp, fn);
+    CK_RV erv = ksa_encode_request(fn, args, bp);
+    int x = -3;
+    if (erv == CKR_OK && !bp->failed) x = exchange_frame(c, id);
+    int again = 0;
+    if (x == -3) {
+        /* The call cannot be encoded (it fails with its own CK_RV): the init alone, then the call as usual. */
+        again = 1;
+    } else if (x == -2) {
+        *rv = CKR_DEVICE_ERROR;
+    } else if (x != 0) {
+        *rv = CKR_DEVICE_REMOVED;
+    } else {
+        ksa_rd r = {bp->data, bp->len, 0};
+        (void)ksa_get_u32(&r);
+        CK_RV frv = ksa_get_u64(&r);
+        (void)ksa_get_u8(&r);
+        if (frv == CKR_FUNCTION_NOT_SUPPORTED && !r.failed && r.left == 0) {
+            /* An agent without pairs: never again; this time the two calls one by one. */
+            __atomic_store_n(&kc_pairs_off, 1, __ATOMIC_RELEASE);
+            again = 1;
+        } else {
+            uint32_t m = ksa_get_u32(&r);
+            const uint8_t *first = r.failed || m > r.left ? NULL : ksa_get_raw(&r, m);
+            if (frv != CKR_OK || !first || m < 8) {
+                *rv = frv != CKR_OK ? frv : CKR_DEVICE_ERROR;
+            } else {
+                ksa_rd one = {first, m, 0};
+                CK_RV irv = ksa_get_u64(&one);
+                if (one.failed) irv = CKR_DEVICE_ERROR;
+                if (irv != CKR_OK) {
+                    pair_learn(h, NULL, 0, irv);
+                    *rv = irv;
+                } else {
+                    *rv = ksa_apply_reply(fn, args, &r);
+                }
+            }
+        }
+    }
+    frame_done(c);
+    release(c, x == -1 ? 1 : x == -2 ? 2 : 0);
+    if (!again) return 1;
+    /* Back to one by one: the init (its rv decides), then the call as usual. */
+    pthread_mutex_lock(&p->lock);
+    p->h = h;
+    p->n = n;
+    memcpy(p->init, init, n);
+    p->pending = 1;
+    __atomic_add_fetch(&kc_pending, 1, __ATOMIC_ACQ_REL);
+    pair_flush_locked(p);
+    int ok = p->known;
+    pthread_mutex_unlock(&p->lock);
+    if (!ok) { *rv = CKR_OPERATION_NOT_INITIALIZED; return 1; }
+    return 0;
+}
+
 static CK_RV kc_call(uint32_t fn, ksa_arg *args) {
     if (__atomic_load_n(&kc_lazy, __ATOMIC_ACQUIRE) && lazy_call(fn)) {
         /* The in-process module over the empty view (Module.initialize: no store). */
@@ -562,11 +875,28 @@ static CK_RV kc_call(uint32_t fn, ksa_arg *args) {
         case KSA_FN_GetMechanismInfo: return ks_C_GetMechanismInfo(args[0].ul, args[1].ul, args[2].ptr);
         }
     }
+    uint8_t enc[KC_PAIR_MAX];
+    uint32_t encn = 0;
+    int learn = 0;
+    if (!__atomic_load_n(&kc_pairs_off, __ATOMIC_ACQUIRE)) {
+        if (pair_init_fn(fn)) {
+            if (pair_try_init(fn, args, enc, &encn)) return CKR_OK;
+            learn = 1;
+        } else if (pair_call_fn(fn)) {
+            CK_RV prv;
+            if (pair_call(fn, args, &prv)) return prv;
+        } else {
+            pair_flush_for(fn, args);
+        }
+    } else if (__atomic_load_n(&kc_pending, __ATOMIC_ACQUIRE)) {
+        pair_flush_for(KSA_FN_Finalize, args);   /* turned off with inits pending: send them all */
+    }
     struct kc_conn *c;
     CK_RV rv = acquire(&c);
     if (rv != CKR_OK) return rv;
     int x = exchange_in(c, fn, args, &rv);
     release(c, x == -1 ? 1 : x == -2 ? 2 : 0);
+    if (learn) pair_learn(args[0].ul, enc, encn, x == 0 ? rv : CKR_DEVICE_ERROR);
     if (x == -2) {
         client_note("the keyshare agent did not answer call %u within %d ms (KEYSHARE_AGENT_TIMEOUT): CKR_DEVICE_ERROR",
                     fn, call_timeout_ms(fn, args));
@@ -593,10 +923,12 @@ static void kc_fork_child(void) {
     kc_initialized = 0;
     kc_lost = 0;
     kc_generation++;
+    kc_pairs_init();   /* a parent thread may have held a slot's lock: fresh ones, nothing pending */
     pthread_mutex_unlock(&kc_lock);
 }
 
 __attribute__((constructor)) static void kc_register(void) {
+    kc_pairs_init();
     pthread_atfork(kc_fork_prepare, kc_fork_parent, kc_fork_child);
 }
 
@@ -616,6 +948,8 @@ static CK_RV kc_C_Initialize(CK_VOID_PTR pInitArgs) {
         int n = (a->CreateMutex != NULL) + (a->DestroyMutex != NULL) + (a->LockMutex != NULL) + (a->UnlockMutex != NULL);
         if (a->pReserved != NULL || (n != 0 && n != 4)) return CKR_ARGUMENTS_BAD;
     }
+    /* Before kc_lock: a pair slot's lock is taken before kc_lock, never after. */
+    kc_pairs_forget();
     pthread_mutex_lock(&kc_lock);
     if (kc_initialized) {
         pthread_mutex_unlock(&kc_lock);
@@ -655,6 +989,7 @@ static CK_RV kc_C_Initialize(CK_VOID_PTR pInitArgs) {
 
 static CK_RV kc_C_Finalize(CK_VOID_PTR pReserved) {
     if (pReserved) return CKR_ARGUMENTS_BAD;
+    kc_pairs_forget();   /* the pending inits die with the sessions */
     /* A connection for the Finalize call, also when every connection is in
      * use by another thread (blocked in C_WaitForSlotEvent, say): the
      * agent-side C_Finalize is what wakes such a call (CKR_CRYPTOKI_NOT_INITIALIZED),

@@ -83,6 +83,19 @@ enum ksa_function {
     KSA_FN_COUNT
 };
 
+/* A pair (issue 30, docs/agent.md "Round trips: init and call in one frame"):
+ * an init and the one-shot call that follows it, in one frame, served in
+ * order; the second only when the first returned CKR_OK. Request: u32 id,
+ * u32 KSA_FN_Pair, u32 n, then the init's (u32 fn, arguments) in n bytes,
+ * then the call's (u32 fn, arguments) to the end. Reply: u32 id, u64
+ * CKR_OK, u8 0, u32 m, the init's reply (rv, outputs) in m bytes, then the
+ * call's reply when it ran. Only the pairs ksa_pair_allowed names; anything
+ * else, or a malformed part, is answered CKR_ARGUMENTS_BAD for the frame. An
+ * agent without pairs answers CKR_FUNCTION_NOT_SUPPORTED for the frame (the
+ * client then sends the two calls one by one). */
+#define KSA_FN_Pair 0x100u
+int ksa_pair_allowed(uint32_t init_fn, uint32_t call_fn);
+
 /* The signature of a function id, or NULL for an unknown id. */
 const char *ksa_signature(uint32_t fn);
 
@@ -340,7 +353,14 @@ typedef struct ksa_spin {
     uint64_t spins_missed;
     uint64_t wait_start_ns;  /* when the current wait began (ksa_spin_wait), for ksa_spin_done */
     uint32_t learned_ns;     /* 5/4 of the peer's longest recent answer time, decaying (0: none under the cap) */
+    uint32_t own;            /* how many of this process's active calls are the waiter's own (client 1, agent 0) */
 } ksa_spin;
+/* This process's calls in progress (the client: sent, reply not yet read;
+ * the agent: a call being served). A waiter polls only while no other call
+ * of its process is in progress (issue 30): with two client threads and
+ * their two agent threads on two CPUs, a poller takes the CPU its own or
+ * another pair's peer needs; it parks instead (shm.c). */
+void ksa_spin_active(int delta);
 /* KEYSHARE_AGENT_SPIN_US of this process (0 = off; at most 1000), else the default. */
 uint32_t ksa_spin_budget_us(void);
 void ksa_spin_init(ksa_spin *s, uint32_t budget_us);
@@ -382,7 +402,15 @@ enum {
     KSA_SHM_SLEEPING = 2, /* the receiver blocks in recv: the frame must come on the socket */
     KSA_SHM_FULL = 3,     /* a frame is in data[0..len) */
     KSA_SHM_SOCKET = 4,   /* the frame comes on the socket (too big for data) */
+    KSA_SHM_PARKED = 5,   /* the receiver sleeps on the state word (futex), for at most park_ns */
 };
+/* How long a receiver sleeps on its state word (a futex: no CPU) before it
+ * falls back to sleeping in recv, where it also sees the peer's death (EOF).
+ * A sender that finds PARKED writes the frame and wakes it: one futex call
+ * each side instead of a send and a recv (docs/agent.md, "Round trips: futex
+ * parking"). KEYSHARE_AGENT_PARK_US overrides it (0: off, at most 1 s). */
+#define KSA_SHM_PARK_US_DEFAULT 50000u
+uint32_t ksa_shm_park_us(void);
 /* The region's size in bytes, and a direction's fields (tests, the fuzzer):
  * to_agent 1 for the client-to-agent direction. */
 size_t ksa_shm_size(void);
@@ -396,7 +424,9 @@ typedef struct ksa_chan {
     ksa_shm_dir *in;    /* what this side receives */
     ksa_shm_dir *out;   /* what this side sends */
     ksa_spin spin;
+    uint64_t park_ns;   /* how long a receive sleeps on the state word (0: straight to recv) */
     uint64_t shm_in, shm_out, sock_in, sock_out; /* frames each way, for tests and profiling */
+    uint64_t parked_in, wakes_out;               /* frames met parked / futex wakes sent */
 } ksa_chan;
 /* KEYSHARE_AGENT_SHM=0 in this process's environment turns the shared region off. */
 int ksa_shm_wanted(void);
