@@ -38,7 +38,6 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
-        .package(url: "https://github.com/weichsel/ZIPFoundation", from: "0.9.20"),
     ],
     targets: [
         // System libraries: thin module maps over the Debian packages.
@@ -50,6 +49,8 @@ let package = Package(
         // Linux calls with variadic C prototypes (prctl), as inline wrappers.
         .systemLibrary(name: "CLinux"),
         // libsystemd's journal, for the agent's audit records (Sources/KeyshareAgent/Audit.swift).
+        // zlib: crc32 and raw inflate for the share zips (Sources/KeySharing/ShareZip.swift).
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         // dladdr (where the bundled OpenSSL's legacy provider is) and the bundle's glibc shim (issue 18).
         .target(name: "COpenSSLSupport", dependencies: ["COpenSSL"], path: "Sources/COpenSSLSupport"),
@@ -66,7 +67,7 @@ let package = Package(
         .target(name: "PKCS11", dependencies: ["Tokens", "Keychain", "KeyshareCrypto", "KeyshareTPM", "CPKCS11"], swiftSettings: strict),
         .target(
             name: "KeySharing",
-            dependencies: ["Tokens", "Keychain", "KeyshareCrypto", "CLinux", .product(name: "ZIPFoundation", package: "ZIPFoundation")],
+            dependencies: ["Tokens", "Keychain", "KeyshareCrypto", "CLinux", "CZlib"],
             swiftSettings: strict),
 
         // The public Swift API (SecItem / SecKey / SecTrust counterparts), a facade over the layers.
