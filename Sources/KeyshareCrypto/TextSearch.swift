@@ -14,5 +14,6 @@ extension StringProtocol {
         return nil
     }
 
-    public func containsText(_ needle: some StringProtocol) -> Bool { textRange(of: needle) != nil }
+    /// Whether `needle` occurs; false for an empty needle, as contains(_:) answers.
+    public func containsText(_ needle: some StringProtocol) -> Bool { !needle.isEmpty && textRange(of: needle) != nil }
 }
