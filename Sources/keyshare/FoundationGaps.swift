@@ -117,8 +117,8 @@ enum StandardStream {
         write(Array(text.utf8), to: fd)
     }
 
-    /// Standard input to its end, at most `limit` bytes (nil past it, or on a read error).
-    static func readInput(limit: Int = 64 << 20) -> [UInt8]? {
+    /// Standard input to its end (nil on a read error, or past `limit` bytes when one is given).
+    static func readInput(limit: Int = .max) -> [UInt8]? {
         var out: [UInt8] = []
         var buf = [UInt8](repeating: 0, count: 65536)
         while true {

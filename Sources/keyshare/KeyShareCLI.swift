@@ -41,7 +41,7 @@ enum SessionFactory {
 enum FileIO {
     static func read(_ path: String) throws -> [UInt8] {
         if path == "-" {
-            guard let bytes = StandardStream.readInput() else { throw CLIError("cannot read standard input (unreadable, or over 64 MiB)") }
+            guard let bytes = StandardStream.readInput() else { throw CLIError("cannot read standard input: \(String(cString: strerror(errno)))") }
             return bytes
         }
         guard let data = FileManager.default.contents(atPath: path) else { throw CLIError("cannot read \(path)") }
