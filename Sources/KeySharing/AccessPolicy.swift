@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The AppConnect-style access decision states (spec §6). Every refusal names
 /// its state so a consumer (and the log) can tell "set sharing up first" from

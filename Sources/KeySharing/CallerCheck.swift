@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Binds a password request to the process that made the connection (issue
 /// 12, item 2).
@@ -167,7 +168,7 @@ public struct CallerCheck {
         var flags: UInt64?
         var ino: UInt64?
         for line in info.split(separator: "\n") {
-            let parts = line.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            let parts = line.split(separator: ":", maxSplits: 1).map(\.withoutBlanks)
             guard parts.count == 2 else { continue }
             if parts[0] == "flags" { flags = UInt64(parts[1], radix: 8) }
             if parts[0] == "ino" { ino = UInt64(parts[1]) }
@@ -197,5 +198,14 @@ public struct CallerCheck {
         var buf = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let n = readlink(path, &buf, Int(PATH_MAX))
         return n > 0 ? String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : nil
+    }
+}
+
+extension Substring {
+    /// Without leading and trailing spaces and tabs, as /proc's "key:\tvalue" lines need.
+    fileprivate var withoutBlanks: String {
+        let isBlank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        guard let first = firstIndex(where: { !isBlank($0) }), let last = lastIndex(where: { !isBlank($0) }) else { return "" }
+        return String(self[first...last])
     }
 }

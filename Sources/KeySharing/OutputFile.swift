@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// How every file the CLI writes is put in place (issue 12, item 3), and the
 /// access policy too: one rule, one helper.
@@ -118,7 +119,7 @@ public enum OutputFile {
         } catch {
             removeTree(tmp)
             // Name the user's path, not the temporary one.
-            if let e = error as? OutputError { throw OutputError(e.description.replacingOccurrences(of: tmp, with: target)) }
+            if let e = error as? OutputError { throw OutputError(e.description.replacing(tmp, with: target)) }
             throw error
         }
         syncDirectory(dir)
@@ -277,8 +278,8 @@ public enum OutputFile {
     }
 
     private static func syncTree(_ root: String) {
-        if let names = FileManager.default.enumerator(atPath: root) {
-            for case let name as String in names {
+        if let names = try? FileManager.default.subpathsOfDirectory(atPath: root) {
+            for name in names {
                 let fd = open(root + "/" + name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
                 if fd >= 0 {
                     _ = fsync(fd)

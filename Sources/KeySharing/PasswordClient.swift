@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The consumer's side of the password service: one request, one reply.
 public enum PasswordClient {

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// One client connection of the password service: reads at most one request
 /// line within the size bound and the deadline, then writes one reply and

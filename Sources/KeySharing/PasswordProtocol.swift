@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The wire format of the password service (docs/password-service.md): one
 /// JSON line in, one JSON line out, then the server closes. Versioned so a

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The password service (spec §6) on a Unix-domain socket. One thread runs a
 /// poll loop over every connection with non-blocking I/O, a size bound and a

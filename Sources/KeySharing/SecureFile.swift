@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Private files and directories of the key-sharing layer's own (the access
 /// policy, the socket directory). Writes go through `OutputFile`, the one

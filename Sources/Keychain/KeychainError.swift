@@ -1,3 +1,5 @@
+import KeyshareCrypto
+
 /// Errors of the store. Messages name what went wrong but never carry a PIN,
 /// a key or a decrypted value.
 public enum KeychainError: Error, Equatable, CustomStringConvertible, Sendable {
@@ -65,9 +67,9 @@ extension KeychainError {
     /// (SQLite's own messages never say which file).
     func naming(_ path: String) -> KeychainError {
         switch self {
-        case .storage(let m) where !m.contains(path): .storage("\(path): \(m)")
-        case .readOnlyStore(let m) where !m.contains(path): .readOnlyStore("\(path): \(m)")
-        case .storeFull(let m) where !m.contains(path): .storeFull("\(path): \(m)")
+        case .storage(let m) where !m.containsText(path): .storage("\(path): \(m)")
+        case .readOnlyStore(let m) where !m.containsText(path): .readOnlyStore("\(path): \(m)")
+        case .storeFull(let m) where !m.containsText(path): .storeFull("\(path): \(m)")
         default: self
         }
     }

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CSQLite
+import KeyshareCrypto
 
 /// Why a store handle cannot write. A store that cannot be written is still
 /// opened, read-only, so that listing, C_Initialize, login and signing keep
@@ -167,7 +168,7 @@ enum StoreOpening {
                     + "index file \(path)-shm; mount it read-write once so that SQLite can rebuild the index")
         }
         switch failure {
-        case .storage(let m) where m.contains("schema version"): throw failure
+        case .storage(let m) where m.containsText("schema version"): throw failure
         default: break
         }
         // Writing failed (`cause`), and so did reading: say both.

@@ -63,7 +63,7 @@ public struct Certificate: Sendable, Equatable, Hashable {
         var certs: [Certificate] = []
         var rest = Substring(pem)
         let begin = "-----BEGIN CERTIFICATE-----", end = "-----END CERTIFICATE-----"
-        while let b = rest.firstRange(of: begin), let e = rest[b.upperBound...].firstRange(of: end) {
+        while let b = rest.textRange(of: begin), let e = rest[b.upperBound...].textRange(of: end) {
             let block = String(rest[b.lowerBound..<e.upperBound]) + "\n"
             rest = rest[e.upperBound...]
             CryptoError.clearQueue()

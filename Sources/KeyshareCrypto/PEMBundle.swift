@@ -13,7 +13,7 @@ public struct PEMBlock: Sendable {
 
     /// PKCS #8 `ENCRYPTED PRIVATE KEY`, or a traditional key with `Proc-Type: 4,ENCRYPTED`.
     public var isEncrypted: Bool {
-        label == "ENCRYPTED PRIVATE KEY" || headers.contains("ENCRYPTED")
+        label == "ENCRYPTED PRIVATE KEY" || headers.containsText("ENCRYPTED")
     }
 
     public var name: String { "PEM block \(index) (\(label))" }
@@ -33,7 +33,7 @@ public struct PEMBundle: Sendable {
     public var skipped: [String] = []
 
     /// Whether `text` looks like PEM at all.
-    public static func looksLikePEM(_ text: String) -> Bool { text.contains("-----BEGIN ") }
+    public static func looksLikePEM(_ text: String) -> Bool { text.containsText("-----BEGIN ") }
 
     /// Every block of `text`, in order. Text between blocks (the "Bag
     /// Attributes" lines `openssl pkcs12 -nodes` prints) is ignored. A BEGIN
@@ -41,14 +41,14 @@ public struct PEMBundle: Sendable {
     public static func blocks(_ text: String) throws -> [PEMBlock] {
         var out: [PEMBlock] = []
         var rest = Substring(text)
-        while let begin = rest.firstRange(of: "-----BEGIN ") {
+        while let begin = rest.textRange(of: "-----BEGIN ") {
             let afterBegin = rest[begin.upperBound...]
-            guard let dashes = afterBegin.firstRange(of: "-----") else {
+            guard let dashes = afterBegin.textRange(of: "-----") else {
                 throw CryptoError(.invalidInput, "PEM block \(out.count + 1)", reason: "a BEGIN line without its closing dashes")
             }
             let label = String(afterBegin[..<dashes.lowerBound])
             let endLine = "-----END \(label)-----"
-            guard let end = rest[dashes.upperBound...].firstRange(of: endLine) else {
+            guard let end = rest[dashes.upperBound...].textRange(of: endLine) else {
                 throw CryptoError(.invalidInput, "PEM block \(out.count + 1) (\(label))", reason: "no \(endLine) line (truncated file?)")
             }
             let body = rest[dashes.upperBound..<end.lowerBound]
@@ -152,8 +152,8 @@ public struct PEMBundle: Sendable {
             // A wrong key still yields valid CBC padding about 1 time in 256;
             // the garbage then fails to decode ("header too long", "nested asn1
             // error"): that is a wrong password too, not an unsupported scheme.
-            let decodeOfGarbage = r.contains("asn1") || r.contains("header too long")
-            if !decodeOfGarbage && (r.contains("unsupported") || r.contains("unknown cipher") || r.contains("not supported")) {
+            let decodeOfGarbage = r.containsText("asn1") || r.containsText("header too long")
+            if !decodeOfGarbage && (r.containsText("unsupported") || r.containsText("unknown cipher") || r.containsText("not supported")) {
                 throw CryptoError(.unsupported, block.name, reason: "its encryption is not supported (\(e.reason))")
             }
             throw CryptoError(.wrongPassword, block.name, reason: "wrong password for the encrypted private key")

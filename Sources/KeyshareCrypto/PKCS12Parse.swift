@@ -45,7 +45,7 @@ public enum PKCS12 {
             }
             guard let _ = chosen else {
                 let e = CryptoError.openssl("PKCS #12 MAC")
-                if e.reason.contains("mac verify failure") || e.reason.contains("unknown OpenSSL error") {
+                if e.reason.containsText("mac verify failure") || e.reason.containsText("unknown OpenSSL error") {
                     throw CryptoError(.wrongPassword, "PKCS #12", reason: "wrong password (MAC verification failed)")
                 }
                 throw CryptoError(.corruptPKCS12, "PKCS #12 MAC", reason: e.reason)
@@ -66,7 +66,7 @@ public enum PKCS12 {
         guard ok == 1 else {
             let e = CryptoError.openssl("PKCS #12 parse")
             let r = e.reason.lowercased()
-            if r.contains("unsupported") || r.contains("fetch") {
+            if r.containsText("unsupported") || r.containsText("fetch") {
                 if let legacyError {
                     throw CryptoError(.unsupported, "PKCS #12 parse", reason: "uses a legacy algorithm (RC2/RC4/DES?): \(legacyError)")
                 }

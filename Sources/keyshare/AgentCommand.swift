@@ -1,7 +1,8 @@
 import AgentProtocol
 import ArgumentParser
 import CLinux
-import Foundation
+import FoundationEssentials
+import Glibc
 import KeyshareAgent
 
 /// `keyshare agent`: the per-user agent that holds the unlocked keys
@@ -137,7 +138,7 @@ struct AgentCommand: ParsableCommand {
 
         func run() throws {
             let path = AgentCommand.socketPath
-            let directory = (path as NSString).deletingLastPathComponent
+            let directory = PathString.directory(path)
             try Console.report(output.json, dir ? directory : path, ["socket": .string(path), "directory": .string(directory)])
         }
     }

@@ -40,7 +40,7 @@ enum AttributeNames {
     static let unavailable: UInt = ~0
 
     static func name(_ t: AttributeType) -> String {
-        names[t] ?? String(format: "0x%08lX", t)
+        names[t] ?? Hex.constant(t)
     }
 
     /// Key material and password data; everything else of an item may be shown.
@@ -98,7 +98,7 @@ enum AttributeNames {
         case CKO.privateKey: "CKO_PRIVATE_KEY"
         case CKO.secretKey: "CKO_SECRET_KEY"
         case ItemClass.genericPassword.rawValue: "CKO_VENDOR_DEFINED|0x4B50 (keyshare generic password)"
-        default: String(format: "0x%08lX", n)
+        default: Hex.constant(n)
         }
     }
 
@@ -118,12 +118,12 @@ enum AttributeNames {
         case CKK.mlKEM: "CKK_ML_KEM"
         case CKK.mlDSA: "CKK_ML_DSA"
         case CKK.slhDSA: "CKK_SLH_DSA"
-        default: String(format: "0x%08lX", n)
+        default: Hex.constant(n)
         }
     }
 
     @Sendable static func certificateType(_ n: UInt) -> String {
-        n == CKC.x509 ? "CKC_X_509" : String(format: "0x%08lX", n)
+        n == CKC.x509 ? "CKC_X_509" : Hex.constant(n)
     }
 
     @Sendable static func certificateCategory(_ n: UInt) -> String {
@@ -153,6 +153,6 @@ enum AttributeNames {
 
     @Sendable static func mechanism(_ n: UInt) -> String {
         if n == unavailable { return "unavailable" }
-        return mechanisms[n] ?? String(format: "0x%08lX", n)
+        return mechanisms[n] ?? Hex.constant(n)
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// `keyshare browser`: browsers offer keyshare's certificates on a site that
 /// asks for one (docs/browsers.md). `setup` registers the module in this

@@ -1,11 +1,12 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Where the browsers of this user keep their NSS databases, and where the
 /// module to register is.
 enum BrowserProfiles {
     static var home: String {
         if let h = ProcessInfo.processInfo.environment["HOME"], h.hasPrefix("/") { return h }
-        return NSHomeDirectory()
+        return homeDirectory()
     }
 
     /// Chromium's (and Chrome's, and other NSS programs') user database.
@@ -22,8 +23,8 @@ enum BrowserProfiles {
             guard let data = FileManager.default.contents(atPath: root + "/profiles.ini"), data.count <= 1 << 20,
                   let text = String(data: data, encoding: .utf8) else { continue }
             for dir in profileDirectories(ini: text, root: root) where !out.contains(dir) {
-                var isDir: ObjCBool = false
-                if FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir.boolValue { out.append(dir) }
+                var st = stat()
+                if stat(dir, &st) == 0, st.st_mode & S_IFMT == S_IFDIR { out.append(dir) }
             }
         }
         return out
@@ -41,7 +42,7 @@ enum BrowserProfiles {
             relative = true
         }
         for raw in ini.split(whereSeparator: \.isNewline) {
-            let line = raw.trimmingCharacters(in: .whitespaces)
+            let line = raw.trimmingBlanks()
             if line.hasPrefix("[") {
                 flush()
                 inProfile = line.hasPrefix("[Profile")
@@ -66,7 +67,7 @@ enum BrowserProfiles {
         }
         var candidates: [String] = []
         if let exe = resolve("/proc/self/exe") {
-            let dir = (exe as NSString).deletingLastPathComponent
+            let dir = PathString.directory(exe)
             candidates += [dir + "/libkeyshare-pkcs11.so", dir + "/../lib/\(multiarch)/pkcs11/libkeyshare-pkcs11.so"]
         }
         candidates.append("/usr/lib/\(multiarch)/pkcs11/libkeyshare-pkcs11.so")

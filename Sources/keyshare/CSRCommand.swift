@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import Keychain
 import KeyShare
 import KeySharing
@@ -75,7 +76,7 @@ struct CSRCommand: ParsableCommand {
         if let out, out != "-" {
             try SecureFile.write(bytes, to: out, mode: 0o644)
         } else if !json {
-            FileHandle.standardOutput.write(Data(bytes))
+            StandardStream.write(bytes)
         }
         let row = KeyRow(agent: reply, token: token)
         let uri = row.uri

@@ -19,7 +19,7 @@ enum CommandSuggestion {
 
     /// `--xyz-source` from "The value '…' is invalid for '--xyz-source <…>'".
     static func invalidSourceOption(_ message: String) -> String? {
-        guard message.contains("is invalid for '--"), let start = message.range(of: "is invalid for '")?.upperBound else { return nil }
+        guard message.contains("is invalid for '--"), let start = message.firstRange(of: "is invalid for '")?.upperBound else { return nil }
         let option = message[start...].prefix { $0 != " " && $0 != "'" }
         return option.hasSuffix("-source") ? String(option) : nil
     }

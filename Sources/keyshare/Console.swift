@@ -1,25 +1,26 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// All terminal output goes through here so errors are one line and JSON
 /// listings stay machine-readable.
 enum Console {
     static func out(_ line: String) {
-        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+        StandardStream.write(line + "\n")
     }
 
     static func error(_ line: String) {
-        FileHandle.standardError.write(Data(("keyshare: " + line + "\n").utf8))
+        StandardStream.write("keyshare: " + line + "\n", to: STDERR_FILENO)
     }
 
     static func progress(_ line: String) {
         guard isatty(STDERR_FILENO) == 1 else { return }
-        FileHandle.standardError.write(Data(("\r\u{1B}[K" + line).utf8))
+        StandardStream.write("\r\u{1B}[K" + line, to: STDERR_FILENO)
     }
 
     static func endProgress() {
         guard isatty(STDERR_FILENO) == 1 else { return }
-        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+        StandardStream.write("\r\u{1B}[K", to: STDERR_FILENO)
     }
 
     static var stdoutIsTerminal: Bool { isatty(STDOUT_FILENO) == 1 }
@@ -67,7 +68,7 @@ enum Console {
         func line(_ cells: [String]) -> String {
             cells.enumerated().map { i, c in
                 let text = i < widths.count ? cell(c, i) : c
-                return i == cells.count - 1 ? text : text.padding(toLength: widths[i], withPad: " ", startingAt: 0)
+                return i == cells.count - 1 ? text : text.padded(to: widths[i])
             }.joined(separator: "  ")
         }
         out(line(header))

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import KeyshareAgent
 
 /// A `keyshare` command on a desktop with no terminal (started from a
@@ -16,7 +17,7 @@ enum DesktopPrompt {
         for name in displayVariables { if let v = env[name], !v.isEmpty { display.variables[name] = v } }
         let place = PromptPlace(display: display)
         guard place.reachable, let settings = PinentrySettings.fromEnvironment().settings else { return nil }
-        let what = prompt.trimmingCharacters(in: CharacterSet(charactersIn: ": "))
+        let what = prompt.trimming(charactersIn: ": ")
         var texts = Pinentry.Texts(title: "keyshare", description: "keyshare (pid \(getpid()), no terminal) asks for the \(what.prefix(1).lowercased() + what.dropFirst()).")
         texts.prompt = "PIN:"
         switch Pinentry.getPIN(settings, place, texts) {

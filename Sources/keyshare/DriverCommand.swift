@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import Keychain
 import Tokens
 
@@ -24,7 +25,7 @@ struct DriverCommand: ParsableCommand {
         @Flag(help: "JSON output: the driver and the tokens and items that appeared, with references and URIs.") var json = false
 
         func run() throws {
-            let path = (module as NSString).standardizingPath
+            let path = PathString.standardized(module)
             let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
             guard FileManager.default.fileExists(atPath: absolute) else { throw CLIError("no such module: \(module)") }
             let driverName = name ?? ExternalDriver.defaultName(modulePath: absolute)
@@ -149,7 +150,7 @@ struct DriverCommand: ParsableCommand {
         func run() throws {
             do {
                 let snap = try DriverSnapshot.probe(modulePath: module)
-                FileHandle.standardOutput.write(Data(snap.serialized().utf8))
+                StandardStream.write(snap.serialized())
             } catch {
                 Console.out("\(error)")
                 throw CLIExit(code: 1)
@@ -173,9 +174,7 @@ struct DriverCommand: ParsableCommand {
             signal(SIGPIPE, SIG_DFL)
             do {
                 try DriverEventSource.run(modulePath: module, interval: interval, mode: mode) { line in
-                    let data = Data((line.hasSuffix("\n") ? line : line + "\n").utf8)
-                    do { try FileHandle.standardOutput.write(contentsOf: data) } catch { return false }
-                    return true
+                    StandardStream.write(Array((line.hasSuffix("\n") ? line : line + "\n").utf8))
                 }
             } catch {
                 print("FAIL \(error)")

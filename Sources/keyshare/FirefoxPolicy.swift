@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import KeySharing
 
 /// Firefox's enterprise policy file (`/etc/firefox/policies/policies.json`
@@ -33,31 +34,31 @@ struct FirefoxPolicy {
         var policies = try object(root["policies"], "policies") ?? [:]
         var devices = try object(policies["SecurityDevices"], "policies.SecurityDevices") ?? [:]
         // The old form (names to paths, no Add/Delete) means the same as {"Add": {...}}.
-        if !devices.isEmpty, devices["Add"] == nil, devices["Delete"] == nil { devices = ["Add": devices] }
+        if !devices.isEmpty, devices["Add"] == nil, devices["Delete"] == nil { devices = ["Add": .object(devices)] }
         var add = try object(devices["Add"], "SecurityDevices.Add") ?? [:]
-        guard devices["Delete"] == nil || devices["Delete"] is [Any] else {
+        guard devices["Delete"] == nil || devices["Delete"]?.array != nil else {
             throw CLIError("\(path): SecurityDevices.Delete is not a list; the file was left as it is")
         }
-        var delete = (devices["Delete"] as? [Any]) ?? []
+        var delete = devices["Delete"]?.array ?? []
         let name = NSSModuleDatabase.moduleName
-        let deleteHasUs = delete.contains { ($0 as? String) == name }
+        let deleteHasUs = delete.contains(.string(name))
         // remove and purge change only a file that names keyshare (remove: in Add).
         if !action.adds, add[name] == nil, !(action.purges && deleteHasUs) { return .unchanged }
         switch action {
         case .add(let library):
-            add[name] = library
-            delete.removeAll { ($0 as? String) == name }
+            add[name] = .string(library)
+            delete.removeAll { $0 == .string(name) }
         case .remove:
             add[name] = nil
-            if !deleteHasUs { delete.append(name) }
+            if !deleteHasUs { delete.append(.string(name)) }
         case .purge:
             add[name] = nil
-            delete.removeAll { ($0 as? String) == name }
+            delete.removeAll { $0 == .string(name) }
         }
-        devices["Add"] = add.isEmpty ? nil : add
-        devices["Delete"] = delete.isEmpty ? nil : delete
-        policies["SecurityDevices"] = devices.isEmpty ? nil : devices
-        root["policies"] = policies
+        devices["Add"] = add.isEmpty ? nil : .object(add)
+        devices["Delete"] = delete.isEmpty ? nil : .array(delete)
+        policies["SecurityDevices"] = devices.isEmpty ? nil : .object(devices)
+        root["policies"] = .object(policies)
         if let existing, try Self.render(existing) == Self.render(root) { return .unchanged }
         // A file that held keyshare's entry and nothing else goes with it.
         if action.purges, policies.isEmpty, root.count == 1 {
@@ -71,7 +72,7 @@ struct FirefoxPolicy {
     }
 
     /// The file's JSON object; nil when there is no file.
-    private func read() throws -> [String: Any]? {
+    private func read() throws -> [String: JSONValue]? {
         var st = stat()
         guard lstat(path, &st) == 0 else {
             if errno == ENOENT { return nil }
@@ -82,27 +83,26 @@ struct FirefoxPolicy {
             throw CLIError("cannot read \(path) (larger than 4 MiB, or unreadable)")
         }
         if data.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return [:] }
-        guard let json = try? JSONSerialization.jsonObject(with: data), let object = json as? [String: Any] else {
+        guard let object = (try? JSONValue.parse(data))?.object else {
             throw CLIError("\(path) is not a JSON object; it was left as it is (fix it, then run this again)")
         }
         return object
     }
 
-    private func object(_ value: Any?, _ what: String) throws -> [String: Any]? {
+    private func object(_ value: JSONValue?, _ what: String) throws -> [String: JSONValue]? {
         guard let value else { return nil }
-        guard let o = value as? [String: Any] else { throw CLIError("\(path): \(what) is not an object; the file was left as it is") }
+        guard let o = value.object else { throw CLIError("\(path): \(what) is not an object; the file was left as it is") }
         return o
     }
 
     /// Sorted keys, two-space indents: the same content always gives the same
     /// bytes (the package's postrm recognises the file it left).
-    static func render(_ root: [String: Any]) throws -> [UInt8] {
-        let data = try JSONSerialization.data(withJSONObject: root, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
-        return Array(data) + [0x0A]
+    static func render(_ root: [String: JSONValue]) throws -> [UInt8] {
+        try JSONValue.object(root).rendered(pretty: true) + [0x0A]
     }
 
-    private func write(_ root: [String: Any]) throws {
-        let dir = (path as NSString).deletingLastPathComponent
+    private func write(_ root: [String: JSONValue]) throws {
+        let dir = PathString.directory(path)
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         var st = stat()
         let mode: mode_t = lstat(path, &st) == 0 ? st.st_mode & 0o777 : 0o644

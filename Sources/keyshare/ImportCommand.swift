@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import Keychain
 import KeySharing
 import KeyshareCrypto
@@ -196,7 +197,7 @@ struct ImportCommand: ParsableCommand {
 /// `--id` values: hex digits, optionally with colons or a 0x prefix ("01", "0xA1B2", "a1:b2").
 enum HexID {
     static func parse(_ s: String) throws -> [UInt8] {
-        var digits = s.lowercased().replacingOccurrences(of: ":", with: "")
+        var digits = s.lowercased().replacing(":", with: "")
         if digits.hasPrefix("0x") { digits.removeFirst(2) }
         guard !digits.isEmpty, digits.count % 2 == 0, digits.count <= 510,
               digits.allSatisfy({ $0.isHexDigit }) else {

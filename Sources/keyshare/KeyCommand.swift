@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import Keychain
 import KeyShare
 import KeyshareAgent
@@ -280,7 +281,7 @@ struct KeyCommand: ParsableCommand {
         func run() throws {
             let session = try SessionFactory.open(common.groups)
             let pem = try KeyCommand.key(session, common, .publicKey).publicKey.pem()
-            FileHandle.standardOutput.write(Data(pem.utf8))
+            StandardStream.write(pem)
         }
     }
 

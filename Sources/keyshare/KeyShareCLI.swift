@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import KeySharing
 import KeyShare
 
@@ -14,7 +15,7 @@ struct AccessGroupOptions: ParsableArguments {
     var groups: [String]? {
         if !accessGroups.isEmpty { return accessGroups }
         if let env = ProcessInfo.processInfo.environment["KEYSHARE_ACCESS_GROUPS"] {
-            let list = env.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            let list = env.split(separator: ",").map { $0.trimmingBlanks() }.filter { !$0.isEmpty }
             return list.isEmpty ? nil : list
         }
         return nil
@@ -39,7 +40,10 @@ enum SessionFactory {
 
 enum FileIO {
     static func read(_ path: String) throws -> [UInt8] {
-        if path == "-" { return [UInt8](FileHandle.standardInput.readDataToEndOfFile()) }
+        if path == "-" {
+            guard let bytes = StandardStream.readInput() else { throw CLIError("cannot read standard input: \(String(cString: strerror(errno)))") }
+            return bytes
+        }
         guard let data = FileManager.default.contents(atPath: path) else { throw CLIError("cannot read \(path)") }
         return [UInt8](data)
     }
@@ -47,7 +51,7 @@ enum FileIO {
     /// `-` is standard output; a path gets a new 0600 file (OutputFile's rule:
     /// an existing regular file only with --force, never a link or device).
     static func write(_ bytes: [UInt8], _ path: String, force: Bool) throws {
-        if path == "-" { FileHandle.standardOutput.write(Data(bytes)); return }
+        if path == "-" { StandardStream.write(bytes); return }
         try OutputFile.write(bytes, to: path, existing: existing(force), mode: 0o600)
     }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import KeyshareCrypto
 
 /// The `keyshare` command: the human interface to the keychain, its tokens and
@@ -35,7 +36,7 @@ struct Keyshare: ParsableCommand {
             var command = try parseAsRoot()
             try command.run()
         } catch let error as CLIExit {
-            Foundation.exit(error.code)
+            Glibc.exit(error.code)
         } catch {
             // --help and --version arrive as errors with a success exit code.
             if error is CleanExit || Keyshare.exitCode(for: error) == .success { exit(withError: error) }
@@ -44,12 +45,12 @@ struct Keyshare: ParsableCommand {
                 if let better = CommandSuggestion.line(for: message, arguments: Array(CommandLine.arguments.dropFirst())) {
                     Console.error(better)
                 } else {
-                    Console.error(message.replacingOccurrences(of: "Error: ", with: "") + " (see 'keyshare --help')")
+                    Console.error(message.replacing("Error: ", with: "") + " (see 'keyshare --help')")
                 }
-                Foundation.exit(Keyshare.exitCode(for: error).rawValue)
+                Glibc.exit(Keyshare.exitCode(for: error).rawValue)
             }
             Console.error(ErrorText.describe(error))
-            Foundation.exit(1)
+            Glibc.exit(1)
         }
     }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import Keychain
 import KeySharing
 import KeyshareCrypto
@@ -116,7 +117,7 @@ struct ItemRow: Encodable {
         tokenID = item.tokenID.description
         tokenLabel = token.label
         reference = item.reference.base64url
-        id = item.attributes[CKA.id].map { $0.map { String(format: "%02X", $0) }.joined() }
+        id = item.attributes[CKA.id].map { Hex.upper($0) }
         classOrder = Int(item.itemClass.rawValue & 0xFF)
         let typeName = PKCS11URI.typeName(item.itemClass)
         // A chain certificate kept out of the token is no PKCS #11 object: no URI names it.
@@ -183,9 +184,7 @@ enum ItemClassName {
 
 enum Dates {
     static func iso8601(_ unix: Int64) -> String {
-        let f = ISO8601DateFormatter()
-        f.timeZone = TimeZone(identifier: "UTC")
-        return f.string(from: Date(timeIntervalSince1970: TimeInterval(unix)))
+        Date(timeIntervalSince1970: TimeInterval(unix)).formatted(Date.ISO8601FormatStyle())
     }
 }
 

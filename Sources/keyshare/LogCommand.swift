@@ -1,6 +1,7 @@
 import AgentProtocol
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// `keyshare log`: the agent's audit records of key use (docs/agent.md,
 /// "Audit records"), read back from the systemd journal (journalctl with the
@@ -25,18 +26,17 @@ struct LogCommand: ParsableCommand {
     func run() throws {
         let records = try Self.journalRecords(since: since) ?? Self.logRecords()
         if json {
-            let data = try JSONSerialization.data(withJSONObject: records, options: [.prettyPrinted, .sortedKeys])
-            Console.out(String(decoding: data, as: UTF8.self))
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            Console.out(String(decoding: try encoder.encode(records), as: UTF8.self))
             return
         }
         guard !records.isEmpty else {
             Console.out("no key use recorded\(since.map { " since \($0)" } ?? "")")
             return
         }
-        let df = DateFormatter()
-        df.dateFormat = "yyyy-MM-dd HH:mm:ss"
         for r in records {
-            let t = (r["__REALTIME_TIMESTAMP"]).flatMap(Double.init).map { df.string(from: Date(timeIntervalSince1970: $0 / 1e6)) } ?? "?"
+            let t = (r["__REALTIME_TIMESTAMP"]).flatMap(Double.init).map { Self.localTime(Int($0 / 1e6)) } ?? "?"
             Console.out("\(t)  \(r["MESSAGE"] ?? "")")
         }
     }
@@ -46,23 +46,16 @@ struct LogCommand: ParsableCommand {
         guard FileManager.default.fileExists(atPath: "/run/systemd/journal/socket"),
               let journalctl = ["/usr/bin/journalctl", "/bin/journalctl"].first(where: { FileManager.default.isExecutableFile(atPath: $0) })
         else { return nil }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: journalctl)
         var args = ["--no-pager", "-o", "json", "SYSLOG_IDENTIFIER=keyshare-agent", "KEYSHARE_EVENT=key-use",
                     "KEYSHARE_UID=\(getuid())"]
         if let since { args += ["--since", since] }
-        p.arguments = args
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        let errText = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        guard p.terminationStatus == 0 else {
-            throw CLIError("journalctl failed: \(errText.split(separator: "\n").first ?? "exit \(p.terminationStatus)")")
+        let run: Subprocess.Result
+        do { run = try Subprocess.run(journalctl, args, timeout: 60) } catch { throw CLIError("journalctl: \(error)") }
+        guard run.status == 0 else {
+            let errText = String(decoding: run.errors, as: UTF8.self)
+            throw CLIError("journalctl failed: \(errText.split(separator: "\n").first ?? "exit \(run.status)")")
         }
-        return parse(lines: String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init))
+        return parse(lines: String(decoding: run.output, as: UTF8.self).split(separator: "\n").map(String.init))
     }
 
     /// The "audit: {...}" lines of this store's agent log (no journal).
@@ -72,18 +65,27 @@ struct LogCommand: ParsableCommand {
         let dir = String(decoding: buf.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
         guard let text = try? String(contentsOfFile: dir + "/agent.log", encoding: .utf8) else { return [] }
         return parse(lines: text.split(separator: "\n").compactMap { line in
-            line.range(of: ": audit: ").map { String(line[$0.upperBound...]) }
+            line.firstRange(of: ": audit: ").map { String(line[$0.upperBound...]) }
         })
     }
 
     static func parse(lines: [String]) -> [[String: String]] {
         lines.compactMap { line in
-            guard let obj = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
+            guard let obj = (try? JSONValue.parse(Array(line.utf8)))?.object else { return nil }
             var r: [String: String] = [:]
             for (k, v) in obj where k.hasPrefix("KEYSHARE_") || ["MESSAGE", "__REALTIME_TIMESTAMP", "_PID", "PRIORITY"].contains(k) {
-                if let s = v as? String { r[k] = s }
+                if let s = v.string { r[k] = s }
             }
             return r["KEYSHARE_EVENT"] == "key-use" ? r : nil
         }
+    }
+
+    /// "yyyy-MM-dd HH:mm:ss" in local time.
+    static func localTime(_ unix: Int) -> String {
+        var t = time_t(unix)
+        var parts = tm()
+        guard localtime_r(&t, &parts) != nil else { return "?" }
+        return "\(zeroPadded(parts.tm_year + 1900, 4))-\(zeroPadded(parts.tm_mon + 1, 2))-\(zeroPadded(parts.tm_mday, 2)) "
+            + "\(zeroPadded(parts.tm_hour, 2)):\(zeroPadded(parts.tm_min, 2)):\(zeroPadded(parts.tm_sec, 2))"
     }
 }

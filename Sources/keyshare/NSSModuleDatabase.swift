@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import KeySharing
 
 /// The module list of an NSS database directory (`sql:DIR`): its pkcs11.txt,
@@ -19,7 +20,7 @@ struct NSSModuleDatabase {
     static func blocks(_ text: String) -> [[String]] {
         var out: [[String]] = [], current: [String] = []
         for line in text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) {
-            if line.trimmingCharacters(in: .whitespaces).isEmpty {
+            if line.trimmingBlanks().isEmpty {
                 if !current.isEmpty { out.append(current); current = [] }
             } else {
                 current.append(line)
@@ -36,7 +37,7 @@ struct NSSModuleDatabase {
     /// keyshare's block: by its name, or by a library that is a keyshare module (another build's path).
     static func isKeyshare(_ block: [String]) -> Bool {
         value("name", in: block) == moduleName
-            || value("library", in: block).map { ($0 as NSString).lastPathComponent == "libkeyshare-pkcs11.so" } == true
+            || value("library", in: block).map { PathString.lastComponent($0) == "libkeyshare-pkcs11.so" } == true
     }
 
     static func render(_ blocks: [[String]]) -> String {
@@ -115,14 +116,7 @@ struct NSSModuleDatabase {
         guard let certutil = candidates.first(where: { access($0, X_OK) == 0 }) else { return }
         try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
                                                  attributes: [.posixPermissions: 0o700])
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: certutil)
-        p.arguments = ["-N", "-d", "sql:" + directory, "--empty-password"]
-        p.standardInput = FileHandle.nullDevice
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        guard (try? p.run()) != nil else { return }
-        p.waitUntilExit()
+        _ = try? Subprocess.run(certutil, ["-N", "-d", "sql:" + directory, "--empty-password"], timeout: 30)
     }
 
     private func write(_ text: String, creating: Bool) throws {

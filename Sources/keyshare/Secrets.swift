@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Where a PIN or password comes from. Never the command line itself: argv is
 /// visible to every user through /proc.
@@ -138,7 +139,7 @@ enum Secrets {
         guard fd >= 0 else {
             // No terminal: on a desktop, the pinentry on this process's display (DesktopPrompt).
             if let pin = try DesktopPrompt.ask(prompt) { return pin }
-            throw CLIError("no terminal to ask for the \(prompt.lowercased().trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: ":"))): give a source option (env:VAR or file:PATH)")
+            throw CLIError("no terminal to ask for the \(prompt.lowercased().trimmingBlanks().trimming(charactersIn: ":")): give a source option (env:VAR or file:PATH)")
         }
         defer { close(fd) }
         _ = prompt.withCString { write(fd, $0, strlen($0)) }

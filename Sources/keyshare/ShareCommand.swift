@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import Keychain
 import KeyshareAgent
 import KeySharing
@@ -184,8 +185,8 @@ struct ShareListing: Encodable {
         var t = time_t(unix)
         var parts = tm()
         gmtime_r(&t, &parts)
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
-                      parts.tm_hour, parts.tm_min, parts.tm_sec)
+        return "\(zeroPadded(parts.tm_year + 1900, 4))-\(zeroPadded(parts.tm_mon + 1, 2))-\(zeroPadded(parts.tm_mday, 2))T"
+            + "\(zeroPadded(parts.tm_hour, 2)):\(zeroPadded(parts.tm_min, 2)):\(zeroPadded(parts.tm_sec, 2))Z"
     }
 }
 

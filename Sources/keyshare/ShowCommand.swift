@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import Keychain
 import KeyshareCrypto
 import KeySharing
@@ -77,8 +78,4 @@ struct ShownItem: Encodable {
         attrs["keyshare.modified"] = Dates.iso8601(item.modified)
         attributes = attrs
     }
-}
-
-enum Hex {
-    static func upper(_ b: [UInt8]) -> String { b.map { String(format: "%02X", $0) }.joined() }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import Keychain
 import KeyShare
 
@@ -48,7 +49,7 @@ struct TrustCommand: ParsableCommand {
             guard host == nil || policy == .ssl else { throw ValidationError("--host needs --policy ssl") }
             var when: Int64?
             if let date {
-                guard let d = ISO8601DateFormatter().date(from: date) else {
+                guard let d = try? Date(date, strategy: Date.ISO8601FormatStyle()) else {
                     throw ValidationError("--date must be ISO 8601, like 2030-01-01T00:00:00Z")
                 }
                 when = Int64(d.timeIntervalSince1970)

@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import KeyshareAgent
 
 /// `keyshare unlock --for 30m --program PATH`: the agent keeps the token's
@@ -48,7 +49,7 @@ struct UnlockCommand: ParsableCommand {
                 return try Console.json(["unlocked": rows.map { row -> [String: JSONField] in
                     ["token": .string(row.first ?? ""),
                      "secondsLeft": row.count > 1 ? Int(row[1]).map(JSONField.int) ?? .string(row[1]) : .null,
-                     "programs": .strings(row.count > 2 ? row[2].split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty } : [])]
+                     "programs": .strings(row.count > 2 ? row[2].split(separator: ",").map { $0.trimmingBlanks() }.filter { !$0.isEmpty } : [])]
                 }])
             }
             if rows.isEmpty { Console.out("no token of this store is unlocked"); return }

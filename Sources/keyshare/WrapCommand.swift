@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import KeyShare
 import KeySharing
 
@@ -66,7 +67,7 @@ struct UnwrapCommand: ParsableCommand {
         var st = stat()
         // Into a directory (a real one, not a link to one): the recorded file name there.
         if lstat(output, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR {
-            let name = (info.fileName as NSString).lastPathComponent
+            let name = PathString.lastComponent(info.fileName)
             guard !name.isEmpty, name != ".", name != ".." else { throw CLIError("the wrapped file records no usable file name") }
             target = output + "/" + name
         }

@@ -88,6 +88,21 @@ check_out "dpkg-deb --info: package keyshare, version $VERSION, $ARCH" "^keyshar
   echo "$(field Package) $(field Version) $(field Architecture)"
 check_out "dpkg-deb --info: Installed-Size, Maintainer, Description" '^[0-9]+ .+@.+ key store' \
   echo "$(field Installed-Size) $(field Maintainer) $(field Description | head -1)"
+# Size budget (issue 28; docs/packaging.md, "Size"): 84350 KiB installed before, the CLI 69.8 MB with
+# Foundation and ICU's data; 36785 KiB after. The budget catches Foundation coming back (45 MB); the
+# issue's goal, 25 MiB, needs the CLI and the module to share one engine (not done). Neither binary
+# may carry Foundation's internationalization layer or ICU (their module names stay in the Swift
+# metadata of a stripped binary).
+SIZE_BUDGET_KIB=40960
+size_kib=$(field Installed-Size)
+per_file=$(dpkg-deb -c "$DEB" | awk '$3 > 100000 {n = $6; sub(".*/", "", n); printf "%s %.1f MB, ", n, $3 / 1e6}')
+[ -n "$size_kib" ] && [ "$size_kib" -le "$SIZE_BUDGET_KIB" ] \
+  && ok "size budget: Installed-Size $size_kib KiB <= $SIZE_BUDGET_KIB KiB (${per_file%, })" \
+  || bad "size budget: Installed-Size ${size_kib:-?} KiB <= $SIZE_BUDGET_KIB KiB" "${per_file%, }"
+dpkg-deb --fsys-tarfile "$DEB" 2>/dev/null | tar -xO --wildcards ./usr/bin/keyshare './usr/lib/*/pkcs11/libkeyshare-pkcs11.so' \
+  2>/dev/null | grep -qa -e FoundationInternationalization -e _FoundationICU \
+  && bad "the CLI and the module link no FoundationInternationalization/ICU" "found in the packaged binaries" \
+  || ok "the CLI and the module link no FoundationInternationalization/ICU"
 # Depends must name exactly the packages that own the libraries the binaries link (NEEDED): the
 # CLI, the module and, with the bundled OpenSSL (issue 18), its legacy provider (which links libssl3's
 # libcrypto.so.3 for its low-level ciphers).

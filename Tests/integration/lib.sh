@@ -67,18 +67,21 @@ softhsm_init_token() {
 
 # copyright_checks FILE KEYSHARE: the Debian copyright file as shipped (support/check_copyright.py),
 # one ok/FAIL line per check; OpenSSL must be said to be linked statically when KEYSHARE needs no
-# libcrypto, and the version named is the Makefile's OPENSSL_DEB_VERSION.
+# libcrypto, and the version named is the Makefile's OPENSSL_DEB_VERSION; ICU and ZIPFoundation are
+# named exactly when KEYSHARE carries them (their module names survive stripping in Swift metadata).
 copyright_checks() {
-  local file=$1 bin=$2 version static="" line seen=0
+  local file=$1 bin=$2 version static="" linked="" line seen=0
   version=$(sed -n 's/^OPENSSL_DEB_VERSION *:= *//p' "$HERE/../../Makefile")
   readelf -d "$bin" | grep -q 'NEEDED.*libcrypto' || static=--static-openssl
+  grep -qa FoundationInternationalization "$bin" && linked="$linked --icu"
+  grep -qa ZIPFoundation "$bin" && linked="$linked --zipfoundation"
   while IFS= read -r line; do
     case $line in
       "ok   - "*) ok "copyright: ${line#ok   - }"; seen=$((seen + 1)) ;;
       "FAIL - "*) bad "copyright: ${line#FAIL - }"; seen=$((seen + 1)) ;;
       *) bad "copyright: the checker says" "$line" ;;
     esac
-  done < <(python3 "$HERE/support/check_copyright.py" "$file" "$version" $static 2>&1 || true)
+  done < <(python3 "$HERE/support/check_copyright.py" "$file" "$version" $static $linked 2>&1 || true)
   [ "$seen" -gt 0 ] || bad "copyright: the checker ran ($file)"
 }
 

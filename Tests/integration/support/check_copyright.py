@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""check_copyright.py COPYRIGHT OPENSSL_DEB_VERSION [--static-openssl]
+"""check_copyright.py COPYRIGHT OPENSSL_DEB_VERSION [--static-openssl] [--icu] [--zipfoundation]
 
 Checks a Debian copyright file as keyshare ships it (issue 28): machine-readable
 (DEP-5: the Format URI, paragraphs of Field: value lines with continuation lines),
@@ -8,8 +8,10 @@ license short name used by a Files paragraph defined by a stand-alone License
 paragraph, no license left unstated, and one paragraph per component linked in
 statically: OpenSSL (Apache-2.0, naming the bundled Debian version and saying it
 is linked statically, when --static-openssl), the Swift runtime (Apache-2.0 with
-the Swift exception), ICU (Unicode-3.0), swift-argument-parser and ZIPFoundation
-(MIT). Prints one "ok"/"FAIL" line per check; exit status 1 if any failed.
+the Swift exception), swift-argument-parser; ICU (Unicode-3.0) and ZIPFoundation
+(MIT) exactly when the binary links them (--icu, --zipfoundation: the CLI links
+neither since issue 28's size work, and the file must not name what is not in it).
+Prints one "ok"/"FAIL" line per check; exit status 1 if any failed.
 """
 import re
 import sys
@@ -42,6 +44,8 @@ def paragraphs(text):
 def main():
     path, version = sys.argv[1], sys.argv[2]
     static = "--static-openssl" in sys.argv[3:]
+    has_icu = "--icu" in sys.argv[3:]
+    has_zipfoundation = "--zipfoundation" in sys.argv[3:]
     failed = 0
 
     def check(name, cond, detail=""):
@@ -85,12 +89,18 @@ def main():
     check("the Swift runtime and Foundation: Apache-2.0 with Swift exception",
           len(swift) == 1 and swift[0].get("License") == "Apache-2.0 with Swift exception", swift)
     icu = component("FoundationICU")
-    check("ICU: Unicode-3.0", len(icu) == 1 and icu[0].get("License") == "Unicode-3.0", icu)
+    if has_icu:
+        check("ICU: Unicode-3.0", len(icu) == 1 and icu[0].get("License") == "Unicode-3.0", icu)
+    else:
+        check("ICU is not linked and not named", not icu, icu)
     sap = component("swift-argument-parser")
     check("swift-argument-parser: Apache-2.0 with Swift exception",
           len(sap) == 1 and sap[0].get("License") == "Apache-2.0 with Swift exception", sap)
     zf = component("ZIPFoundation")
-    check("ZIPFoundation: MIT", len(zf) == 1 and zf[0].get("License") == "MIT", zf)
+    if has_zipfoundation:
+        check("ZIPFoundation: MIT", len(zf) == 1 and zf[0].get("License") == "MIT", zf)
+    else:
+        check("ZIPFoundation is not linked and not named", not zf, zf)
     return 1 if failed else 0
 
 
