@@ -78,6 +78,11 @@ public final class Agent: @unchecked Sendable {
     /// across processes"). Guarded by `lock`.
     private var unlocked: [TokenID: Unlocked] = [:]
     private var unlockGeneration: UInt64 = 0
+    /// Numbers every unlock table handed to a client (`sharedUnlocks`), in the
+    /// order of this agent's lock: a client's runtime applies only a table
+    /// newer than the one it has (SharedLogin.swift), so a table computed
+    /// before a lock or an expiry never lands after it.
+    private var unlockSnapshot: UInt64 = 0
 
     /// The store this agent serves: its own environment's, absolute, resolved
     /// once at start (paths.c `ksa_store_home`), never a client's.
@@ -577,18 +582,29 @@ public final class Agent: @unchecked Sendable {
     /// program (UnlockScope), for the tokens its policy lets it see; none for
     /// a client that authenticates a person (UnlockBarrier, decided outside
     /// the agent's lock: it may read the disk once).
-    func sharedUnlocks(for client: AgentClient) -> [TokenID: SharedUnlock] {
-        let now = Agent.monotonic()
-        let out = lock.withLock {
+    func sharedUnlocks(for client: AgentClient) -> (table: [TokenID: SharedUnlock], snapshot: UInt64) {
+        let (out, snapshot) = lock.withLock { () -> ([TokenID: SharedUnlock], UInt64) in
+            // The time is read under the lock, with the snapshot's number: a
+            // higher number never holds an unlock a lower one had dropped.
+            let now = Agent.monotonic()
+            unlockSnapshot += 1
             var out: [TokenID: SharedUnlock] = [:]
             for (t, u) in unlocked where u.expires > now && u.scope.reaches(client.unlockBarrier.program)
                 && client.policy.allows(exe: client.exe, token: t) {
                 out[t] = SharedUnlock(key: u.key, generation: u.generation)
             }
-            return out
+            return (out, unlockSnapshot)
         }
-        guard !out.isEmpty, client.unlockBarrier.refusal(pid: client.pid) == nil else { return [:] }
-        return out
+        guard !out.isEmpty, client.unlockBarrier.refusal(pid: client.pid) == nil else { return ([:], snapshot) }
+        return (out, snapshot)
+    }
+
+    /// Applies the unlock table to `client` now (before each of its calls,
+    /// and after every change of the table). Stale tables are dropped by the
+    /// client's runtime (the snapshot number), whichever thread applies last.
+    func applyUnlocks(to client: AgentClient) {
+        let (table, snapshot) = sharedUnlocks(for: client)
+        client.module.applySharedUnlocks(table, snapshot: snapshot)
     }
 
     /// The key of `token` while it is unlocked (not expired) for `program`, for
@@ -611,7 +627,7 @@ public final class Agent: @unchecked Sendable {
     /// must not wait for a client's next call to drop the key).
     private func pushUnlocks() {
         let all = lock.withLock { Array(clients.values) }
-        for c in all { c.module.applySharedUnlocks(sharedUnlocks(for: c)) }
+        for c in all { applyUnlocks(to: c) }
     }
 
     // MARK: policy

@@ -212,7 +212,7 @@ struct AgentConnection {
         while ksa_chan_recv(&chan, &buf) == 0 {
             ksa_buf_reset(&out)
             // `keyshare unlock` (docs/agent.md): the client's shared logins follow the agent's table.
-            client.module.applySharedUnlocks(agent.sharedUnlocks(for: client))
+            agent.applyUnlocks(to: client)
             let status = Module.withCurrent(client.module) {
                 Log.withDestination(fd: client.logFD, pid: client.pid) { ksa_serve(table, buf.data, buf.len, &out) }
             }
