@@ -83,6 +83,9 @@ public final class Agent: @unchecked Sendable {
     /// newer than the one it has (SharedLogin.swift), so a table computed
     /// before a lock or an expiry never lands after it.
     private var unlockSnapshot: UInt64 = 0
+    /// Finalizes of exited clients running on their worker threads
+    /// (`processGone`); the agent does not idle out while one runs.
+    private var finalizing = 0
 
     /// The store this agent serves: its own environment's, absolute, resolved
     /// once at start (paths.c `ksa_store_home`), never a client's.
@@ -299,14 +302,14 @@ public final class Agent: @unchecked Sendable {
             expireUnlocks(now: now)
             let (stop, isRetired) = lock.withLock { (stopRequested, retired) }
             if stop { stopAll(); return }
-            if isRetired && lock.withLock({ serving == 0 }) {
+            if isRetired && lock.withLock({ serving == 0 && finalizing == 0 }) {
                 AgentLog.line("retired, and the last client is gone: exiting")
                 return
             }
             if options.idleTimeout > 0 && !isRetired {
                 // An unlocked token keeps the agent (and so the unlock) alive until it expires.
                 let idle = lock.withLock {
-                    serving == 0 && unlocked.isEmpty && ksa_gate_count(gate) == 0 && now - lastActivity >= options.idleTimeout
+                    serving == 0 && finalizing == 0 && unlocked.isEmpty && ksa_gate_count(gate) == 0 && now - lastActivity >= options.idleTimeout
                 }
                 if idle {
                     AgentLog.line("idle for \(options.idleTimeout)s with no client: exiting")
@@ -684,11 +687,38 @@ public final class Agent: @unchecked Sendable {
     /// its reply goes nowhere, and its connection ends; a call in flight
     /// finishes on its runtime (as a network HSM finishes a write). "gone" is
     /// logged by `detach` when the last connection has ended.
+    ///
+    /// The finalize runs on a thread of its own, never on this loop: it calls
+    /// the card drivers' C_Finalize, and a hung driver must not stall accepts,
+    /// gate deadlines and expiry sweeps. One per client (markGone is true
+    /// once); the logins and keys are dropped by that thread as before (the
+    /// log line comes after, 76-agent-keys waits for it).
     private func processGone(_ client: AgentClient) {
         lock.withLock { if clients[client.token] === client { clients[client.token] = nil } }
         guard client.markGone() else { return }
+        lock.withLock { finalizing += 1 }
+        let box = Unmanaged.passRetained(GoneBox(agent: self, client: client)).toOpaque()
+        var thread = pthread_t()
+        var attr = pthread_attr_t()
+        pthread_attr_init(&attr)
+        pthread_attr_setdetachstate(&attr, Int32(PTHREAD_CREATE_DETACHED))
+        let rc = pthread_create(&thread, &attr, { raw in
+            let box = Unmanaged<GoneBox>.fromOpaque(raw!).takeRetainedValue()
+            box.agent.finalizeGone(box.client)
+            return nil
+        }, box)
+        pthread_attr_destroy(&attr)
+        if rc != 0 {
+            // No thread to be had: finalised here, as before.
+            let b = Unmanaged<GoneBox>.fromOpaque(box).takeRetainedValue()
+            finalizeGone(b.client)
+        }
+    }
+
+    fileprivate func finalizeGone(_ client: AgentClient) {
         if client.module.isInitialized { try? client.module.finalize() }
         AgentLog.line("client pid \(client.pid) (\(client.exe)): its process exited; its logins and sessions are dropped (calls in flight finish, then it is gone)")
+        lock.withLock { finalizing -= 1 }
     }
 
     // MARK: status
@@ -714,6 +744,16 @@ public final class Agent: @unchecked Sendable {
             "retired": lock.withLock { retired } ? "1" : "0",
             "socketActivated": activated ? "1" : "0",
         ]
+    }
+}
+
+/// An exited client handed to its finalize thread (Agent.processGone).
+private final class GoneBox: @unchecked Sendable {
+    let agent: Agent
+    let client: AgentClient
+    init(agent: Agent, client: AgentClient) {
+        self.agent = agent
+        self.client = client
     }
 }
 
