@@ -190,6 +190,16 @@ if cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -o "$SU/host" "$ROOT/Tests/integ
     || bad "a setuid-root host does not start the invoker's KEYSHARE_AGENT_PROGRAM" "$out; it ran: $(cat "$SU/out/ran" 2>/dev/null)"
   [ ! -e "$SU/rootonly/log" ] && ok "nor does it create the invoker's KEYSHARE_LOG as root (in a directory only root may write)" \
     || bad "a setuid-root host creates the invoker's KEYSHARE_LOG as root" "$(ls -la "$SU/rootonly/log"; head -2 "$SU/rootonly/log")"
+  # Whether root's store exists is asked as root (stat), not with the invoker's uid
+  # (access(): uid 1000 cannot search /root, so EACCES took root's missing store for one
+  # that exists, and C_Initialize failed with CKR_DEVICE_ERROR, 0x30). A private mount
+  # namespace gives root an empty 0700 /root: no store, so the empty listing (CKR_OK).
+  out=$(unshare -m --propagation private sh -c 'mount -t tmpfs -o mode=0700 tmpfs /root && exec "$@"' sh \
+        setpriv --reuid $VICTIM --regid $VICTIM --clear-groups env -u XDG_RUNTIME_DIR HOME="$VHOME" \
+        timeout 30 "$SU/host" "$VMOD" 2>&1)
+  grep -q "^uid $VICTIM euid 0 init 0x0$" <<<"$out" \
+    && ok "a setuid-root host finds root's store missing (stat as root): no token, not an error ($out)" \
+    || bad "a setuid-root host finds root's store missing (stat as root), CKR_OK" "$out"
 else
   bad "compile the setuid host (Tests/integration/c/setuidhost.c)"
 fi

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/auxv.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -190,12 +191,17 @@ static int no_start(void) {
     return v && strcmp(v, "1") == 0;
 }
 
-/* Whether the store this process names exists (its keychain.db). */
+/* Whether the store this process names exists (its keychain.db). stat, not
+ * access(): access() checks with the real uid, so a setuid-root host (sudo,
+ * su with pam_p11) run by a user who cannot search root's home took root's
+ * missing store for one that exists (EACCES) and failed C_Initialize with
+ * CKR_DEVICE_ERROR instead of showing no token. */
 static int store_exists(void) {
     char store[4096], db[4200];
     if (ksa_store_home(store, sizeof store)) return 1;
     snprintf(db, sizeof db, "%s/keychain.db", store);
-    return access(db, F_OK) == 0 || errno != ENOENT;
+    struct stat st;
+    return stat(db, &st) == 0 || errno != ENOENT;
 }
 
 /* Connects (starting the agent when allowed). fd, -1 no agent and none
@@ -302,7 +308,11 @@ static int hello(int fd, int attach, ksa_shm **shm, unsigned *version) {
         const char *t = NULL;
         for (int fd = 0; fd <= 2 && !t; fd++)
             if (isatty(fd) && ttyname_r(fd, tty, sizeof tty) == 0) t = tty;
-        ksa_hello_build_full(&b, flags, zero, secure_getenv("KEYSHARE_ACCESS_GROUPS"), environ, t);
+        /* A setuid or setgid host (AT_SECURE) runs with its invoker's
+         * environment: DISPLAY, XAUTHORITY and the rest are the invoker's
+         * choice, not where root's agent should show a prompt. None sent. */
+        char *const *display_env = getauxval(AT_SECURE) ? NULL : environ;
+        ksa_hello_build_full(&b, flags, zero, secure_getenv("KEYSHARE_ACCESS_GROUPS"), display_env, t);
     }
     /* A hello that gets no answer (an agent stuck or flooded) ends, bounded. */
     ksa_set_timeout(fd, ksa_timeout_ms("KEYSHARE_AGENT_TIMEOUT", KSA_HELLO_TIMEOUT_MS) < KSA_HELLO_TIMEOUT_MS ? ksa_timeout_ms("KEYSHARE_AGENT_TIMEOUT", KSA_HELLO_TIMEOUT_MS) : KSA_HELLO_TIMEOUT_MS);
