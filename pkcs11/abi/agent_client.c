@@ -84,8 +84,6 @@ static void conn_free_locked(struct kc_conn *c) {
     if (c->all_prev) c->all_prev->all_next = c->all_next; else kc_all = c->all_next;
     if (c->all_next) c->all_next->all_prev = c->all_prev;
     close(c->ch.fd);
-    /* In a fork child the region is not mapped (MADV_DONTFORK): munmap of
-     * nothing is harmless. */
     ksa_chan_close_shm(&c->ch);
     ksa_buf_free(&c->buf);
     free(c);
@@ -599,6 +597,11 @@ static void kc_fork_parent(void) { pthread_mutex_unlock(&kc_lock); }
 static void kc_fork_child(void) {
     kc_lazy = 0;   /* the in-process module's own fork handlers drop its runtime */
     kc_idle = NULL;
+    /* The regions were mapped MADV_DONTFORK (shm.c: a region without it is
+     * never used), so none is mapped here: its old address is free, or
+     * already another mapping (a fork handler or malloc that ran first).
+     * Forgotten, never unmapped. */
+    for (struct kc_conn *c = kc_all; c; c = c->all_next) c->ch.shm = NULL, c->ch.in = c->ch.out = NULL;
     while (kc_all) conn_free_locked(kc_all);
     kc_initialized = 0;
     kc_lost = 0;
