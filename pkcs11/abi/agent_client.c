@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <sys/auxv.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -231,33 +232,52 @@ static int connect_agent(int allow_start, pid_t *peer) {
  * listening at once and exits when its last client goes (an agent of 0.3.0
  * and before simply exits). Then the caller starts a new one. */
 static int retire_old_agent(pid_t pid, unsigned version) {
+    /* The process as a pidfd: the signal goes to the process whose command
+     * line was read, never to another that took its pid meanwhile. A kernel
+     * without pidfds (before 5.3) falls back to the pid. */
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+    int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pfd < 0 && errno != ENOSYS) return -1;   /* gone already, or not ours to open */
     char path[64], cmd[256];
     snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
+    if (fd < 0) { if (pfd >= 0) close(pfd); return -1; }
     ssize_t n = read(fd, cmd, sizeof cmd - 1);
     close(fd);
-    if (n <= 0) return -1;
+    /* Still alive after the read: the /proc entry read was the pidfd's process
+     * (a pid is reused only once its process is gone). */
+#define ALIVE() (pfd >= 0 ? syscall(SYS_pidfd_send_signal, pfd, 0, NULL, 0) == 0 : kill(pid, 0) == 0)
+    if (n <= 0 || !ALIVE()) { if (pfd >= 0) close(pfd); return -1; }
     cmd[n] = '\0';
     const char *arg0 = cmd, *slash = strrchr(arg0, '/');
     const char *arg1 = cmd + strlen(cmd) + 1;
     if (strcmp(slash ? slash + 1 : arg0, "keyshare") != 0 || arg1 >= cmd + n || strcmp(arg1, "agent") != 0) {
         client_note("the agent at pid %d speaks protocol %u, not %d, and is not a `keyshare agent`: not touching it",
                     (int)pid, version, KSA_VERSION);
+        if (pfd >= 0) close(pfd);
         return -1;
     }
     client_note("the keyshare agent pid %d speaks protocol %u, this module %d: asking it to retire", (int)pid, version, KSA_VERSION);
-    if (kill(pid, SIGTERM) != 0) return -1;
+    int sent = pfd >= 0 ? (int)syscall(SYS_pidfd_send_signal, pfd, SIGTERM, NULL, 0) : kill(pid, SIGTERM);
+    if (sent != 0) { if (pfd >= 0) close(pfd); return -1; }
     /* Its socket goes at once (a retiring agent unlinks it); wait for that, bounded. */
     char sock[128];
-    if (ksa_socket_path(sock, sizeof sock)) return -1;
-    for (int i = 0; i < 300; i++) {
-        int alive = kill(pid, 0) == 0;
-        struct stat st;
-        if (!alive || lstat(sock, &st) != 0) return 0;
-        sleep_ms(10);
+    int rc = -1;
+    if (ksa_socket_path(sock, sizeof sock) == 0) {
+        for (int i = 0; i < 300; i++) {
+            struct stat st;
+            if (!ALIVE() || lstat(sock, &st) != 0) { rc = 0; break; }
+            sleep_ms(10);
+        }
     }
-    return -1;
+#undef ALIVE
+    if (pfd >= 0) close(pfd);
+    return rc;
 }
 
 /* Issue 27 ("Unlocks that are scoped"): whether this process authenticates a
