@@ -204,4 +204,20 @@ else
   bad "compile the setuid host (Tests/integration/c/setuidhost.c)"
 fi
 
+# --- client-supplied strings cannot forge a line of the agent's log --------------------------------
+# A program's path (and a tty name, a display value) is the client's to choose: one holding a
+# newline wrote a second, forged line into the agent's log before. Control characters are now
+# written as \xNN.
+FORGE="$WORK/x
+keyshare-agent[1] 0: forged line"
+mkdir -p "$FORGE" && cp "$(command -v pkcs11-tool)" "$FORGE/pkcs11-tool"
+timeout 30 "$FORGE/pkcs11-tool" --module "$MODULE" -L >/dev/null 2>&1
+LOG="$(agent_dir)/agent.log"
+if grep -q 'x\\x0akeyshare-agent\[1\] 0: forged line' "$LOG" && ! grep -q '^keyshare-agent\[1\] 0: forged line' "$LOG"; then
+  ok "a program path with a newline stays on one log line ($(grep -o 'x\\x0akeyshare-agent\[1\][^/]*' "$LOG" | head -1))"
+else
+  bad "a program path with a newline stays on one log line" "$(grep -a -n 'forged' "$LOG" | head -3)"
+fi
+rm -rf -- "$FORGE"
+
 finish
