@@ -200,6 +200,25 @@ if cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -o "$SU/host" "$ROOT/Tests/integ
   grep -q "^uid $VICTIM euid 0 init 0x0$" <<<"$out" \
     && ok "a setuid-root host finds root's store missing (stat as root): no token, not an error ($out)" \
     || bad "a setuid-root host finds root's store missing (stat as root), CKR_OK" "$out"
+  # Nor does it send the invoker's display variables to root's agent (it would prompt where the
+  # invoker chose). In a private mount namespace root has a store (an empty file) and, at its
+  # socket, c/oldagent.c, which records "display" when a hello carries DISPLAY=.
+  if cc -O1 -Wall -Werror -o "$SU/oldagent" "$ROOT/Tests/integration/c/oldagent.c"; then
+    [ -d /tmp/keyshare-agent-0 ] || mkdir -m 0700 /tmp/keyshare-agent-0
+    out=$(unshare -m --propagation private bash -c '
+      mount -t tmpfs -o mode=0700 tmpfs /root && mkdir -p /root/.local/share/keyshare \
+        && : >/root/.local/share/keyshare/keychain.db && mount -t tmpfs -o mode=0700 tmpfs /tmp/keyshare-agent-0 || exit 9
+      "$1" agent /tmp/keyshare-agent-0/agent.sock "$2" & A=$!
+      for _ in $(seq 100); do grep -q listening "$2" 2>/dev/null && break; sleep 0.05; done
+      setpriv --reuid "$5" --regid "$5" --clear-groups env -u XDG_RUNTIME_DIR HOME="$6" DISPLAY=:77 XAUTHORITY=/tmp/invoker-xauthority \
+        timeout 30 "$3" "$4"
+      kill $A; wait $A 2>/dev/null' sh "$SU/oldagent" "$SU/out/hello.record" "$SU/host" "$VMOD" $VICTIM "$VHOME" 2>&1)
+    grep -q '^hello' "$SU/out/hello.record" 2>/dev/null && ! grep -q '^display' "$SU/out/hello.record" \
+      && ok "a setuid-root host sends root's agent none of its invoker's display variables ($(grep -c '^hello' "$SU/out/hello.record") hello(s))" \
+      || bad "a setuid-root host sends root's agent none of its invoker's display variables" "$out / record: $(tr '\n' ' ' <"$SU/out/hello.record" 2>&1)"
+  else
+    bad "compile the old agent (Tests/integration/c/oldagent.c)"
+  fi
 else
   bad "compile the setuid host (Tests/integration/c/setuidhost.c)"
 fi
