@@ -81,9 +81,16 @@ int ksa_connect(const char *path, int timeout_ms, pid_t *peer_pid, char *why, si
         }
         nap_ms(10);
     }
-    struct ucred cred;
+    struct ucred cred = {.pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1};
     socklen_t len = sizeof cred;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != geteuid()) {
+    errno = 0;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof cred) {
+        snprintf(why, n, "refusing %s: its listener's credentials are unknown (SO_PEERCRED: %s), not uid %u", path,
+                 strerror(errno ? errno : EINVAL), (unsigned)geteuid());
+        close(fd);
+        return -2;
+    }
+    if (cred.uid != geteuid()) {
         snprintf(why, n, "refusing %s: it is served by uid %u (pid %d), not by uid %u", path,
                  (unsigned)cred.uid, (int)cred.pid, (unsigned)geteuid());
         close(fd);

@@ -118,9 +118,15 @@ ksa_shm *ksa_shm_map(int fd) {
     void *p = mmap(NULL, sizeof(ksa_shm), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) return NULL;
     /* A fork child must not share the parent's region (the parent's calls
-     * would meet the child's), and a core dump must not keep a frame that
-     * carried a PIN. Best effort: neither failure makes the region unsafe. */
-    (void)madvise(p, sizeof(ksa_shm), MADV_DONTFORK);
+     * would meet the child's): required, so a child never has the region
+     * mapped and never unmaps its old address (the client's fork handler
+     * forgets it: that range is free in the child, or already another
+     * mapping). Without MADV_DONTFORK the connection uses sockets only.
+     * A core dump must not keep a frame that carried a PIN: best effort. */
+    if (madvise(p, sizeof(ksa_shm), MADV_DONTFORK) != 0) {
+        munmap(p, sizeof(ksa_shm));
+        return NULL;
+    }
     (void)madvise(p, sizeof(ksa_shm), MADV_DONTDUMP);
     return p;
 }

@@ -39,7 +39,9 @@ static inline int keyshare_daemonize(int *ready_fd) {
         close(p[1]);
         char c = 0;
         ssize_t n;
-        do { n = read(p[0], &c, 1); } while (n < 0);
+        /* Only EINTR is retried: another read error (EIO, EBADF) is the
+         * child's failure to report, not a reason to spin forever. */
+        do { n = read(p[0], &c, 1); } while (n < 0 && errno == EINTR);
         _exit(n == 1 ? 0 : 1);
     }
     close(p[0]);

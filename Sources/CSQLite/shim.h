@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 
 // SQLITE_TRANSIENT is a cast macro, which Swift does not import.
 static inline sqlite3_destructor_type ks_sqlite_transient(void) { return SQLITE_TRANSIENT; }
@@ -48,6 +49,37 @@ static inline const volatile void *ks_sqlite_wal_index(sqlite3 *db) {
     volatile void *region = 0;
     if (m->xShmMap(file, 0, 32768, 0, &region) != SQLITE_OK) return 0;
     return region;
+}
+
+/// The device and inode of the main database file as SQLite holds it open
+/// (fstat of its descriptor), not as its path names it now: a same-uid
+/// program swapping keychain.db between sqlite3_open_v2 and a stat(path)
+/// would otherwise bind the store's identity (agent's store check, PIN
+/// ledger) to a file this connection does not use.
+/// The descriptor is the unix VFS's file (every "unix*" VFS allocates a
+/// unixFile whose first members are pMethod, pVfs, pInode, h; unchanged
+/// since SQLite 3.7). The layout is checked: the VFS must be a unix one and
+/// the file's pVfs member must be that VFS. Returns 0 and fills dev/ino, or
+/// -1 (another VFS, or a layout this code does not know).
+struct ks_sqlite_unix_file_prefix {
+    const sqlite3_io_methods *pMethod;
+    sqlite3_vfs *pVfs;
+    void *pInode;
+    int h;
+};
+static inline int ks_sqlite_main_file_identity(sqlite3 *db, uint64_t *dev, uint64_t *ino) {
+    sqlite3_file *file = 0;
+    sqlite3_vfs *vfs = 0;
+    if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &file) != SQLITE_OK || !file) return -1;
+    if (sqlite3_file_control(db, "main", SQLITE_FCNTL_VFS_POINTER, &vfs) != SQLITE_OK || !vfs || !vfs->zName) return -1;
+    if (strncmp(vfs->zName, "unix", 4) != 0 || vfs->szOsFile < (int)sizeof(struct ks_sqlite_unix_file_prefix)) return -1;
+    const struct ks_sqlite_unix_file_prefix *u = (const struct ks_sqlite_unix_file_prefix *)(const void *)file;
+    if (u->pMethod == 0 || u->pVfs != vfs || u->h < 0) return -1;
+    struct stat st;
+    if (fstat(u->h, &st) != 0 || !S_ISREG(st.st_mode)) return -1;
+    *dev = (uint64_t)st.st_dev;
+    *ino = (uint64_t)st.st_ino;
+    return 0;
 }
 
 /// A digest of the WAL-index header, which every commit of every process

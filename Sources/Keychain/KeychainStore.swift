@@ -40,6 +40,12 @@ public final class KeychainStore: @unchecked Sendable {
 
     public static func defaultHome() -> String { StoreLocation.defaultHome() }
 
+    #if DEBUG
+    /// Tests only (debug builds): runs right after SQLite opened the store,
+    /// to swap the file the way a racing same-uid program would.
+    nonisolated(unsafe) static var testHookAfterOpen: ((String) -> Void)?
+    #endif
+
     /// Opens (or creates) the store in `home`. Refuses a directory or file
     /// another user could have planted (SecureDirectory) and an emptied
     /// keychain.db. A store that cannot be written (read-only mount, full
@@ -55,8 +61,19 @@ public final class KeychainStore: @unchecked Sendable {
         try StoreLocation.ensureStore(path)
         StoreLocation.tighten(path)
         (db, self.readOnly) = try StoreOpening.open(path: path, readOnly: readOnly)
-        var st = stat()
-        fileIdentity = stat(path, &st) == 0 ? (UInt64(st.st_dev), UInt64(st.st_ino)) : (0, 0)
+        #if DEBUG
+        KeychainStore.testHookAfterOpen?(path)
+        #endif
+        // The identity of the file SQLite opened (its descriptor), not of
+        // whatever the path names a moment later: a same-uid swap in between
+        // would bind the agent's store check and the PIN ledger to a file
+        // this store does not use. stat(path) only where the VFS is not unix.
+        if let opened = db.openFileIdentity {
+            fileIdentity = opened
+        } else {
+            var st = stat()
+            fileIdentity = stat(path, &st) == 0 ? (UInt64(st.st_dev), UInt64(st.st_ino)) : (0, 0)
+        }
         if self.readOnly == nil {
             // The migration's reads opened the WAL, so its index is mapped now
             // and the -wal and -shm exist: remember which files they are.

@@ -85,6 +85,15 @@ final class SQLiteConnection {
 
     var isOpen: Bool { handle != nil }
 
+    /// (device, inode) of the main database file this connection holds open
+    /// (its descriptor, shim.h); nil when the VFS is not the unix one.
+    var openFileIdentity: (device: UInt64, inode: UInt64)? {
+        guard let handle else { return nil }
+        var dev: UInt64 = 0, ino: UInt64 = 0
+        guard ks_sqlite_main_file_identity(handle, &dev, &ino) == 0 else { return nil }
+        return (dev, ino)
+    }
+
     /// Closes the connection for a fork: prepared statements finalized, no
     /// checkpoint and no WAL deletion on close (another process may be using
     /// it, and the child must not find it gone), the WAL-index mapping

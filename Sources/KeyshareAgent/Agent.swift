@@ -78,6 +78,14 @@ public final class Agent: @unchecked Sendable {
     /// across processes"). Guarded by `lock`.
     private var unlocked: [TokenID: Unlocked] = [:]
     private var unlockGeneration: UInt64 = 0
+    /// Numbers every unlock table handed to a client (`sharedUnlocks`), in the
+    /// order of this agent's lock: a client's runtime applies only a table
+    /// newer than the one it has (SharedLogin.swift), so a table computed
+    /// before a lock or an expiry never lands after it.
+    private var unlockSnapshot: UInt64 = 0
+    /// Finalizes of exited clients running on their worker threads
+    /// (`processGone`); the agent does not idle out while one runs.
+    private var finalizing = 0
 
     /// The store this agent serves: its own environment's, absolute, resolved
     /// once at start (paths.c `ksa_store_home`), never a client's.
@@ -294,14 +302,14 @@ public final class Agent: @unchecked Sendable {
             expireUnlocks(now: now)
             let (stop, isRetired) = lock.withLock { (stopRequested, retired) }
             if stop { stopAll(); return }
-            if isRetired && lock.withLock({ serving == 0 }) {
+            if isRetired && lock.withLock({ serving == 0 && finalizing == 0 }) {
                 AgentLog.line("retired, and the last client is gone: exiting")
                 return
             }
             if options.idleTimeout > 0 && !isRetired {
                 // An unlocked token keeps the agent (and so the unlock) alive until it expires.
                 let idle = lock.withLock {
-                    serving == 0 && unlocked.isEmpty && ksa_gate_count(gate) == 0 && now - lastActivity >= options.idleTimeout
+                    serving == 0 && finalizing == 0 && unlocked.isEmpty && ksa_gate_count(gate) == 0 && now - lastActivity >= options.idleTimeout
                 }
                 if idle {
                     AgentLog.line("idle for \(options.idleTimeout)s with no client: exiting")
@@ -577,18 +585,29 @@ public final class Agent: @unchecked Sendable {
     /// program (UnlockScope), for the tokens its policy lets it see; none for
     /// a client that authenticates a person (UnlockBarrier, decided outside
     /// the agent's lock: it may read the disk once).
-    func sharedUnlocks(for client: AgentClient) -> [TokenID: SharedUnlock] {
-        let now = Agent.monotonic()
-        let out = lock.withLock {
+    func sharedUnlocks(for client: AgentClient) -> (table: [TokenID: SharedUnlock], snapshot: UInt64) {
+        let (out, snapshot) = lock.withLock { () -> ([TokenID: SharedUnlock], UInt64) in
+            // The time is read under the lock, with the snapshot's number: a
+            // higher number never holds an unlock a lower one had dropped.
+            let now = Agent.monotonic()
+            unlockSnapshot += 1
             var out: [TokenID: SharedUnlock] = [:]
             for (t, u) in unlocked where u.expires > now && u.scope.reaches(client.unlockBarrier.program)
                 && client.policy.allows(exe: client.exe, token: t) {
                 out[t] = SharedUnlock(key: u.key, generation: u.generation)
             }
-            return out
+            return (out, unlockSnapshot)
         }
-        guard !out.isEmpty, client.unlockBarrier.refusal(pid: client.pid) == nil else { return [:] }
-        return out
+        guard !out.isEmpty, client.unlockBarrier.refusal(pid: client.pid) == nil else { return ([:], snapshot) }
+        return (out, snapshot)
+    }
+
+    /// Applies the unlock table to `client` now (before each of its calls,
+    /// and after every change of the table). Stale tables are dropped by the
+    /// client's runtime (the snapshot number), whichever thread applies last.
+    func applyUnlocks(to client: AgentClient) {
+        let (table, snapshot) = sharedUnlocks(for: client)
+        client.module.applySharedUnlocks(table, snapshot: snapshot)
     }
 
     /// The key of `token` while it is unlocked (not expired) for `program`, for
@@ -611,7 +630,7 @@ public final class Agent: @unchecked Sendable {
     /// must not wait for a client's next call to drop the key).
     private func pushUnlocks() {
         let all = lock.withLock { Array(clients.values) }
-        for c in all { c.module.applySharedUnlocks(sharedUnlocks(for: c)) }
+        for c in all { applyUnlocks(to: c) }
     }
 
     // MARK: policy
@@ -668,11 +687,38 @@ public final class Agent: @unchecked Sendable {
     /// its reply goes nowhere, and its connection ends; a call in flight
     /// finishes on its runtime (as a network HSM finishes a write). "gone" is
     /// logged by `detach` when the last connection has ended.
+    ///
+    /// The finalize runs on a thread of its own, never on this loop: it calls
+    /// the card drivers' C_Finalize, and a hung driver must not stall accepts,
+    /// gate deadlines and expiry sweeps. One per client (markGone is true
+    /// once); the logins and keys are dropped by that thread as before (the
+    /// log line comes after, 76-agent-keys waits for it).
     private func processGone(_ client: AgentClient) {
         lock.withLock { if clients[client.token] === client { clients[client.token] = nil } }
         guard client.markGone() else { return }
+        lock.withLock { finalizing += 1 }
+        let box = Unmanaged.passRetained(GoneBox(agent: self, client: client)).toOpaque()
+        var thread = pthread_t()
+        var attr = pthread_attr_t()
+        pthread_attr_init(&attr)
+        pthread_attr_setdetachstate(&attr, Int32(PTHREAD_CREATE_DETACHED))
+        let rc = pthread_create(&thread, &attr, { raw in
+            let box = Unmanaged<GoneBox>.fromOpaque(raw!).takeRetainedValue()
+            box.agent.finalizeGone(box.client)
+            return nil
+        }, box)
+        pthread_attr_destroy(&attr)
+        if rc != 0 {
+            // No thread to be had: finalised here, as before.
+            let b = Unmanaged<GoneBox>.fromOpaque(box).takeRetainedValue()
+            finalizeGone(b.client)
+        }
+    }
+
+    fileprivate func finalizeGone(_ client: AgentClient) {
         if client.module.isInitialized { try? client.module.finalize() }
         AgentLog.line("client pid \(client.pid) (\(client.exe)): its process exited; its logins and sessions are dropped (calls in flight finish, then it is gone)")
+        lock.withLock { finalizing -= 1 }
     }
 
     // MARK: status
@@ -698,6 +744,16 @@ public final class Agent: @unchecked Sendable {
             "retired": lock.withLock { retired } ? "1" : "0",
             "socketActivated": activated ? "1" : "0",
         ]
+    }
+}
+
+/// An exited client handed to its finalize thread (Agent.processGone).
+private final class GoneBox: @unchecked Sendable {
+    let agent: Agent
+    let client: AgentClient
+    init(agent: Agent, client: AgentClient) {
+        self.agent = agent
+        self.client = client
     }
 }
 

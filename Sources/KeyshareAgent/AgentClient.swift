@@ -68,7 +68,28 @@ enum AgentLog {
     static func line(_ s: String) {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
-        let text = "keyshare-agent[\(getpid())] \(ts.tv_sec): \(s)\n"
+        let text = "keyshare-agent[\(getpid())] \(ts.tv_sec): \(sanitized(s))\n"
         _ = text.withCString { write(2, $0, strlen($0)) }
+    }
+
+    /// One line, whatever a client put in the strings it logs (a tty name,
+    /// a display value, a path, a groups list): control characters (C0, DEL,
+    /// C1) become \xNN, so a newline cannot forge a line of the log.
+    static func sanitized(_ s: String) -> String {
+        guard s.unicodeScalars.contains(where: isControl) else { return s }
+        var out = String.UnicodeScalarView()
+        for u in s.unicodeScalars {
+            if isControl(u) {
+                let hex = Array("0123456789abcdef".unicodeScalars)
+                out.append(contentsOf: ["\\", "x", hex[Int(u.value >> 4) & 15], hex[Int(u.value) & 15]])
+            } else {
+                out.append(u)
+            }
+        }
+        return String(out)
+    }
+
+    private static func isControl(_ u: Unicode.Scalar) -> Bool {
+        u.value < 0x20 || (0x7f...0x9f).contains(u.value)
     }
 }

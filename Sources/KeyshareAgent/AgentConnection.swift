@@ -215,7 +215,7 @@ struct AgentConnection {
             defer { ksa_spin_active(-1) }
             ksa_buf_reset(&out)
             // `keyshare unlock` (docs/agent.md): the client's shared logins follow the agent's table.
-            client.module.applySharedUnlocks(agent.sharedUnlocks(for: client))
+            agent.applyUnlocks(to: client)
             let status = Module.withCurrent(client.module) {
                 Log.withDestination(fd: client.logFD, pid: client.pid) { ksa_serve(table, buf.data, buf.len, &out) }
             }

@@ -44,6 +44,9 @@ public final class Runtime: @unchecked Sendable {
     /// Shared unlocks this application ended with C_Logout: token -> the
     /// unlock generation it declined (SharedLogin.swift). Guarded by `lock`.
     var declinedShared: [TokenID: UInt64] = [:]
+    /// The number of the agent's newest unlock table applied here
+    /// (SharedLogin.swift): older ones are dropped. Guarded by `lock`.
+    var sharedSnapshot: UInt64 = 0
     /// The agent's prompt for this client (Prompt.swift); nil in-process. Set once at creation.
     let prompt: ClientPrompt?
     /// Keys this runtime was allowed to use by the consent check (Prompt.swift). Guarded by `lock`.

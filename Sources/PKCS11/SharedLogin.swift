@@ -39,16 +39,28 @@ extension Module {
     /// Brings this client's logins in line with the agent's unlocked tokens
     /// (already narrowed to the tokens the client may see). A no-op before
     /// C_Initialize.
-    public func applySharedUnlocks(_ unlocked: [TokenID: SharedUnlock]) {
+    ///
+    /// `snapshot` orders the tables: the agent numbers each table it computes
+    /// (under the lock its table changes take), and a table older than one
+    /// already applied is dropped. A connection thread's table computed just
+    /// before `keyshare lock` or the expiry sweep therefore cannot re-add the
+    /// login the sweep has just removed (issue 26, review: the key stayed in
+    /// memory until the client's next call). nil: apply unconditionally
+    /// (in-process tests).
+    public func applySharedUnlocks(_ unlocked: [TokenID: SharedUnlock], snapshot: UInt64? = nil) {
         guard let rt = try? runtime() else { return }
-        rt.applySharedUnlocks(unlocked)
+        rt.applySharedUnlocks(unlocked, snapshot: snapshot)
     }
 }
 
 extension Runtime {
-    func applySharedUnlocks(_ unlocked: [TokenID: SharedUnlock]) {
+    func applySharedUnlocks(_ unlocked: [TokenID: SharedUnlock], snapshot: UInt64? = nil) {
         let ended = lock.withLock { () -> [(TokenID, [Session])] in
             var ended: [(TokenID, [Session])] = []
+            if let snapshot {
+                guard snapshot > sharedSnapshot else { return ended }  // a newer table is in place
+                sharedSnapshot = snapshot
+            }
             for (token, login) in logins {
                 guard let generation = login.shared, unlocked[token]?.generation != generation else { continue }
                 logins[token] = nil

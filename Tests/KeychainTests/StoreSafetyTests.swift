@@ -21,6 +21,29 @@ import KeyshareCrypto
 
     var isRoot: Bool { geteuid() == 0 }
 
+    /// Issue 26 review: the store's identity (the agent's store check, the
+    /// PIN ledger) is the file SQLite opened, not whatever the path names a
+    /// moment later. The hook swaps keychain.db right after the open, as a
+    /// racing same-uid program would; before the fix, fileIdentity was the
+    /// planted file's.
+    @Test func fileIdentityIsTheOpenedFile() throws {
+        let home = TempHome()
+        _ = try home.store()
+        let db = home.path + "/keychain.db"
+        KeychainStore.testHookAfterOpen = { p in
+            guard p == db else { return }
+            rename(db, db + ".moved")
+            let fd = open(db, O_CREAT | O_WRONLY | O_EXCL, 0o600)
+            if fd >= 0 { close(fd) }
+        }
+        defer { KeychainStore.testHookAfterOpen = nil }
+        let store = try home.store()
+        var moved = stat(), planted = stat()
+        #expect(stat(db + ".moved", &moved) == 0 && stat(db, &planted) == 0)
+        #expect(store.fileIdentity.inode == UInt64(moved.st_ino), "bound to inode \(store.fileIdentity.inode), opened \(moved.st_ino), planted \(planted.st_ino)")
+        #expect(store.fileIdentity.device == UInt64(moved.st_dev))
+    }
+
     // MARK: item 6
 
     @Test func writableStoreDirectoryIsRefused() throws {

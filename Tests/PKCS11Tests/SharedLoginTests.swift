@@ -56,6 +56,26 @@ struct SharedLoginTests {
         #expect(try f.rt.sessionInfo(s).state == CKS_RW_USER_FUNCTIONS)
     }
 
+    /// A connection thread computes the table (token unlocked), then `keyshare
+    /// lock` or the expiry sweep applies the newer, empty table, then the
+    /// connection thread applies its older one: the login must stay ended
+    /// (before the snapshot numbers it was re-added and the key stayed in the
+    /// client's runtime until its next call).
+    @Test func anOlderTableNeverUndoesANewerOne() throws {
+        let f = try Fixture()
+        let slot = try f.makeToken()
+        let s = try f.rw(slot)
+        let (token, table) = try unlocked(f, slot, generation: 1)
+        f.rt.applySharedUnlocks(table, snapshot: 1)
+        #expect(try f.rt.sessionInfo(s).state == CKS_RW_USER_FUNCTIONS)
+        f.rt.applySharedUnlocks([:], snapshot: 3)  // the sweep: computed later, applied first
+        f.rt.applySharedUnlocks(table, snapshot: 2)  // the connection's stale table
+        #expect(try f.rt.sessionInfo(s).state == CKS_RW_PUBLIC_SESSION)
+        #expect(f.rt.userKey(for: token) == nil)
+        f.rt.applySharedUnlocks(table, snapshot: 4)  // a later unlock applies
+        #expect(try f.rt.sessionInfo(s).state == CKS_RW_USER_FUNCTIONS)
+    }
+
     @Test func hiddenTokensHaveNoSlot() throws {
         let f = try Fixture()
         let shown = try f.makeToken(label: "shown")

@@ -26,5 +26,17 @@ PASS=$((PASS + $(grep -c '^ok ' <<<"$out"))); FAIL=$((FAIL + $(grep -c '^FAIL' <
 grep -q '^[0-9]* passed' <<<"$out" || bad "forkbusy ran to the end" "$out"
 # pkcs11-tool's own check: a fork with no other thread inside the module.
 check "pkcs11-tool --test-fork" pkcs11-tool --module "$MODULE" --token-label fork --login --pin env:PIN --test-fork
+# The module's fork handler forgets, never unmaps, a connection's shared region in the
+# child (mapped MADV_DONTFORK, so the child does not have it; its address may already
+# be another mapping there). forkmap.c maps a page at that address in a fork handler that
+# runs before the module's. Before, the module's handler unmapped that page in the child.
+if ${CC:-cc} -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -I "$ROOT/Tests/integration/c" \
+     -o "$WORK/forkmap" "$ROOT/Tests/integration/c/forkmap.c" -ldl -lpthread; then
+  out=$(timeout 30 "$WORK/forkmap" "$MODULE" 2>&1)
+  grep -q "child page kept" <<<"$out" && ok "a fork child keeps a mapping at the old shared region's address ($out)" \
+    || bad "a fork child keeps a mapping at the old shared region's address" "$out"
+else
+  bad "compile forkmap (Tests/integration/c/forkmap.c)"
+fi
 check "store integrity after the forks" bash -c "sqlite3 '$KEYSHARE_HOME/keychain.db' 'PRAGMA integrity_check' | grep -qx ok"
 finish

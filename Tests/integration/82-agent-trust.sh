@@ -190,8 +190,53 @@ if cc -O1 -Wall -Werror -I "$ROOT/pkcs11/types" -o "$SU/host" "$ROOT/Tests/integ
     || bad "a setuid-root host does not start the invoker's KEYSHARE_AGENT_PROGRAM" "$out; it ran: $(cat "$SU/out/ran" 2>/dev/null)"
   [ ! -e "$SU/rootonly/log" ] && ok "nor does it create the invoker's KEYSHARE_LOG as root (in a directory only root may write)" \
     || bad "a setuid-root host creates the invoker's KEYSHARE_LOG as root" "$(ls -la "$SU/rootonly/log"; head -2 "$SU/rootonly/log")"
+  # Whether root's store exists is asked as root (stat), not with the invoker's uid
+  # (access(): uid 1000 cannot search /root, so EACCES took root's missing store for one
+  # that exists, and C_Initialize failed with CKR_DEVICE_ERROR, 0x30). A private mount
+  # namespace gives root an empty 0700 /root: no store, so the empty listing (CKR_OK).
+  out=$(unshare -m --propagation private sh -c 'mount -t tmpfs -o mode=0700 tmpfs /root && exec "$@"' sh \
+        setpriv --reuid $VICTIM --regid $VICTIM --clear-groups env -u XDG_RUNTIME_DIR HOME="$VHOME" \
+        timeout 30 "$SU/host" "$VMOD" 2>&1)
+  grep -q "^uid $VICTIM euid 0 init 0x0$" <<<"$out" \
+    && ok "a setuid-root host finds root's store missing (stat as root): no token, not an error ($out)" \
+    || bad "a setuid-root host finds root's store missing (stat as root), CKR_OK" "$out"
+  # Nor does it send the invoker's display variables to root's agent (it would prompt where the
+  # invoker chose). In a private mount namespace root has a store (an empty file) and, at its
+  # socket, c/oldagent.c, which records "display" when a hello carries DISPLAY=.
+  if cc -O1 -Wall -Werror -o "$SU/oldagent" "$ROOT/Tests/integration/c/oldagent.c"; then
+    [ -d /tmp/keyshare-agent-0 ] || mkdir -m 0700 /tmp/keyshare-agent-0
+    out=$(unshare -m --propagation private bash -c '
+      mount -t tmpfs -o mode=0700 tmpfs /root && mkdir -p /root/.local/share/keyshare \
+        && : >/root/.local/share/keyshare/keychain.db && mount -t tmpfs -o mode=0700 tmpfs /tmp/keyshare-agent-0 || exit 9
+      "$1" agent /tmp/keyshare-agent-0/agent.sock "$2" & A=$!
+      for _ in $(seq 100); do grep -q listening "$2" 2>/dev/null && break; sleep 0.05; done
+      setpriv --reuid "$5" --regid "$5" --clear-groups env -u XDG_RUNTIME_DIR HOME="$6" DISPLAY=:77 XAUTHORITY=/tmp/invoker-xauthority \
+        timeout 30 "$3" "$4"
+      kill $A; wait $A 2>/dev/null' sh "$SU/oldagent" "$SU/out/hello.record" "$SU/host" "$VMOD" $VICTIM "$VHOME" 2>&1)
+    grep -q '^hello' "$SU/out/hello.record" 2>/dev/null && ! grep -q '^display' "$SU/out/hello.record" \
+      && ok "a setuid-root host sends root's agent none of its invoker's display variables ($(grep -c '^hello' "$SU/out/hello.record") hello(s))" \
+      || bad "a setuid-root host sends root's agent none of its invoker's display variables" "$out / record: $(tr '\n' ' ' <"$SU/out/hello.record" 2>&1)"
+  else
+    bad "compile the old agent (Tests/integration/c/oldagent.c)"
+  fi
 else
   bad "compile the setuid host (Tests/integration/c/setuidhost.c)"
 fi
+
+# --- client-supplied strings cannot forge a line of the agent's log --------------------------------
+# A program's path (and a tty name, a display value) is the client's to choose: one holding a
+# newline wrote a second, forged line into the agent's log before. Control characters are now
+# written as \xNN.
+FORGE="$WORK/x
+keyshare-agent[1] 0: forged line"
+mkdir -p "$FORGE" && cp "$(command -v pkcs11-tool)" "$FORGE/pkcs11-tool"
+timeout 30 "$FORGE/pkcs11-tool" --module "$MODULE" -L >/dev/null 2>&1
+LOG="$(agent_dir)/agent.log"
+if grep -q 'x\\x0akeyshare-agent\[1\] 0: forged line' "$LOG" && ! grep -q '^keyshare-agent\[1\] 0: forged line' "$LOG"; then
+  ok "a program path with a newline stays on one log line ($(grep -o 'x\\x0akeyshare-agent\[1\][^/]*' "$LOG" | head -1))"
+else
+  bad "a program path with a newline stays on one log line" "$(grep -a -n 'forged' "$LOG" | head -3)"
+fi
+rm -rf -- "$FORGE"
 
 finish

@@ -24,7 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/auxv.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -83,8 +85,6 @@ static void conn_free_locked(struct kc_conn *c) {
     if (c->all_prev) c->all_prev->all_next = c->all_next; else kc_all = c->all_next;
     if (c->all_next) c->all_next->all_prev = c->all_prev;
     close(c->ch.fd);
-    /* In a fork child the region is not mapped (MADV_DONTFORK): munmap of
-     * nothing is harmless. */
     ksa_chan_close_shm(&c->ch);
     ksa_buf_free(&c->buf);
     free(c);
@@ -190,12 +190,17 @@ static int no_start(void) {
     return v && strcmp(v, "1") == 0;
 }
 
-/* Whether the store this process names exists (its keychain.db). */
+/* Whether the store this process names exists (its keychain.db). stat, not
+ * access(): access() checks with the real uid, so a setuid-root host (sudo,
+ * su with pam_p11) run by a user who cannot search root's home took root's
+ * missing store for one that exists (EACCES) and failed C_Initialize with
+ * CKR_DEVICE_ERROR instead of showing no token. */
 static int store_exists(void) {
     char store[4096], db[4200];
     if (ksa_store_home(store, sizeof store)) return 1;
     snprintf(db, sizeof db, "%s/keychain.db", store);
-    return access(db, F_OK) == 0 || errno != ENOENT;
+    struct stat st;
+    return stat(db, &st) == 0 || errno != ENOENT;
 }
 
 /* Connects (starting the agent when allowed). fd, -1 no agent and none
@@ -227,33 +232,52 @@ static int connect_agent(int allow_start, pid_t *peer) {
  * listening at once and exits when its last client goes (an agent of 0.3.0
  * and before simply exits). Then the caller starts a new one. */
 static int retire_old_agent(pid_t pid, unsigned version) {
+    /* The process as a pidfd: the signal goes to the process whose command
+     * line was read, never to another that took its pid meanwhile. A kernel
+     * without pidfds (before 5.3) falls back to the pid. */
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+    int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pfd < 0 && errno != ENOSYS) return -1;   /* gone already, or not ours to open */
     char path[64], cmd[256];
     snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
+    if (fd < 0) { if (pfd >= 0) close(pfd); return -1; }
     ssize_t n = read(fd, cmd, sizeof cmd - 1);
     close(fd);
-    if (n <= 0) return -1;
+    /* Still alive after the read: the /proc entry read was the pidfd's process
+     * (a pid is reused only once its process is gone). */
+#define ALIVE() (pfd >= 0 ? syscall(SYS_pidfd_send_signal, pfd, 0, NULL, 0) == 0 : kill(pid, 0) == 0)
+    if (n <= 0 || !ALIVE()) { if (pfd >= 0) close(pfd); return -1; }
     cmd[n] = '\0';
     const char *arg0 = cmd, *slash = strrchr(arg0, '/');
     const char *arg1 = cmd + strlen(cmd) + 1;
     if (strcmp(slash ? slash + 1 : arg0, "keyshare") != 0 || arg1 >= cmd + n || strcmp(arg1, "agent") != 0) {
         client_note("the agent at pid %d speaks protocol %u, not %d, and is not a `keyshare agent`: not touching it",
                     (int)pid, version, KSA_VERSION);
+        if (pfd >= 0) close(pfd);
         return -1;
     }
     client_note("the keyshare agent pid %d speaks protocol %u, this module %d: asking it to retire", (int)pid, version, KSA_VERSION);
-    if (kill(pid, SIGTERM) != 0) return -1;
+    int sent = pfd >= 0 ? (int)syscall(SYS_pidfd_send_signal, pfd, SIGTERM, NULL, 0) : kill(pid, SIGTERM);
+    if (sent != 0) { if (pfd >= 0) close(pfd); return -1; }
     /* Its socket goes at once (a retiring agent unlinks it); wait for that, bounded. */
     char sock[128];
-    if (ksa_socket_path(sock, sizeof sock)) return -1;
-    for (int i = 0; i < 300; i++) {
-        int alive = kill(pid, 0) == 0;
-        struct stat st;
-        if (!alive || lstat(sock, &st) != 0) return 0;
-        sleep_ms(10);
+    int rc = -1;
+    if (ksa_socket_path(sock, sizeof sock) == 0) {
+        for (int i = 0; i < 300; i++) {
+            struct stat st;
+            if (!ALIVE() || lstat(sock, &st) != 0) { rc = 0; break; }
+            sleep_ms(10);
+        }
     }
-    return -1;
+#undef ALIVE
+    if (pfd >= 0) close(pfd);
+    return rc;
 }
 
 /* Issue 27 ("Unlocks that are scoped"): whether this process authenticates a
@@ -302,7 +326,11 @@ static int hello(int fd, int attach, ksa_shm **shm, unsigned *version) {
         const char *t = NULL;
         for (int fd = 0; fd <= 2 && !t; fd++)
             if (isatty(fd) && ttyname_r(fd, tty, sizeof tty) == 0) t = tty;
-        ksa_hello_build_full(&b, flags, zero, secure_getenv("KEYSHARE_ACCESS_GROUPS"), environ, t);
+        /* A setuid or setgid host (AT_SECURE) runs with its invoker's
+         * environment: DISPLAY, XAUTHORITY and the rest are the invoker's
+         * choice, not where root's agent should show a prompt. None sent. */
+        char *const *display_env = getauxval(AT_SECURE) ? NULL : environ;
+        ksa_hello_build_full(&b, flags, zero, secure_getenv("KEYSHARE_ACCESS_GROUPS"), display_env, t);
     }
     /* A hello that gets no answer (an agent stuck or flooded) ends, bounded. */
     ksa_set_timeout(fd, ksa_timeout_ms("KEYSHARE_AGENT_TIMEOUT", KSA_HELLO_TIMEOUT_MS) < KSA_HELLO_TIMEOUT_MS ? ksa_timeout_ms("KEYSHARE_AGENT_TIMEOUT", KSA_HELLO_TIMEOUT_MS) : KSA_HELLO_TIMEOUT_MS);
@@ -919,6 +947,11 @@ static void kc_fork_parent(void) { pthread_mutex_unlock(&kc_lock); }
 static void kc_fork_child(void) {
     kc_lazy = 0;   /* the in-process module's own fork handlers drop its runtime */
     kc_idle = NULL;
+    /* The regions were mapped MADV_DONTFORK (shm.c: a region without it is
+     * never used), so none is mapped here: its old address is free, or
+     * already another mapping (a fork handler or malloc that ran first).
+     * Forgotten, never unmapped. */
+    for (struct kc_conn *c = kc_all; c; c = c->all_next) c->ch.shm = NULL, c->ch.in = c->ch.out = NULL;
     while (kc_all) conn_free_locked(kc_all);
     kc_initialized = 0;
     kc_lost = 0;

@@ -5,8 +5,10 @@
  * 16-byte token: "other protocol version"), and exits on SIGTERM, writing
  * "TERM" to its record file first, as 0.3.0's agent exits on it. Run it as
  * `exec -a keyshare oldagent agent SOCKET RECORD`, so its command line is a
- * `keyshare agent`'s.
+ * `keyshare agent`'s. A hello that carries display variables (hello field 2,
+ * "DISPLAY=...") also writes "display" (82-agent-trust: a setuid host sends none).
  */
+#define _GNU_SOURCE
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,6 +51,7 @@ int main(int argc, char **argv) {
             char line[64];
             snprintf(line, sizeof line, "hello v%u", (unsigned)(buf[8] | buf[9] << 8));
             note(line);
+            if (memmem(buf, (size_t)n, "DISPLAY=", 8)) note("display");
             uint8_t r[4 + 24] = {24, 0, 0, 0, 'K', 'S', 'A', '1', 4, 0, 1, 0};
             (void)!write(c, r, sizeof r);
         }
