@@ -160,8 +160,8 @@ final class DoctorChecks {
         // user-config: none, and never for root ("skipping user config in program running as root").
         let userDir = home + "/.config/pkcs11/modules"
         let isRoot = geteuid() == 0
-        let userConfig = !isRoot && !(Doctor.read("/etc/pkcs11/pkcs11.conf") ?? "").split(separator: "\n").contains {
-            $0.replacingOccurrences(of: " ", with: "") == "user-config:none"
+        let userConfig = !isRoot && !(Doctor.read("/etc/pkcs11/pkcs11.conf") ?? "").split(separator: "\n").contains { (line: Substring) in
+            line.filter { $0 != " " } == "user-config:none"
         }
         let fixDir = userConfig ? userDir : "/etc/pkcs11/modules"
         var dirs = ["/etc/pkcs11/modules", "/usr/share/p11-kit/modules"]
@@ -173,9 +173,9 @@ final class DoctorChecks {
                 let file = dir + "/" + name
                 guard let text = Doctor.read(file) else { continue }
                 for line in text.split(separator: "\n") {
-                    let l = line.trimmingCharacters(in: .whitespaces)
+                    let l = line.trimmingBlanks()
                     guard l.hasPrefix("module:") else { continue }
-                    let value = l.dropFirst(7).trimmingCharacters(in: .whitespaces)
+                    let value = l.dropFirst(7).trimmingBlanks()
                     guard value.split(separator: "/").last == "libkeyshare-pkcs11.so" else { continue }
                     let resolved = value.hasPrefix("/") ? value : moduleDir + "/" + value
                     files.append(file)

@@ -91,7 +91,7 @@ enum Doctor {
         let plain = !s.isEmpty && s.utf8.allSatisfy { c in
             (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || Array("_/.:=@%+,-".utf8).contains(c)
         }
-        return plain ? s : "'" + s.replacingOccurrences(of: "'", with: "'\\''") + "'"
+        return plain ? s : "'" + s.split(separator: "'", omittingEmptySubsequences: false).joined(separator: "'\\''") + "'"
     }
 
     /// A small text file (configuration), nil when absent, unreadable or over 1 MiB.
