@@ -27,8 +27,10 @@ struct TPMCommand: ParsableCommand {
         @Flag(help: "Write the secret to standard output instead of a file.") var stdout = false
         @OptionGroup var selection: TokenSelection
         @OptionGroup var force: ForceOption
+        @OptionGroup var output: JSONOption
 
         func validate() throws {
+            guard !(stdout && output.json) else { throw ValidationError("--json reports where the secret went: use it with --out") }
             guard (out == nil) == stdout else { throw ValidationError("give exactly one of --out FILE or --stdout") }
         }
 
@@ -58,7 +60,8 @@ struct TPMCommand: ParsableCommand {
             }
             if let out {
                 try FileIO.write(secret, out, force: force.force)
-                Console.out("credential opened: the secret is in \(out) (mode 0600)")
+                try Console.report(output.json, "credential opened: the secret is in \(out) (mode 0600)",
+                                   ["opened": .bool(true), "out": .string(out), "mode": .string("0600")])
             } else {
                 try FileIO.write(secret, "-", force: false)
             }
