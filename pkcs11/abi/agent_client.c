@@ -388,8 +388,10 @@ static int call_timeout_ms(uint32_t fn, ksa_arg *args) {
 /* One call on one connection, in the connection's buffer `b` (kept, so a
  * call makes no allocation once it has grown; wiped after each call: a
  * request may hold a PIN). -1: the connection is broken; -2: no reply in time. */
+static int round_trip(struct kc_conn *c, uint32_t id, int timeout);
+static void frame_done(struct kc_conn *c);
+
 static int exchange_in(struct kc_conn *c, uint32_t fn, ksa_arg *args, CK_RV *rv) {
-    ksa_chan *ch = &c->ch;
     ksa_buf *bp = &c->buf;
     ksa_buf_reset(bp);
     uint32_t id = __atomic_add_fetch(&kc_next_id, 1, __ATOMIC_RELAXED);
@@ -401,7 +403,24 @@ static int exchange_in(struct kc_conn *c, uint32_t fn, ksa_arg *args, CK_RV *rv)
         *rv = erv;
         return 0;
     }
-    int timeout = call_timeout_ms(fn, args);
+    int rc = round_trip(c, id, call_timeout_ms(fn, args));
+    if (rc == 0) {
+        ksa_rd r = {bp->data, bp->len, 0};
+        (void)ksa_get_u32(&r);   /* the id, checked by round_trip */
+        *rv = ksa_apply_reply(fn, args, &r);
+    }
+    frame_done(c);
+    return rc;
+}
+
+/* The request frame the caller built in c->buf (u32 id first), on c; the
+ * reply, checked to carry the same id, replaces it in c->buf (the caller
+ * reads it, then resets the buffer: it may hold a PIN). 0, -1 broken, -2 no
+ * reply within `timeout` ms (0: wait as long as it takes). */
+static int round_trip(struct kc_conn *c, uint32_t id, int timeout) {
+    ksa_chan *ch = &c->ch;
+    ksa_buf *bp = &c->buf;
+    if (bp->failed) return -1;
     if (timeout != c->timeout_ms) {
         ksa_set_timeout(ch->fd, timeout);
         c->timeout_ms = timeout;
@@ -419,49 +438,16 @@ static int exchange_in(struct kc_conn *c, uint32_t fn, ksa_arg *args, CK_RV *rv)
     if (got) {
         ksa_spin_done(&ch->spin);
         ksa_rd r = {bp->data, bp->len, 0};
-        if (ksa_get_u32(&r) == id && !r.failed) {
-            *rv = ksa_apply_reply(fn, args, &r);
-            rc = 0;
-        }
+        if (ksa_get_u32(&r) == id && !r.failed) rc = 0;
     } else if (timeout > 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ETIMEDOUT) &&
                ksa_mono_ns() - began >= (uint64_t)timeout * 900000u) {
         rc = -2;   /* no reply within the timeout (not a broken connection: the agent may still be busy) */
     }
-    ksa_buf_reset(bp);
-    /* An idle connection keeps a small buffer, not the one a big call grew. */
-    if (bp->cap > (1u << 16)) ksa_buf_free(bp);
     return rc;
 }
 
-/* The request frame the caller built in c->buf (u32 id first), on c; the
- * reply, checked to carry the same id, replaces it in c->buf (the caller
- * reads it, then resets the buffer: it may hold a PIN). 0, -1 broken, -2 no
- * reply in time. */
 static int exchange_frame(struct kc_conn *c, uint32_t id) {
-    ksa_chan *ch = &c->ch;
-    ksa_buf *bp = &c->buf;
-    if (bp->failed) return -1;
-    int timeout = ksa_timeout_ms("KEYSHARE_AGENT_TIMEOUT", KSA_CALL_TIMEOUT_MS);
-    if (timeout != c->timeout_ms) {
-        ksa_set_timeout(ch->fd, timeout);
-        c->timeout_ms = timeout;
-    }
-    int rc = -1;
-    errno = 0;
-    uint64_t began = ksa_mono_ns();
-    ksa_spin_active(1);
-    int sent = ksa_chan_send(ch, bp->data, bp->len) == 0;
-    int got = sent && ksa_chan_recv(ch, bp) == 0;
-    ksa_spin_active(-1);
-    if (got) {
-        ksa_spin_done(&ch->spin);
-        ksa_rd r = {bp->data, bp->len, 0};
-        if (ksa_get_u32(&r) == id && !r.failed) rc = 0;
-    } else if (timeout > 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ETIMEDOUT) &&
-               ksa_mono_ns() - began >= (uint64_t)timeout * 900000u) {
-        rc = -2;
-    }
-    return rc;
+    return round_trip(c, id, ksa_timeout_ms("KEYSHARE_AGENT_TIMEOUT", KSA_CALL_TIMEOUT_MS));
 }
 
 /* After a frame: the buffer wiped; an idle connection keeps a small one. */
