@@ -629,6 +629,9 @@ struct kc_pair {
     CK_SESSION_HANDLE h;
     int known;     /* init[0..n) succeeded last on session h */
     int pending;   /* that init was answered here and waits for its call */
+    int active;    /* an operation may still be active on session h: the next init goes alone
+                      (the agent answers CKR_OPERATION_ACTIVE if it is); cleared only by a
+                      one-shot call seen to end the operation */
     uint32_t n;
     uint8_t init[KC_PAIR_MAX];   /* u32 fn, then the arguments, as ksa_encode_request wrote them */
 };
@@ -640,7 +643,7 @@ static int kc_pairs_off;  /* KEYSHARE_AGENT_PAIR=0, or an agent without pairs (a
 static void kc_pairs_forget(void) {
     for (unsigned i = 0; i < KC_PAIR_SLOTS; i++) {
         pthread_mutex_lock(&kc_pairs[i].lock);
-        kc_pairs[i].pending = kc_pairs[i].known = 0;
+        kc_pairs[i].pending = kc_pairs[i].known = kc_pairs[i].active = 0;
         kc_pairs[i].h = 0;
         pthread_mutex_unlock(&kc_pairs[i].lock);
     }
@@ -653,7 +656,7 @@ static void kc_pairs_init(void) {
     for (unsigned i = 0; i < KC_PAIR_SLOTS; i++) {
         pthread_mutex_init(&kc_pairs[i].lock, NULL);
         kc_pairs[i].h = 0;
-        kc_pairs[i].known = kc_pairs[i].pending = 0;
+        kc_pairs[i].known = kc_pairs[i].pending = kc_pairs[i].active = 0;
         kc_pairs[i].n = 0;
     }
     __atomic_store_n(&kc_pending, 0, __ATOMIC_RELEASE);
@@ -761,7 +764,7 @@ static int pair_try_init(uint32_t fn, ksa_arg *args, uint8_t *enc, uint32_t *enc
      * the agent answers CKR_OPERATION_ACTIVE) or of another in this slot goes first. */
     int again = p->pending && p->h == h;
     pair_flush_locked(p);
-    if (!again && usable && p->known && p->h == h && p->n == *encn && memcmp(p->init, enc, *encn) == 0) {
+    if (!again && usable && p->known && !p->active && p->h == h && p->n == *encn && memcmp(p->init, enc, *encn) == 0) {
         p->pending = 1;
         __atomic_add_fetch(&kc_pending, 1, __ATOMIC_ACQ_REL);
         answered = 1;
@@ -778,12 +781,30 @@ static void pair_learn(CK_SESSION_HANDLE h, const uint8_t *enc, uint32_t n, CK_R
         if (rv == CKR_OK && n > 0) {
             p->h = h;
             p->known = 1;
+            p->active = 1;
             p->n = n;
             memcpy(p->init, enc, n);
         } else if (p->h == h) {
             p->known = 0;
+            p->active = 1;
         }
     }
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* After C_Sign, C_Verify, C_Encrypt or C_Decrypt on session h: whether it
+ * ended the operation (PKCS #11 3.0 5.2: every call does, except one that
+ * returns CKR_BUFFER_TOO_SMALL and a successful length query, whose output
+ * pointer is NULL; C_Verify has no output). Only then may the next identical
+ * init be answered here: an operation of that kind starts only by an init,
+ * which sets `active` (sent alone) or is pending (answered here), so an
+ * update or final in between never leaves `active` clear. */
+static void pair_ended(uint32_t fn, ksa_arg *args, CK_RV rv) {
+    CK_SESSION_HANDLE h = args[0].ul;
+    int ended = fn == KSA_FN_Verify || !(rv == CKR_BUFFER_TOO_SMALL || (rv == CKR_OK && args[2].ptr == NULL));
+    struct kc_pair *p = pair_slot(h);
+    pthread_mutex_lock(&p->lock);
+    if (p->h == h) p->active = !ended;
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -856,6 +877,7 @@ static int pair_call(uint32_t fn, ksa_arg *args, CK_RV *rv) {
                     *rv = irv;
                 } else {
                     *rv = ksa_apply_reply(fn, args, &r);
+                    pair_ended(fn, args, *rv);
                 }
             }
         }
@@ -911,6 +933,7 @@ static CK_RV kc_call(uint32_t fn, ksa_arg *args) {
     int x = exchange_in(c, fn, args, &rv);
     release(c, x == -1 ? 1 : x == -2 ? 2 : 0);
     if (learn) pair_learn(args[0].ul, enc, encn, x == 0 ? rv : CKR_DEVICE_ERROR);
+    else if (x == 0 && pair_call_fn(fn) && !__atomic_load_n(&kc_pairs_off, __ATOMIC_ACQUIRE)) pair_ended(fn, args, rv);
     if (x == -2) {
         client_note("the keyshare agent did not answer call %u within %d ms (KEYSHARE_AGENT_TIMEOUT): CKR_DEVICE_ERROR",
                     fn, call_timeout_ms(fn, args));
