@@ -34,6 +34,11 @@ enum Hex {
         return s
     }
 
+    /// Two lower-case digits per byte: "0a1b" (TPM Names, as tpm2-tools prints them).
+    static func lower<S: Sequence>(_ bytes: S) -> String where S.Element == UInt8 {
+        upper(bytes).lowercased()
+    }
+
     /// "0x%08lX": at least eight upper-case digits, for PKCS #11 numbers without a name.
     static func constant(_ n: UInt) -> String {
         let text = String(n, radix: 16, uppercase: true)

@@ -19,14 +19,6 @@ enum AttestationFiles {
     static let request = "request.csr.pem", bundle = "attestation.zip"
     static let all = [attest, signature, keyPublicArea, akPublicArea, keyPEM, akPEM, ekPEM, ekCertificate, request, bundle]
 
-    static func hex(_ b: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(b.count * 2)
-        for x in b { out.append(digits[Int(x >> 4)]); out.append(digits[Int(x & 15)]) }
-        return String(decoding: out, as: UTF8.self)
-    }
-
     /// Hex digits (optionally 0x-prefixed) to bytes, nil when they are not.
     static func bytes(hex s: String) -> [UInt8]? {
         var d = Array(s.utf8)
@@ -171,8 +163,8 @@ extension KeyCommand {
                 try Console.json([
                     "directory": JSONField.string(out),
                     "files": .strings(files.map { out + "/" + $0.0 }),
-                    "keyName": .string(AttestationFiles.hex(keyName)),
-                    "akName": .string(AttestationFiles.hex(akName)),
+                    "keyName": .string(Hex.lower(keyName)),
+                    "akName": .string(Hex.lower(akName)),
                     "endorsementKey": .string(a.endorsementKind == .rsa ? "rsa" : "ecc"),
                     "endorsementCertificate": a.endorsementCertificate == nil ? .null : .string(out + "/" + AttestationFiles.ekCertificate),
                     "bornInTPM": .bool(born),
@@ -180,8 +172,8 @@ extension KeyCommand {
                 return
             }
             Console.out("attested \(label.isEmpty ? "key" : "key \(label)") of token \(token.label) in \(out)")
-            Console.out("  key Name \(AttestationFiles.hex(keyName))")
-            Console.out("  AK Name  \(AttestationFiles.hex(akName))")
+            Console.out("  key Name \(Hex.lower(keyName))")
+            Console.out("  AK Name  \(Hex.lower(akName))")
             Console.out(born ? "  the TPM says: generated in this TPM (fixedTPM, fixedParent, sensitiveDataOrigin)"
                 : "  the TPM says: NOT generated in this TPM (imported: sensitiveDataOrigin clear); it cannot leave the TPM now")
             if a.endorsementCertificate == nil {
