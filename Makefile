@@ -6,6 +6,7 @@ SWIFT         ?= swift
 BUILD_FLAGS   := -c release -Xswiftc -static-stdlib --disable-local-rpath
 BIN_DIR       := $(shell pwd)/.build/release
 MODULE        := $(BIN_DIR)/libkeyshare-pkcs11.so
+ENGINE        := $(BIN_DIR)/libkeyshare-engine.so
 KEYSHARE      := $(BIN_DIR)/keyshare
 DEB_PACKAGES  := libssl-dev libsqlite3-dev libp11-kit-dev p11-kit opensc softhsm2 gnutls-bin \
                  libengine-pkcs11-openssl openssh-client libnss3-tools zip unzip openssl python3 python3-cryptography python3-pykcs11 python3-venv pkg-config strace \
@@ -53,9 +54,12 @@ OPENSSL_DEP   :=
 endif
 
 P11_MODULE_DIR  = $(shell pkg-config --variable=p11_module_path p11-kit-1 2>/dev/null || echo /usr/lib/x86_64-linux-gnu/pkcs11)
+# The engine (libkeyshare-engine.so) beside the module's directory, whatever PREFIX is: the module
+# finds it at ../keyshare/ and the launcher at ../lib/<triplet>/keyshare/ or /usr/lib/<triplet>/keyshare/.
+ENGINE_DIR      = $(abspath $(P11_MODULE_DIR)/../keyshare)
 P11_CONFIG_DIR  = $(shell pkg-config --variable=p11_module_configs p11-kit-1 2>/dev/null || echo /usr/share/p11-kit/modules)
 
-.PHONY: all deps thirdparty openssl-bundle openssl-update openssl-mode build test unit-test integration-test integration-test-agent integration-test-in-process \
+.PHONY: all deps c-images thirdparty openssl-bundle openssl-update openssl-mode build test unit-test integration-test integration-test-agent integration-test-in-process \
         integration-test-in-process-subset test-cards unit-test-system-openssl demo install uninstall clean bench stress fuzz
 
 all: build
@@ -116,17 +120,42 @@ openssl-mode:
 	    $(CURDIR)/.build/release.yaml $(CURDIR)/.build/debug.yaml $(CURDIR)/.build/build.db; \
 	  echo "$(OPENSSL_MODE)" > $(OPENSSL_MODE_STAMP); fi
 
-## build: release binaries with the Swift runtime linked in (the module must be self-contained).
-## With the bundled OpenSSL, its legacy provider is copied next to them (keyshare-ossl-modules/).
+## build: the engine (libkeyshare-engine.so: the Swift layers, the Swift runtime and the bundled OpenSSL
+## linked in, so it is self-contained), then the module and the launcher (c-images). With the bundled
+## OpenSSL, its legacy provider is copied next to the engine (keyshare-ossl-modules/).
 build: deps $(OPENSSL_DEP) openssl-mode
 	@echo "OpenSSL: $(OPENSSL_MODE) ($(if $(filter bundled,$(OPENSSL_MODE)),$(OPENSSL_DEB_VERSION) static,$(SYSTEM_OPENSSL) dynamic))"
-	$(SWIFT) build $(BUILD_FLAGS) --product keyshare
-	$(SWIFT) build $(BUILD_FLAGS) --product keyshare-pkcs11
+	$(SWIFT) build $(BUILD_FLAGS) --product keyshare-engine
+	@$(MAKE) --no-print-directory c-images
 	@rm -rf $(BIN_DIR)/keyshare-ossl-modules
 	@if [ "$(OPENSSL_MODE)" = bundled ]; then mkdir -p $(BIN_DIR)/keyshare-ossl-modules && \
 	  cp $(OPENSSL_BUNDLE)/ossl-modules/legacy.so $(BIN_DIR)/keyshare-ossl-modules/; fi
 	@echo "built $(KEYSHARE)"
+	@echo "built $(ENGINE)"
 	@echo "built $(MODULE)"
+
+## The two C images (docs/architecture.md, "Images"): libkeyshare-pkcs11.so, what hosts load (the
+## agent client; in-process mode loads the engine), and the `keyshare` launcher. Built with cc, not
+## SwiftPM, whose swiftc link would put the Swift runtime into both. C_IMAGE_DIR and C_IMAGE_SAN
+## (sanitizer flags, `make stress`/`make fuzz`) choose the build directory and the instrumentation.
+C_IMAGE_DIR     ?= $(BIN_DIR)
+C_IMAGE_SAN     ?=
+C_IMAGE_CC      := $(if $(C_IMAGE_SAN),/opt/swift/usr/bin/clang,cc)
+C_IMAGE_CFLAGS  := -std=gnu11 -O2 -g -Wall -Werror -fstack-protector-strong -D_FORTIFY_SOURCE=2 -fcf-protection \
+                   -Ipkcs11/types -Ipkcs11/abi/include -Ipkcs11/client/include -ISources/AgentProtocol/include
+C_IMAGE_LDFLAGS := -Wl,-z,relro -Wl,-z,now -Wl,-z,pack-relative-relocs -Wl,--as-needed
+CLIENT_SOURCES  := $(wildcard pkcs11/client/*.c) $(wildcard Sources/AgentProtocol/*.c)
+CLIENT_HEADERS  := $(wildcard pkcs11/client/include/*.h pkcs11/abi/include/*.h pkcs11/types/*.h Sources/AgentProtocol/*.h Sources/AgentProtocol/include/*.h)
+c-images: $(C_IMAGE_DIR)/libkeyshare-pkcs11.so $(C_IMAGE_DIR)/keyshare
+$(C_IMAGE_DIR)/libkeyshare-pkcs11.so: $(CLIENT_SOURCES) $(CLIENT_HEADERS) pkcs11/keyshare-pkcs11.map
+	@mkdir -p $(@D)
+	$(C_IMAGE_CC) $(C_IMAGE_CFLAGS) $(C_IMAGE_SAN) -fPIC -shared -o $@.tmp $(CLIENT_SOURCES) \
+	  -Wl,--version-script=pkcs11/keyshare-pkcs11.map -Wl,-z,nodelete $(C_IMAGE_LDFLAGS) $(if $(C_IMAGE_SAN),,-Wl,-z,defs) -lpthread
+	@mv -f $@.tmp $@
+$(C_IMAGE_DIR)/keyshare: Sources/Launcher/launcher.c
+	@mkdir -p $(@D)
+	$(C_IMAGE_CC) $(C_IMAGE_CFLAGS) $(C_IMAGE_SAN) -fPIE -pie -o $@.tmp $< $(C_IMAGE_LDFLAGS)
+	@mv -f $@.tmp $@
 
 unit-test: deps $(OPENSSL_DEP) openssl-mode
 	$(SWIFT) test
@@ -254,7 +283,9 @@ stress: build $(CARD_BRIDGE)
 	@RACE_RUNS=25 bash Tests/integration/21-share-hardening.sh "$(KEYSHARE)" "$(MODULE)"
 	@bash Tests/integration/55-fork.sh "$(KEYSHARE)" "$(MODULE)" 100
 	@bash Tests/integration/77-agent-kill.sh "$(KEYSHARE)" "$(MODULE)" 4 60 20
-	$(SANITIZE) --scratch-path .build-tsan -Xswiftc -sanitize=thread --product keyshare-pkcs11
+	$(SANITIZE) --scratch-path .build-tsan -Xswiftc -sanitize=thread --product keyshare-engine
+	@$(MAKE) --no-print-directory c-images C_IMAGE_DIR=$(CURDIR)/.build-tsan/release C_IMAGE_SAN="-fsanitize=thread"
+	@rm -rf .build-tsan/release/keyshare-ossl-modules && cp -r $(BIN_DIR)/keyshare-ossl-modules .build-tsan/release/ 2>/dev/null || true
 	@bash Tests/stress/tsan.sh "$(KEYSHARE)" .build-tsan/release/libkeyshare-pkcs11.so 4 1000
 
 ## fuzz: the C ABI sweep under ASan/LSan, then libFuzzer + ASan on the PKCS #12, X.509, password-request and
@@ -264,7 +295,9 @@ stress: build $(CARD_BRIDGE)
 ## Build in .build-fuzz.
 fuzz: build
 	$(SANITIZE) --scratch-path .build-fuzz -Xswiftc -sanitize=fuzzer,address --product keyshare-fuzz
-	$(SANITIZE) --scratch-path .build-fuzz -Xswiftc -sanitize=fuzzer,address --product keyshare-pkcs11
+	$(SANITIZE) --scratch-path .build-fuzz -Xswiftc -sanitize=fuzzer,address --product keyshare-engine
+	@$(MAKE) --no-print-directory c-images C_IMAGE_DIR=$(CURDIR)/.build-fuzz/release C_IMAGE_SAN="-fsanitize=address"
+	@rm -rf .build-fuzz/release/keyshare-ossl-modules && cp -r $(BIN_DIR)/keyshare-ossl-modules .build-fuzz/release/ 2>/dev/null || true
 	@bash Tests/fuzz/abi-asan.sh "$(KEYSHARE)" .build-fuzz/release/libkeyshare-pkcs11.so
 	@bash Tests/fuzz/run-fuzz.sh "$(KEYSHARE)" .build-fuzz/release
 
@@ -334,13 +367,14 @@ install-files:
 	  $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
 	install -m 0755 $(KEYSHARE) $(DESTDIR)$(BINDIR)/keyshare
 	install -m 0644 $(MODULE) $(DESTDIR)$(P11_MODULE_DIR)/libkeyshare-pkcs11.so
+	install -d -m 0755 $(DESTDIR)$(ENGINE_DIR)
+	install -m 0644 $(ENGINE) $(DESTDIR)$(ENGINE_DIR)/libkeyshare-engine.so
 	install -m 0644 dist/p11-kit/keyshare.module $(DESTDIR)$(P11_CONFIG_DIR)/keyshare.module
-	@# The bundled OpenSSL's legacy provider (issue 18): next to the module, and under PREFIX/lib for the CLI.
+	@# The bundled OpenSSL's legacy provider (issue 18), found next to the engine.
 	@if [ -f $(BIN_DIR)/keyshare-ossl-modules/legacy.so ]; then set -e; \
-	  install -d -m 0755 $(DESTDIR)$(P11_MODULE_DIR)/keyshare-ossl-modules $(DESTDIR)$(PREFIX)/lib/keyshare/ossl-modules; \
-	  install -m 0644 $(BIN_DIR)/keyshare-ossl-modules/legacy.so $(DESTDIR)$(P11_MODULE_DIR)/keyshare-ossl-modules/legacy.so; \
-	  install -m 0644 $(BIN_DIR)/keyshare-ossl-modules/legacy.so $(DESTDIR)$(PREFIX)/lib/keyshare/ossl-modules/legacy.so; \
-	  echo "install legacy.so (bundled OpenSSL) -> $(DESTDIR)$(P11_MODULE_DIR)/keyshare-ossl-modules, $(DESTDIR)$(PREFIX)/lib/keyshare/ossl-modules"; \
+	  install -d -m 0755 $(DESTDIR)$(ENGINE_DIR)/keyshare-ossl-modules; \
+	  install -m 0644 $(BIN_DIR)/keyshare-ossl-modules/legacy.so $(DESTDIR)$(ENGINE_DIR)/keyshare-ossl-modules/legacy.so; \
+	  echo "install legacy.so (bundled OpenSSL) -> $(DESTDIR)$(ENGINE_DIR)/keyshare-ossl-modules"; \
 	fi
 	install -m 0644 $(GEN)/man/man1/*.1.gz $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 $(GEN)/man/man7/*.7.gz $(DESTDIR)$(MANDIR)/man7/
@@ -362,7 +396,7 @@ uninstall:
 	  $(DESTDIR)$(MANDIR)/man7/keyshare-*.7.gz \
 	  $(DESTDIR)$(BASHCOMPDIR)/keyshare $(DESTDIR)$(ZSHCOMPDIR)/_keyshare $(DESTDIR)$(FISHCOMPDIR)/keyshare.fish \
 	  $(addprefix $(DESTDIR)$(USERUNITDIR)/,$(notdir $(UNITS)))
-	rm -rf $(DESTDIR)$(DOCDIR) $(DESTDIR)$(P11_MODULE_DIR)/keyshare-ossl-modules $(DESTDIR)$(PREFIX)/lib/keyshare
+	rm -rf $(DESTDIR)$(DOCDIR) $(DESTDIR)$(ENGINE_DIR)
 
 ## deb: keyshare_<version>_<arch>.deb in DEB_DIR (default: here), with dpkg-deb: `make install`'s
 ## files under /usr, stripped, Depends from dpkg-shlibdeps. VERSION_OVERRIDE=... for tests only.

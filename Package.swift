@@ -26,11 +26,13 @@ let hardeningFlags = ["-Xlinker", "-z", "-Xlinker", "relro", "-Xlinker", "-z", "
 // stripped. (--icf=all would fold 0.4 MB more but breaks C code that compares function pointers.)
 let sizeFlags = ["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"]
 
-let moduleLinkFlags: [LinkerSetting] = [
-    // Only C_GetFunctionList, C_GetInterfaceList and C_GetInterface are exported.
+// libkeyshare-engine.so (docs/architecture.md, "Images"): the Swift layers, the Swift runtime and
+// the static OpenSSL, once, for the CLI and agent (through the launcher) and the module's
+// in-process mode. Exports only keyshare_main_v1 and keyshare_engine_pkcs11_v1.
+let engineLinkFlags: [LinkerSetting] = [
     .unsafeFlags([
-        "-Xlinker", "--version-script=\(Context.packageDirectory)/pkcs11/keyshare-pkcs11.map",
-        // Hosts (pkcs11-tool) dlclose the module; Swift runtime threads must not be unmapped.
+        "-Xlinker", "--version-script=\(Context.packageDirectory)/pkcs11/keyshare-engine.map",
+        // Swift runtime threads must not be unmapped when a host dlcloses the module.
         "-Xlinker", "-z", "-Xlinker", "nodelete",
     ] + hardeningFlags + sizeFlags + (sanitizerBuild ? [] : ["-Xlinker", "-z", "-Xlinker", "defs"])),
 ]
@@ -38,8 +40,10 @@ let moduleLinkFlags: [LinkerSetting] = [
 let package = Package(
     name: "keyshare",
     products: [
-        .executable(name: "keyshare", targets: ["keyshare"]),
-        .library(name: "keyshare-pkcs11", type: .dynamic, targets: ["PKCS11ModuleLink"]),
+        // libkeyshare-engine.so. The other two images, libkeyshare-pkcs11.so (what hosts load: the
+        // agent client, pkcs11/client) and /usr/bin/keyshare (the launcher, Sources/Launcher), are
+        // plain C built by the Makefile: swiftc would link the Swift runtime into them.
+        .library(name: "keyshare-engine", type: .dynamic, targets: ["KeyshareCLI"]),
         .library(name: "KeyShare", targets: ["KeyShare"]),
     ],
     dependencies: [
@@ -85,21 +89,16 @@ let package = Package(
         // The agent protocol (docs/agent.md): frames, codecs, the agent-side dispatcher. C, shared by the
         // module's client and the agent.
         .target(name: "AgentProtocol", path: "Sources/AgentProtocol"),
+        // The engine's side: the in-process function tables, the fork handlers, the 3.2 serve helpers.
         .target(
             name: "CPKCS11ABI",
             dependencies: ["CPKCS11", "AgentProtocol"],
             path: "pkcs11/abi"),
-        // The entry points; also linked into the agent (`keyshare agent`), which serves calls with them.
+        // The entries; linked into the engine, which serves the agent's calls and in-process mode with them.
         .target(
             name: "PKCS11Module",
             dependencies: ["PKCS11", "CPKCS11ABI", "CPKCS11"],
             swiftSettings: strict),
-        // Only the dynamic library uses this target: it carries the module-only link flags.
-        .target(
-            name: "PKCS11ModuleLink",
-            dependencies: ["PKCS11Module"],
-            swiftSettings: strict,
-            linkerSettings: moduleLinkFlags),
         // The per-user agent: holds the store, the logins and the keys; serves the module's clients.
         .target(
             name: "KeyshareAgent",
@@ -107,14 +106,15 @@ let package = Package(
                            "CPKCS11", "CLinux", "CSystemd", "KeySharing", "KeyShare", "Tokens"],
             swiftSettings: strict),
 
-        .executableTarget(
-            name: "keyshare",
+        // The CLI (and `keyshare agent`), linked into the engine with every layer below it.
+        .target(
+            name: "KeyshareCLI",
             dependencies: [
                 "KeySharing", "KeyShare", "Tokens", "Keychain", "KeyshareCrypto", "CLinux", "KeyshareAgent",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict,
-            linkerSettings: [.unsafeFlags(hardeningFlags + sizeFlags)]),
+            linkerSettings: engineLinkFlags),
 
         .testTarget(name: "KeyshareCryptoTests", dependencies: ["KeyshareCrypto"], swiftSettings: strict),
         .testTarget(name: "KeyshareTPMTests", dependencies: ["KeyshareTPM", "KeyshareCrypto", "KeychainTestSupport"], swiftSettings: strict),

@@ -10,9 +10,9 @@ import Glibc
 ///
 /// With the bundled OpenSSL (issue 18) the provider must be the bundle's 3.5 one: the static
 /// libcrypto's compiled-in module directory is the system's, which on Debian 12 holds 3.0's
-/// legacy.so. So it is loaded by absolute path, from `keyshare-ossl-modules/` next to the binary
-/// (the build directory and the installed layout), then `../lib/keyshare/ossl-modules/` (the CLI
-/// installed in PREFIX/bin), then the bundle directory of a development tree; never by name.
+/// legacy.so. So it is loaded by absolute path, from `keyshare-ossl-modules/` next to the engine
+/// (libkeyshare-engine.so: the build directory and the installed layout), then the bundle directory
+/// of a development tree; never by name.
 enum LegacyProvider {
     /// nil when both providers are loaded, else why legacy is unavailable.
     /// A global `let` is initialised exactly once, thread-safely.
@@ -51,7 +51,6 @@ enum LegacyProvider {
         if ks_self_object_dir(&buf, buf.count) == 1 {
             let dir = String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             out.append("\(dir)/keyshare-ossl-modules/legacy.so")
-            out.append("\(dir)/../lib/keyshare/ossl-modules/legacy.so")
         }
         if let p = ks_openssl_bundle_legacy() { out.append(String(cString: p)) }
         return out

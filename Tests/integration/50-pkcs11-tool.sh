@@ -20,16 +20,23 @@ ID=$FIXTURES/identities
 # Exports and loading.
 syms=$(nm -D --defined-only "$MODULE" | awk '$2 ~ /^[A-Z]$/ {print $3}' | sort | tr '\n' ' ')
 if [ "$syms" = "C_GetFunctionList C_GetInterface C_GetInterfaceList " ]; then ok "exports only the three getters"; else bad "exports only the three getters" "$syms"; fi
-# The crypto engine (issue 18): a bundled OpenSSL is linked in and private (no OpenSSL symbol in the
-# dynamic table, defined or imported, and no libcrypto.so NEEDED); a system one is imported. Either
-# way C_GetInfo's description names the same OpenSSL as `keyshare --version`.
+# The images (docs/architecture.md, "Images"): the module hosts load is plain C, the agent's client;
+# the engine (libkeyshare-engine.so, next to it) holds the Swift runtime, the layers and OpenSSL.
+ENGINE=$(dirname "$MODULE")/libkeyshare-engine.so
+mod_ossl=$(nm -D "$MODULE" | awk '$NF ~ /^(EVP|OSSL|OPENSSL|ERR|BIO|X509|PEM|CRYPTO)_/' | wc -l)
+if [ "$mod_ossl" -eq 0 ] && ! readelf -d "$MODULE" | grep -q 'NEEDED.*\(crypto\|swift\|stdc++\|sqlite\)'; then
+  ok "the module links no OpenSSL, Swift runtime, C++ library or SQLite ($(readelf -d "$MODULE" | sed -n 's/.*NEEDED.*\[\(.*\)\]/\1/p' | tr '\n' ' '))"
+else bad "the module links no OpenSSL, Swift runtime, C++ library or SQLite" "$mod_ossl OpenSSL symbols; $(readelf -d "$MODULE" | grep NEEDED)"; fi
+# The crypto engine (issue 18): a bundled OpenSSL is linked into the engine and private (no OpenSSL
+# symbol in its dynamic table, defined or imported, and no libcrypto.so NEEDED); a system one is
+# imported. Either way C_GetInfo's description names the same OpenSSL as `keyshare --version`.
 if [ $# -ge 2 ]; then KSBIN=$1; else KSBIN=$(dirname "$MODULE")/keyshare; fi
 engine=$("$KSBIN" --version | sed -n 2p)
-ossl_dyn=$(nm -D "$MODULE" | awk '$NF ~ /^(EVP|OSSL|OPENSSL|ERR|BIO|X509|PEM|CRYPTO)_/' | wc -l)
+ossl_dyn=$(nm -D "$ENGINE" | awk '$NF ~ /^(EVP|OSSL|OPENSSL|ERR|BIO|X509|PEM|CRYPTO)_/' | wc -l)
 case $engine in
-  *bundled*) if [ "$ossl_dyn" -eq 0 ] && ! readelf -d "$MODULE" | grep -q 'libcrypto'; then
-               ok "bundled OpenSSL: no OpenSSL symbol in the module's dynamic table, no libcrypto.so needed"
-             else bad "bundled OpenSSL: no OpenSSL symbol in the module's dynamic table" "$ossl_dyn symbols; $(readelf -d "$MODULE" | grep NEEDED)"; fi ;;
+  *bundled*) if [ "$ossl_dyn" -eq 0 ] && ! readelf -d "$ENGINE" | grep -q 'libcrypto'; then
+               ok "bundled OpenSSL: no OpenSSL symbol in the engine's dynamic table, no libcrypto.so needed"
+             else bad "bundled OpenSSL: no OpenSSL symbol in the engine's dynamic table" "$ossl_dyn symbols; $(readelf -d "$ENGINE" | grep NEEDED)"; fi ;;
   *system*)  if [ "$ossl_dyn" -gt 0 ]; then ok "system OpenSSL: imported from libcrypto.so ($ossl_dyn symbols)"
              else bad "system OpenSSL: imported from libcrypto.so" "no OpenSSL symbols"; fi ;;
   *) bad "keyshare --version names the OpenSSL in use (line 2)" "$engine" ;;
@@ -39,11 +46,14 @@ esac
 # (another .pc's -L/usr/lib ahead of the bundle's -lcrypto) and called itself "system".
 if [ -d "$(dirname "$MODULE")/keyshare-ossl-modules" ]; then
   case $engine in *bundled*) ok "a bundled build runs the bundled OpenSSL" ;;
-    *) bad "a bundled build runs the bundled OpenSSL" "$engine; $(readelf -d "$MODULE" | grep 'NEEDED.*crypto')" ;; esac
+    *) bad "a bundled build runs the bundled OpenSSL" "$engine; $(readelf -d "$ENGINE" | grep 'NEEDED.*crypto')" ;; esac
 fi
 engine_name=${engine%% (*}
 check_out "C_GetInfo's description names $engine_name" "Library +keyshare, ${engine_name//./\\.}" "${P[@]}" -I
-if ldd "$MODULE" | grep -qi swift; then bad "no Swift runtime libraries linked" "$(ldd "$MODULE")"; else ok "no Swift runtime libraries linked"; fi
+if ldd "$ENGINE" | grep -qi swift; then bad "no Swift runtime libraries linked" "$(ldd "$ENGINE")"; else ok "no Swift runtime libraries linked (the engine carries its own)"; fi
+syms=$(nm -D --defined-only "$ENGINE" | awk '$2 ~ /^[A-Z]$/ {print $3}' | sort | tr '\n' ' ')
+[ "$syms" = "keyshare_engine_pkcs11_v1 keyshare_main_v1 " ] && ok "the engine exports only its two entry points" \
+  || bad "the engine exports only its two entry points" "$syms"
 
 # pkcs11-tool takes the default interface, the newest: PKCS #11 3.2 (issue 18).
 check_out "-I reports Cryptoki 3.2" 'Cryptoki version 3\.2' "${P[@]}" -I
@@ -54,6 +64,15 @@ check_out "-M lists mechanisms" 'ECDSA-SHA256' "${P[@]}" -M --slot 1
 # A token through C_InitToken on the free slot, then the user PIN by the SO.
 check_out "init-token on the free slot" 'successfully initialized' "${P[@]}" --init-token --label t --so-pin env:SOPIN --slot 1
 check_out "new token has its own slot" 'token label +: t' "${P[@]}" -L
+# Agent mode with a store: the host maps the module alone, never the engine (its Swift runtime,
+# OpenSSL and store code stay in the agent). In-process mode loads it, from next to the module.
+if [ "${KEYSHARE_IN_PROCESS:-0}" != 1 ]; then
+  n=$(LD_DEBUG=files "${P[@]}" -L 2>&1 >/dev/null | grep -c 'file=.*libkeyshare-engine' || true)
+  [ "$n" = 0 ] && ok "agent mode: pkcs11-tool loads no engine (LD_DEBUG=files)" || bad "agent mode: pkcs11-tool loads no engine" "$n loads"
+else
+  n=$(LD_DEBUG=files "${P[@]}" -L 2>&1 >/dev/null | grep -c 'calling init: .*libkeyshare-engine.so' || true)
+  [ "$n" = 1 ] && ok "in-process mode: pkcs11-tool loads the engine once" || bad "in-process mode: pkcs11-tool loads the engine once" "$n"
+fi
 check_out "init-pin by the SO" 'successfully initialized' "${P[@]}" --init-pin --login --login-type so --so-pin env:SOPIN --new-pin env:PIN --token-label t
 check_out "token flags show PIN initialized" 'PIN initialized' "${P[@]}" -L
 check "-O with login on an empty token" "${U[@]}" -O

@@ -115,8 +115,7 @@ fi
 if command -v p11-kit >/dev/null && command -v setpriv >/dev/null && getent passwd 1000 >/dev/null; then
   UH=$WORK/user; mkdir -p "$UH/.config/pkcs11/modules" "$UH/ks" "$UH/run"
   # The user gets its own copies: the checkout may be private to root (mktemp -d is 0700).
-  cp "$MODULE" "$UH/libkeyshare-pkcs11.so"
-  cp "$KEYSHARE" "$UH/keyshare"
+  copy_images "$UH"
   cp "$ID/device-ds-ke.key.pem" "$ID/device-ds-ke.cert.pem" "$UH/"
   printf 'module: %s\n' "$UH/libkeyshare-pkcs11.so" > "$UH/.config/pkcs11/modules/keyshare.module"
   chown -R 1000:1000 "$UH"; chmod 755 "$WORK"; chmod 700 "$UH/run"

@@ -38,10 +38,7 @@ cleanup() {
 }
 trap cleanup EXIT
 chmod 0711 "$WORK"
-install -m 0755 "$KS" "$WORK/keyshare"
-cp "$MODULE" "$WORK/libkeyshare-pkcs11.so"; chmod 0755 "$WORK/libkeyshare-pkcs11.so"
-[ -d "$(dirname "$MODULE")/keyshare-ossl-modules" ] && cp -r "$(dirname "$MODULE")/keyshare-ossl-modules" "$WORK/"
-chmod -R a+rX "$WORK/keyshare-ossl-modules" 2>/dev/null
+copy_images "$WORK"
 VKS=$WORK/keyshare VMOD=$WORK/libkeyshare-pkcs11.so
 
 # The victim: uid 1000 with a store and a token, its own environment.

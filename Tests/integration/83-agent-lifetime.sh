@@ -45,7 +45,7 @@ check "pkcs11-tool -M (mechanisms) and -I (info) too" sh -c "pkcs11-tool --modul
 # p11-kit's own listing, from a user's module configuration (p11-kit reads none as root): uid 1000 with a fresh home.
 UH=$WORK/u1000; mkdir -p "$UH/.config/pkcs11/modules"
 printf 'module: %s\n' "$MODULE" >"$UH/.config/pkcs11/modules/keyshare.module"
-cp "$MODULE" "$UH/libkeyshare-pkcs11.so"; [ -d "$(dirname "$MODULE")/keyshare-ossl-modules" ] && cp -r "$(dirname "$MODULE")/keyshare-ossl-modules" "$UH/"
+copy_images "$UH"
 printf 'module: %s\n' "$UH/libkeyshare-pkcs11.so" >"$UH/.config/pkcs11/modules/keyshare.module"
 chmod 0711 "$WORK"; chown -R 1000:1000 "$UH"
 out=$(setpriv --reuid 1000 --regid 1000 --clear-groups env -i PATH=/usr/bin:/bin HOME="$UH" XDG_RUNTIME_DIR="$UH" p11-kit list-modules 2>/dev/null)

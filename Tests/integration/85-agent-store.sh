@@ -97,8 +97,7 @@ OWN=/tmp/keyshare-it-own-store.$$.$RANDOM   # the client's own KEYSHARE_HOME: mu
 rm -rf "$OWN"
 # What the namespaced client runs and writes lives outside /tmp (the private /tmp hides $WORK).
 OUTDIR=$BINDDIR.out; mkdir -m 0700 "$OUTDIR"
-cp "$WORK/allowed-tool" "$WORK/data" "$MODULE" "$OUTDIR/"
-[ -d "$(dirname "$MODULE")/keyshare-ossl-modules" ] && cp -r "$(dirname "$MODULE")/keyshare-ossl-modules" "$OUTDIR/"
+cp "$WORK/allowed-tool" "$WORK/data" "$OUTDIR/"; copy_images "$OUTDIR"
 out=$(unshare -m --propagation private sh -c '
   mount --bind "$1" "$2" && mount -t tmpfs none /tmp &&
   { [ ! -e "$3" ] && echo "store hidden"; } &&

@@ -192,6 +192,20 @@ agent_work() {
   mkdir -m 0700 "$XDG_RUNTIME_DIR"
 }
 
+# copy_images DIR: the module, the engine it loads in in-process mode (and with no store), the
+# launcher and, with the bundled OpenSSL, its legacy provider, copied into DIR and readable by
+# all: for a user who cannot read the build directory, or a namespace that hides it. The module
+# finds the engine next to itself and so does the launcher (docs/architecture.md, "Images").
+copy_images() {
+  local dir=$1 src
+  src=$(dirname "$MODULE")
+  cp "$MODULE" "$dir/libkeyshare-pkcs11.so" && cp "$src/libkeyshare-engine.so" "$dir/" &&
+    install -m 0755 "$src/keyshare" "$dir/keyshare" || return 1
+  [ ! -d "$src/keyshare-ossl-modules" ] || cp -r "$src/keyshare-ossl-modules" "$dir/" || return 1
+  chmod -R a+rX "$dir/libkeyshare-pkcs11.so" "$dir/libkeyshare-engine.so" "$dir/keyshare" \
+    $([ -d "$dir/keyshare-ossl-modules" ] && echo "$dir/keyshare-ossl-modules")
+}
+
 # c_host NAME WHAT [CC-ARGS...] [-- HOST-ARGS...]: compiles Tests/integration/c/NAME.c (with CC-ARGS
 # and -ldl), runs it as `NAME MODULE HOST-ARGS...`, passes its check lines through and adds its
 # closing "N passed, M failed" to the tally. A host that does not compile, or does not reach that

@@ -25,21 +25,23 @@ CK_RV ks_get_interface_list(CK_INTERFACE_PTR pInterfacesList, CK_ULONG_PTR pulCo
 CK_RV ks_get_interface(CK_UTF8CHAR_PTR pInterfaceName, CK_VERSION_PTR pVersion,
                        CK_INTERFACE_PTR_PTR ppInterface, CK_FLAGS flags);
 
+/* The engine's getters as the module reaches them in in-process mode (function_table.c). */
+struct ks_engine_pkcs11 {
+    CK_C_GetFunctionList get_function_list;
+    CK_C_GetInterfaceList get_interface_list;
+    CK_C_GetInterface get_interface;
+};
+const struct ks_engine_pkcs11 *keyshare_engine_pkcs11_v1(void);
+
 /* The in-process 3.0 table (the agent serves calls with it). */
 const CK_FUNCTION_LIST_3_0 *ks_function_list_3_0(void);
 
-/* Agent mode (agent_client.c): KEYSHARE_AGENT=1 and not KEYSHARE_IN_PROCESS=1. */
+/* Agent mode (pkcs11/client/agent_client.c): not KEYSHARE_IN_PROCESS=1. */
 int ks_agent_mode(void);
+void ks_client_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const CK_FUNCTION_LIST *kc_function_list_2_40(void);
 const CK_FUNCTION_LIST_3_0 *kc_function_list_3_0(void);
 const CK_FUNCTION_LIST_3_2 *kc_function_list_3_2(void);
-
-/* The PKCS #11 3.2 entries not served yet (functions_3_2.c), shared by the in-process and the
- * agent client's 3.2 tables: CKR_FUNCTION_NOT_SUPPORTED until each is implemented. */
-CK_RV ks32_C_AsyncComplete(CK_SESSION_HANDLE hSession, CK_UTF8CHAR_PTR pFunctionName, CK_ASYNC_DATA_PTR pResult);
-CK_RV ks32_C_AsyncGetID(CK_SESSION_HANDLE hSession, CK_UTF8CHAR_PTR pFunctionName, CK_ULONG_PTR pulID);
-CK_RV ks32_C_AsyncJoin(CK_SESSION_HANDLE hSession, CK_UTF8CHAR_PTR pFunctionName, CK_ULONG ulID, CK_BYTE_PTR pData,
-                       CK_ULONG ulData);
 
 /* General purpose */
 CK_RV ks_C_Initialize(CK_VOID_PTR pInitArgs);

@@ -5,7 +5,7 @@ import KeyshareCrypto
 
 /// The `keyshare` command: the human interface to the keychain, its tokens and
 /// the key-sharing export path.
-@main
+
 struct Keyshare: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keyshare",

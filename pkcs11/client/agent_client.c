@@ -30,8 +30,9 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
-#include "keyshare_abi.h"
+#include "../abi/include/keyshare_abi.h"
 #include "../../Sources/AgentProtocol/include/agent_protocol.h"
+#include "keyshare_client.h"
 
 extern char **environ;
 
@@ -114,6 +115,17 @@ int ks_agent_mode(void) {
     return mode;
 }
 
+/* No store and no agent (docs/agent.md, "No store, no agent"): the slot list of an empty store
+ * comes from the engine's in-process tables, the only time agent mode loads the engine
+ * (pkcs11/client/engine.c). NULL when it cannot be loaded: the calls then go to the agent path. */
+static const CK_FUNCTION_LIST_3_2 *lazy_engine(void) {
+    const struct ks_engine_pkcs11 *e = ks_engine();
+    CK_INTERFACE_PTR i = NULL;
+    CK_VERSION v = {3, 2};
+    if (e == NULL || e->get_interface((CK_UTF8CHAR_PTR)"PKCS 11", &v, &i, 0) != CKR_OK || i == NULL) return NULL;
+    return (const CK_FUNCTION_LIST_3_2 *)i->pFunctionList;
+}
+
 /* ---- connecting ------------------------------------------------------------ */
 
 /* KEYSHARE_DEBUG as the in-process log reads it (Sources/PKCS11/Log.swift). */
@@ -137,8 +149,8 @@ static int debug_log_fd(int *opened) {
 /* Why the module refused or failed, where a person looks (docs/agent.md,
  * "Refusals"): one line in the debug log (KEYSHARE_DEBUG: KEYSHARE_LOG, else
  * stderr). Never a PIN or value: the lines name paths, owners and modes. */
-static void client_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void client_note(const char *fmt, ...) {
+
+void ks_client_note(const char *fmt, ...) {
     if (!debug_log_wanted()) return;
     char line[1024];
     va_list ap;
@@ -212,15 +224,15 @@ static int connect_agent(int allow_start, pid_t *peer) {
     int fd = ksa_connect_or_start(prog, allow_start && !no_start(), ksa_timeout_ms("KEYSHARE_AGENT_TIMEOUT", KSA_CONNECT_TIMEOUT_MS) < KSA_CONNECT_TIMEOUT_MS ? ksa_timeout_ms("KEYSHARE_AGENT_TIMEOUT", KSA_CONNECT_TIMEOUT_MS) : KSA_CONNECT_TIMEOUT_MS,
                                   peer, why, sizeof why);
     if (fd == -1 && allow_start && no_start()) {
-        client_note("the keyshare agent is not running and KEYSHARE_AGENT_NO_START=1 forbids starting it");
+        ks_client_note("the keyshare agent is not running and KEYSHARE_AGENT_NO_START=1 forbids starting it");
         return -2;
     }
-    if (fd < -1) client_note("%s", why);
+    if (fd < -1) ks_client_note("%s", why);
     if (fd >= 0) {
         int shared;
         char base[512];
         if (!secure_getenv("KEYSHARE_AGENT_SOCKET") && ksa_agent_base(base, sizeof base, &shared) == 0 && shared)
-            client_note("XDG_RUNTIME_DIR is unset: using the agent directory %s (checked: ours, mode 0700)", base);
+            ks_client_note("XDG_RUNTIME_DIR is unset: using the agent directory %s (checked: ours, mode 0700)", base);
     }
     return fd < -1 ? -2 : fd;
 }
@@ -257,12 +269,12 @@ static int retire_old_agent(pid_t pid, unsigned version) {
     const char *arg0 = cmd, *slash = strrchr(arg0, '/');
     const char *arg1 = cmd + strlen(cmd) + 1;
     if (strcmp(slash ? slash + 1 : arg0, "keyshare") != 0 || arg1 >= cmd + n || strcmp(arg1, "agent") != 0) {
-        client_note("the agent at pid %d speaks protocol %u, not %d, and is not a `keyshare agent`: not touching it",
+        ks_client_note("the agent at pid %d speaks protocol %u, not %d, and is not a `keyshare agent`: not touching it",
                     (int)pid, version, KSA_VERSION);
         if (pfd >= 0) close(pfd);
         return -1;
     }
-    client_note("the keyshare agent pid %d speaks protocol %u, this module %d: asking it to retire", (int)pid, version, KSA_VERSION);
+    ks_client_note("the keyshare agent pid %d speaks protocol %u, this module %d: asking it to retire", (int)pid, version, KSA_VERSION);
     int sent = pfd >= 0 ? (int)syscall(SYS_pidfd_send_signal, pfd, SIGTERM, NULL, 0) : kill(pid, SIGTERM);
     if (sent != 0) { if (pfd >= 0) close(pfd); return -1; }
     /* Its socket goes at once (a retiring agent unlinks it); wait for that, bounded. */
@@ -366,11 +378,11 @@ static int hello(int fd, int attach, ksa_shm **shm, unsigned *version) {
             }
             if (rc == 0 && !attach) memcpy(kc_token, h.token, KSA_TOKEN_LEN);
         } else if (p == 0) {
-            client_note("the keyshare agent refused this process: %s", h.reason[0] ? h.reason : "no reason given");
+            ks_client_note("the keyshare agent refused this process: %s", h.reason[0] ? h.reason : "no reason given");
             rc = h.status == KSA_HELLO_STORE_UNSAFE ? -3 : -2;
         }
     } else if (sent && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ETIMEDOUT)) {
-        client_note("the keyshare agent did not answer the hello in time");
+        ks_client_note("the keyshare agent did not answer the hello in time");
         rc = -5;
     }
     ksa_buf_free(&b);
@@ -496,7 +508,7 @@ static CK_RV start_client_locked(struct kc_conn **out, int allow_start) {
                 sleep_ms(50);
                 continue;
             }
-            client_note("the keyshare agent speaks protocol %u and this module %d: restart it (keyshare agent restart)",
+            ks_client_note("the keyshare agent speaks protocol %u and this module %d: restart it (keyshare agent restart)",
                         version, KSA_VERSION);
             return CKR_DEVICE_ERROR;
         }
@@ -507,7 +519,7 @@ static CK_RV start_client_locked(struct kc_conn **out, int allow_start) {
         CK_RV rv;
         int x = exchange_in(c, KSA_FN_Initialize, a, &rv);
         if (x == -2) {
-            client_note("the keyshare agent did not answer C_Initialize in time");
+            ks_client_note("the keyshare agent did not answer C_Initialize in time");
             conn_free_locked(c);
             return CKR_DEVICE_ERROR;
         }
@@ -516,7 +528,7 @@ static CK_RV start_client_locked(struct kc_conn **out, int allow_start) {
         *out = c;
         return CKR_OK;
     }
-    client_note("cannot reach the keyshare agent after 3 attempts");
+    ks_client_note("cannot reach the keyshare agent after 3 attempts");
     return CKR_DEVICE_ERROR;
 }
 
@@ -535,7 +547,7 @@ static CK_RV acquire(struct kc_conn **out) {
             pthread_mutex_unlock(&kc_lock);
             return kc_lazy ? rv : CKR_DEVICE_REMOVED;
         }
-        if (kc_lazy) (void)ks_C_Finalize(NULL);
+        if (kc_lazy && lazy_engine()) (void)lazy_engine()->C_Finalize(NULL);
         kc_lost = 0;
         kc_lazy = 0;
         *out = c;
@@ -900,15 +912,16 @@ static int pair_call(uint32_t fn, ksa_arg *args, CK_RV *rv) {
 }
 
 static CK_RV kc_call(uint32_t fn, ksa_arg *args) {
-    if (__atomic_load_n(&kc_lazy, __ATOMIC_ACQUIRE) && lazy_call(fn)) {
+    const CK_FUNCTION_LIST_3_2 *L;
+    if (__atomic_load_n(&kc_lazy, __ATOMIC_ACQUIRE) && lazy_call(fn) && (L = lazy_engine()) != NULL) {
         /* The in-process module over the empty view (Module.initialize: no store). */
         switch (fn) {
-        case KSA_FN_GetInfo: return ks_C_GetInfo(args[0].ptr);
-        case KSA_FN_GetSlotList: return ks_C_GetSlotList((CK_BBOOL)(args[0].ul != 0), args[1].ptr, args[1].plen);
-        case KSA_FN_GetSlotInfo: return ks_C_GetSlotInfo(args[0].ul, args[1].ptr);
-        case KSA_FN_GetTokenInfo: return ks_C_GetTokenInfo(args[0].ul, args[1].ptr);
-        case KSA_FN_GetMechanismList: return ks_C_GetMechanismList(args[0].ul, args[1].ptr, args[1].plen);
-        case KSA_FN_GetMechanismInfo: return ks_C_GetMechanismInfo(args[0].ul, args[1].ul, args[2].ptr);
+        case KSA_FN_GetInfo: return L->C_GetInfo(args[0].ptr);
+        case KSA_FN_GetSlotList: return L->C_GetSlotList((CK_BBOOL)(args[0].ul != 0), args[1].ptr, args[1].plen);
+        case KSA_FN_GetSlotInfo: return L->C_GetSlotInfo(args[0].ul, args[1].ptr);
+        case KSA_FN_GetTokenInfo: return L->C_GetTokenInfo(args[0].ul, args[1].ptr);
+        case KSA_FN_GetMechanismList: return L->C_GetMechanismList(args[0].ul, args[1].ptr, args[1].plen);
+        case KSA_FN_GetMechanismInfo: return L->C_GetMechanismInfo(args[0].ul, args[1].ul, args[2].ptr);
         }
     }
     uint8_t enc[KC_PAIR_MAX];
@@ -935,7 +948,7 @@ static CK_RV kc_call(uint32_t fn, ksa_arg *args) {
     if (learn) pair_learn(args[0].ul, enc, encn, x == 0 ? rv : CKR_DEVICE_ERROR);
     else if (x == 0 && pair_call_fn(fn) && !__atomic_load_n(&kc_pairs_off, __ATOMIC_ACQUIRE)) pair_ended(fn, args, rv);
     if (x == -2) {
-        client_note("the keyshare agent did not answer call %u within %d ms (KEYSHARE_AGENT_TIMEOUT): CKR_DEVICE_ERROR",
+        ks_client_note("the keyshare agent did not answer call %u within %d ms (KEYSHARE_AGENT_TIMEOUT): CKR_DEVICE_ERROR",
                     fn, call_timeout_ms(fn, args));
         return CKR_DEVICE_ERROR;
     }
@@ -1007,11 +1020,11 @@ static CK_RV kc_C_Initialize(CK_VOID_PTR pInitArgs) {
             return CKR_DEVICE_ERROR;
         }
         if (fd >= 0) close(fd);
-        if (fd == -1 && ks_C_Initialize(NULL) == CKR_OK) {
+        if (fd == -1 && lazy_engine() && lazy_engine()->C_Initialize(NULL) == CKR_OK) {
             kc_initialized = 1;
             kc_lost = 0;
             __atomic_store_n(&kc_lazy, 1, __ATOMIC_RELEASE);
-            client_note("no store at this process's KEYSHARE_HOME and no agent: listing only, nothing started or created");
+            ks_client_note("no store at this process's KEYSHARE_HOME and no agent: listing only, nothing started or created");
             pthread_mutex_unlock(&kc_lock);
             return CKR_OK;
         }
@@ -1053,7 +1066,7 @@ static CK_RV kc_C_Finalize(CK_VOID_PTR pReserved) {
     }
     int lost = kc_lost;
     if (kc_lazy) {
-        (void)ks_C_Finalize(NULL);
+        if (lazy_engine()) (void)lazy_engine()->C_Finalize(NULL);
         __atomic_store_n(&kc_lazy, 0, __ATOMIC_RELEASE);
     }
     kc_initialized = 0;
@@ -1185,7 +1198,8 @@ static CK_RV kc_C_WrapKeyAuthenticated(CK_SESSION_HANDLE h, CK_MECHANISM_PTR m, 
 static CK_RV kc_C_UnwrapKeyAuthenticated(CK_SESSION_HANDLE h, CK_MECHANISM_PTR m, CK_OBJECT_HANDLE u, CK_BYTE_PTR w, CK_ULONG wn, CK_ATTRIBUTE_PTR t, CK_ULONG tn, CK_BYTE_PTR ad, CK_ULONG adn, CK_OBJECT_HANDLE_PTR k) { ARGS(UL(h), PTR(m), UL(u), IN(w, wn), TMPL(t, tn), IN(ad, adn), OUTUL(k)); CALL(UnwrapKeyAuthenticated); }
 
 /* The client tables, selected by function_table.c in agent mode. */
-#include "function_lists.h"
+#include "../abi/include/function_lists.h"
+#include "../abi/include/shared_tables.h"
 
 static const CK_FUNCTION_LIST kc_functions_2_40 = {
     .version = {2, 40},
