@@ -341,7 +341,7 @@ man: build
 	@bash dist/man/generate.sh "$(KEYSHARE)" "$(GEN)/man" "$$(date -u -d @$(SOURCE_DATE) +%F)" "$(VERSION)"
 
 ## completions: bash, zsh and fish completion scripts from the argument parser; they ask the CLI
-## (`keyshare ---completion`) for token labels and items (Sources/keyshare/StoreCompletion.swift).
+## (`keyshare ---completion`) for token labels and items (Sources/KeyshareCLI/StoreCompletion.swift).
 completions: build
 	@mkdir -p $(GEN)/completions
 	@# A sourced file needs no #! line (lintian: bash-completion-with-hashbang).

@@ -126,6 +126,10 @@ have=$(field Depends | tr ',' '\n' | sed 's/^ *//; s/[ (].*//' | sort -u | tr '\
 if [ -n "$want" ] && [ "$want" = "$have" ]; then ok "Depends = the packages of the linked libraries ($have)"
 else bad "Depends = the packages of the linked libraries" "Depends: $(field Depends)
 linked libraries' packages: $want"; fi
+# Packed relative relocations (DT_RELR) need glibc 2.36's loader: Depends says so (build-deb.sh).
+if objdump -p "${ELVES[@]}" 2>/dev/null | grep GLIBC_ABI_DT_RELR >/dev/null; then
+  check_out "Depends: libc6 (>= 2.36) (the binaries use DT_RELR)" 'libc6 \(>= 2\.36\)' field Depends
+fi
 # libtss2: in Depends exactly when a binary links it (the TPM driver); the check above covers it,
 # this line says which case this build is.
 if readelf -d "$KS" "$MODULE" "$ENGINE" | grep -q 'NEEDED.*libtss2'; then

@@ -66,11 +66,13 @@ softhsm_init_token() {
 }
 
 # copyright_checks FILE KEYSHARE: the Debian copyright file as shipped (support/check_copyright.py),
-# one ok/FAIL line per check; OpenSSL must be said to be linked statically when KEYSHARE needs no
-# libcrypto, and the version named is the Makefile's OPENSSL_DEB_VERSION; ICU and ZIPFoundation are
-# named exactly when KEYSHARE carries them (their module names survive stripping in Swift metadata).
+# one ok/FAIL line per check; OpenSSL must be said to be linked statically when the engine next to
+# KEYSHARE (libkeyshare-engine.so, what links it) needs no libcrypto, and the version named is the
+# Makefile's OPENSSL_DEB_VERSION; ICU and ZIPFoundation are named exactly when the engine carries
+# them (their module names survive stripping in Swift metadata).
 copyright_checks() {
-  local file=$1 bin=$2 version static="" linked="" line seen=0
+  local file=$1 bin version static="" linked="" line seen=0
+  bin=$(dirname "$2")/libkeyshare-engine.so
   version=$(sed -n 's/^OPENSSL_DEB_VERSION *:= *//p' "$HERE/../../Makefile")
   readelf -d "$bin" | grep -q 'NEEDED.*libcrypto' || static=--static-openssl
   grep -qa FoundationInternationalization "$bin" && linked="$linked --icu"

@@ -113,7 +113,8 @@ rm -f debian/keyshare.substvars
 dpkg-shlibdeps -Tdebian/keyshare.substvars "${elves[@]}"
 # Binaries linked with packed relative relocations (lld's DT_RELR, Package.swift) need glibc 2.36's
 # loader (their GLIBC_ABI_DT_RELR version); libc6's symbols file names no symbol for it, so say it.
-if objdump -p "${elves[@]}" 2>/dev/null | grep -q 'GLIBC_ABI_DT_RELR'; then
+# (grep reads all of objdump's output: with pipefail, grep -q's early exit failed the pipeline.)
+if objdump -p "${elves[@]}" 2>/dev/null | grep 'GLIBC_ABI_DT_RELR' >/dev/null; then
   sed -i -E 's/libc6 \(>= 2\.(2[0-9]|3[0-5])(\.[0-9]+)?\)/libc6 (>= 2.36)/' debian/keyshare.substvars
 fi
 grep -q '^shlibs:Depends=.*libssl3' debian/keyshare.substvars ||
