@@ -88,11 +88,15 @@ chmod 0700 "$XDG_RUNTIME_DIR" "$XDG_RUNTIME_DIR/keyshare" "$AD"; chmod 0600 "$AD
   || bad "another uid is refused" "client saw: $out"
 
 # --- the agent of a non-root user is non-dumpable for that user's other processes ----
-mkdir -m 0700 "$WORK/nobody"; chown $U:$U "$WORK/nobody"; install -m 0755 "$KS" "$WORK/keyshare"
+mkdir -m 0700 "$WORK/nobody"; chown $U:$U "$WORK/nobody"; copy_images "$WORK"
 (exec setpriv --reuid $U --regid $U --clear-groups env -i HOME="$WORK/nobody" XDG_RUNTIME_DIR="$WORK/nobody" \
   "$WORK/keyshare" agent --idle-timeout 30 2>/dev/null) &
 NOBODY_AGENT=$!
-for _ in $(seq 50); do [ -S "$WORK/nobody/keyshare/agent.sock" ] && break; sleep 0.1; done
+# Its socket: agent.sock under $XDG_RUNTIME_DIR/keyshare (s.<hash>/ for a store other than the default).
+nobody_sock() { find "$WORK/nobody/keyshare" -name agent.sock -type s 2>/dev/null | head -1; }
+for _ in $(seq 50); do [ -n "$(nobody_sock)" ] && break; sleep 0.1; done
+[ -n "$(nobody_sock)" ] && kill -0 "$NOBODY_AGENT" 2>/dev/null \
+  && ok "uid $U's agent runs and listens (the checks below are about it)" || bad "uid $U's agent runs and listens"
 out=$(setpriv --reuid $U --regid $U --clear-groups gcore -o "$WORK/nobody/core" "$NOBODY_AGENT" 2>&1)
 [ ! -e "$WORK/nobody/core.$NOBODY_AGENT" ] && ok "gcore of the agent by another process of its uid fails" \
   || bad "gcore of the agent fails" "$out"

@@ -13,7 +13,7 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$T"; }
 trap cleanup EXIT
 U=65534:65534   # nobody: any uid that is not root will do
-chmod 0711 "$T"; install -m 0755 "$KS" "$T/keyshare"
+chmod 0711 "$T"; copy_images "$T"
 mkdir -m 0700 "$T/home"; chown -R "$U" "$T/home"
 as_user() { setpriv --reuid "${U%:*}" --regid "${U#*:}" --clear-groups env -i HOME="$T/home" KEYSHARE_HOME="$T/home/store" KEYSHARE_KDF_LOG2N=10 "$@"; }
 

@@ -45,8 +45,8 @@ check "pkcs11-tool -M (mechanisms) and -I (info) too" sh -c "pkcs11-tool --modul
 # p11-kit's own listing, from a user's module configuration (p11-kit reads none as root): uid 1000 with a fresh home.
 UH=$WORK/u1000; mkdir -p "$UH/.config/pkcs11/modules"
 printf 'module: %s\n' "$MODULE" >"$UH/.config/pkcs11/modules/keyshare.module"
-copy_images "$UH"
-printf 'module: %s\n' "$UH/libkeyshare-pkcs11.so" >"$UH/.config/pkcs11/modules/keyshare.module"
+mkdir "$UH/lib"; copy_images "$UH/lib"   # not in $UH itself: that is the user's XDG_RUNTIME_DIR
+printf 'module: %s\n' "$UH/lib/libkeyshare-pkcs11.so" >"$UH/.config/pkcs11/modules/keyshare.module"
 chmod 0711 "$WORK"; chown -R 1000:1000 "$UH"
 out=$(setpriv --reuid 1000 --regid 1000 --clear-groups env -i PATH=/usr/bin:/bin HOME="$UH" XDG_RUNTIME_DIR="$UH" p11-kit list-modules 2>/dev/null)
 grep -q "^keyshare: " <<<"$out" && grep -q "library-manufacturer: keyshare" <<<"$out" && [ ! -e "$UH/.local/share/keyshare" ] \
