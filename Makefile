@@ -143,10 +143,12 @@ C_IMAGE_SAN     ?=
 C_IMAGE_CC      := $(if $(C_IMAGE_SAN),/opt/swift/usr/bin/clang,cc)
 C_IMAGE_CFLAGS  := -std=gnu11 -O2 -g -Wall -Werror -fstack-protector-strong -D_FORTIFY_SOURCE=2 -fcf-protection \
                    -Ipkcs11/types -Ipkcs11/abi/include -Ipkcs11/client/include -ISources/AgentProtocol/include
-C_IMAGE_LDFLAGS := -Wl,-z,relro -Wl,-z,now -Wl,-z,pack-relative-relocs -Wl,--as-needed
+# (The Swift toolchain's clang, for the sanitizers, defaults to gold, which cannot pack relocations: lld.)
+C_IMAGE_LDFLAGS := $(if $(C_IMAGE_SAN),-fuse-ld=lld) -Wl,-z,relro -Wl,-z,now -Wl,-z,pack-relative-relocs -Wl,--as-needed
 CLIENT_SOURCES  := $(wildcard pkcs11/client/*.c) $(wildcard Sources/AgentProtocol/*.c)
 CLIENT_HEADERS  := $(wildcard pkcs11/client/include/*.h pkcs11/abi/include/*.h pkcs11/types/*.h Sources/AgentProtocol/*.h Sources/AgentProtocol/include/*.h)
-c-images: $(C_IMAGE_DIR)/libkeyshare-pkcs11.so $(C_IMAGE_DIR)/keyshare
+# A sanitized build makes the module only: the stress and fuzz runs use the normal launcher.
+c-images: $(C_IMAGE_DIR)/libkeyshare-pkcs11.so $(if $(C_IMAGE_SAN),,$(C_IMAGE_DIR)/keyshare)
 $(C_IMAGE_DIR)/libkeyshare-pkcs11.so: $(CLIENT_SOURCES) $(CLIENT_HEADERS) pkcs11/keyshare-pkcs11.map
 	@mkdir -p $(@D)
 	$(C_IMAGE_CC) $(C_IMAGE_CFLAGS) $(C_IMAGE_SAN) -fPIC -shared -o $@.tmp $(CLIENT_SOURCES) \
@@ -248,7 +250,7 @@ demo: build
 ## bench: keyshare's module (through its agent; BENCH_IN_PROCESS=1 for in-process) vs SoftHSM2 vs raw OpenSSL,
 ## one table (docs/benchmarks.md); BENCH_SMOKE=1 for a quick run.
 BENCH_BIN := Benchmarks/p11bench
-## The raw-OpenSSL column links the libcrypto the module links (issue 13: same engine on both sides):
+## The raw-OpenSSL column links the libcrypto the engine links (issue 13: same engine on both sides):
 ## the bundle, statically, when OPENSSL_MODE=bundled (PKG_CONFIG_PATH above; Benchmarks/glibc_shim.c
 ## supplies the one glibc 2.38 symbol its archive needs), the system one otherwise. Rebuilt every
 ## time (a second's compile) so a switch of OPENSSL_MODE never leaves a binary of the other mode.
