@@ -20,8 +20,7 @@ source "$(dirname "$0")/lib.sh"
 new_home
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=$(mktemp -d /tmp/keyshare-policy.XXXXXX)
-# The agent is opt-in today; this script tests it, in every suite mode.
-export KEYSHARE_AGENT=1 KEYSHARE_AGENT_IDLE_TIMEOUT=60 KEYSHARE_AGENT_PROGRAM=$KS
+export KEYSHARE_AGENT_IDLE_TIMEOUT=60 KEYSHARE_AGENT_PROGRAM=$KS
 unset KEYSHARE_IN_PROCESS
 export PIN=1234-user SOPIN=9876-so
 cleanup() { rm -rf "$WORK" "$KEYSHARE_HOME" "${HOME2:-}"; }

@@ -15,7 +15,7 @@
 # stderr; a new soft token is sealed to the TPM by default (issue 28 item 5:
 # its copied keychain.db refuses on another TPM; short PINs accepted),
 # --no-bind opts out with one warning and the short-PIN rule. Passes
-# in-process and with KEYSHARE_AGENT=1.
+# in-process and through the agent (the default).
 # Usage: 43-tpm.sh KEYSHARE MODULE.
 set -u
 KS=${1:?keyshare binary}
@@ -151,7 +151,7 @@ check_fail "key import --tpm into a soft token is refused" "not a TPM token" "$K
 check_out "PCR-bound token logs in" "Public Key|^$" "${P[@]}" --token-label pcr7 --login --pin env:PIN -O
 
 # --- restart: same state, same TPM -----------------------------------------------------------
-# A process (with KEYSHARE_AGENT=1: the agent) that lives through the restart: the SRK context it saved no longer loads, the SRK is made again.
+# A process (the agent) that lives through the restart: the SRK context it saved no longer loads, the SRK is made again.
 rm -f "$WORK/go" "$WORK/go.ready"
 TPMSIGN_WAIT=$WORK/go "$WORK/tpmsign" "$MODULE" T 20 >"$WORK/live.out" 2>&1 &
 LIVE=$!

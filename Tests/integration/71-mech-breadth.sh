@@ -5,7 +5,7 @@
 # (Tests/integration/c/mechbreadth.c) checks published vectors, AES-CCM
 # against raw EVP, the catalog and argument errors; this script then checks
 # the module's outputs with the openssl CLI (published keys only: nothing
-# secret on a command line). Passes in process and with KEYSHARE_AGENT=1,
+# secret on a command line). Passes in process and through the agent (the default),
 # where the parameters with pointers cross the agent codec.
 # Usage: 71-mech-breadth.sh KEYSHARE MODULE. Ends with "N passed, M failed".
 set -euo pipefail

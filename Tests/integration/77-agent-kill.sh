@@ -17,7 +17,7 @@ NPROC=${3:-4} SECS=${4:-6} KILLS=${5:-2}
 source "$(dirname "$0")/lib.sh"
 agent_work agentkill
 # The agent is what this script tests, whatever mode the suite runs in.
-export KEYSHARE_AGENT=1 KEYSHARE_AGENT_IDLE_TIMEOUT=60 KEYSHARE_AGENT_PROGRAM=$KS
+export KEYSHARE_AGENT_IDLE_TIMEOUT=60 KEYSHARE_AGENT_PROGRAM=$KS
 unset KEYSHARE_IN_PROCESS
 export PIN=1234-user SOPIN=9876-so P12PASS=keyshare-test KEYSHARE_TEST_PIN=1234-user
 pids=()

@@ -11,7 +11,7 @@ KS=${1:?keyshare binary}
 MODULE=${2:?module path}
 source "$(dirname "$0")/lib.sh"
 agent_work agentsd
-export KEYSHARE_AGENT=1 KEYSHARE_AGENT_PROGRAM=$KS
+export KEYSHARE_AGENT_PROGRAM=$KS
 unset KEYSHARE_IN_PROCESS
 export PIN=1234-user SOPIN=9876-so P12PASS=keyshare-test
 SA=

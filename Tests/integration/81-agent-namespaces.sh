@@ -22,7 +22,7 @@ source "$(dirname "$0")/lib.sh"
 [ "$(id -u)" = 0 ] || { bad "runs as root (make test does): namespaces, ip netns, uid 1000"; finish; exit 1; }
 agent_work namespaces
 chmod 0755 "$WORK"
-export KEYSHARE_AGENT=1 KEYSHARE_AGENT_IDLE_TIMEOUT=60 KEYSHARE_AGENT_PROGRAM=$KS
+export KEYSHARE_AGENT_IDLE_TIMEOUT=60 KEYSHARE_AGENT_PROGRAM=$KS
 unset KEYSHARE_IN_PROCESS
 export PIN=1234-user SOPIN=9876-so P12PASS=keyshare-test
 NETNS=ks-it-$$

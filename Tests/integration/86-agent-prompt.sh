@@ -29,7 +29,7 @@ source "$(dirname "$0")/lib.sh"
 enter_sandbox "$@"
 agent_work prompt
 trap cleanup_consumers EXIT
-export KEYSHARE_AGENT=1 KEYSHARE_AGENT_IDLE_TIMEOUT=300 KEYSHARE_AGENT_PROGRAM=$KS
+export KEYSHARE_AGENT_IDLE_TIMEOUT=300 KEYSHARE_AGENT_PROGRAM=$KS
 unset KEYSHARE_IN_PROCESS DISPLAY WAYLAND_DISPLAY
 export PIN=1234-user SOPIN=9876-so WRONG=0000-wrong KEYSHARE_TEST_PIN=1234-user
 ks() { "$KS" "$@"; }

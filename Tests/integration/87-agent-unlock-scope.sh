@@ -31,7 +31,7 @@ MODULE=$(realpath "${2:?module path}")
 source "$(dirname "$0")/lib.sh"
 [ "$(id -u)" = 0 ] || { bad "runs as root (make test does): a PAM service, a throwaway user, a p11-kit module file"; finish; exit 1; }
 agent_work unlock-scope
-export KEYSHARE_AGENT=1 KEYSHARE_AGENT_IDLE_TIMEOUT=120 KEYSHARE_AGENT_PROGRAM=$KS
+export KEYSHARE_AGENT_IDLE_TIMEOUT=120 KEYSHARE_AGENT_PROGRAM=$KS
 unset KEYSHARE_IN_PROCESS
 export PIN=1234-user SOPIN=9876-so WRONG=0000-wrong DISKPASS=keyshare-disk-pass
 export TSS2_LOG=all+NONE  # p11-kit also loads the TPM module for systemd: no TPM here, no noise

@@ -19,7 +19,7 @@ new_home
 HOME1=$KEYSHARE_HOME
 WORK=$(mktemp -d /tmp/keyshare-backup.XXXXXX)
 export PIN=1234-user SOPIN=9876-so-pin P12PASS=p12-pass BP='correct horse battery staple' WRONGBP='incorrect horse battery' SHORTBP=short
-export KEYSHARE_AGENT=1 KEYSHARE_AGENT_PROGRAM=$KS
+export KEYSHARE_AGENT_PROGRAM=$KS
 unset KEYSHARE_IN_PROCESS
 RUNS=()
 WRITER=

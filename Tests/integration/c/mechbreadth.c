@@ -2,7 +2,7 @@
  * (Tests/integration/71-mech-breadth.sh): CKM_DES2_KEY_GEN, CBC-MAC
  * (CKM_AES_MAC(_GENERAL), CKM_DES3_MAC(_GENERAL)), CKM_AES_CCM,
  * CKM_AES_KEY_WRAP_KWP and the AES/DES3 ECB/CBC ENCRYPT_DATA derivations.
- * Run in process and through the agent (KEYSHARE_AGENT=1): the parameters
+ * Run in process and through the agent (the default): the parameters
  * with pointers (CK_CCM_PARAMS, CK_*_CBC_ENCRYPT_DATA_PARAMS,
  * CK_KEY_DERIVATION_STRING_DATA) must cross the agent codec intact.
  *
