@@ -688,10 +688,18 @@ struct kc_pair {
      * valid with `known`. `local`: the pending init was answered with it, and
      * C_Verify may run here (else it goes to the agent as a pair). */
     void *key;
+    void *ctx;     /* key's verify context for mech, lent to one C_Verify at a time (local_verify.c) */
     kv_mech mech;
     uint32_t siglen;
     int local;
 };
+
+/* Drops slot p's ticket (called with its lock held). */
+static void ticket_drop_locked(struct kc_pair *p) {
+    kv_ctx_free(p->ctx);
+    kv_key_free(p->key);
+    p->ctx = p->key = NULL;
+}
 static struct kc_pair kc_pairs[KC_PAIR_SLOTS];
 static int kc_pending;    /* pending inits, all slots (atomic) */
 static int kc_pairs_off;  /* KEYSHARE_AGENT_PAIR=0, or an agent without pairs (atomic) */
@@ -702,8 +710,7 @@ static void kc_pairs_forget(void) {
         pthread_mutex_lock(&kc_pairs[i].lock);
         kc_pairs[i].pending = kc_pairs[i].known = kc_pairs[i].active = kc_pairs[i].local = 0;
         kc_pairs[i].h = 0;
-        kv_key_free(kc_pairs[i].key);
-        kc_pairs[i].key = NULL;
+        ticket_drop_locked(&kc_pairs[i]);
         pthread_mutex_unlock(&kc_pairs[i].lock);
     }
     __atomic_store_n(&kc_pending, 0, __ATOMIC_RELEASE);
@@ -718,7 +725,7 @@ static void kc_pairs_init(void) {
         kc_pairs[i].known = kc_pairs[i].pending = kc_pairs[i].active = kc_pairs[i].local = 0;
         kc_pairs[i].n = 0;
         kc_pairs[i].page = NULL;
-        kc_pairs[i].key = NULL;   /* a fork child's tickets are dropped, not freed (a parent thread may have used them) */
+        kc_pairs[i].key = kc_pairs[i].ctx = NULL;   /* a fork child's tickets are dropped, not freed (a parent thread may have used them) */
     }
     __atomic_store_n(&kc_pending, 0, __ATOMIC_RELEASE);
     const char *v = getenv("KEYSHARE_AGENT_PAIR");
@@ -858,8 +865,7 @@ static void pair_learn(CK_SESSION_HANDLE h, const uint8_t *enc, uint32_t n, CK_R
     struct kc_pair *p = pair_slot(h);
     pthread_mutex_lock(&p->lock);
     if (!p->pending) {
-        kv_key_free(p->key);   /* a ticket belongs to the init learnt with it */
-        p->key = NULL;
+        ticket_drop_locked(p);   /* a ticket belongs to the init learnt with it */
         if (rv == CKR_OK && n > 0 && (!page || epoch != 0)) {
             p->h = h;
             p->known = 1;
@@ -905,12 +911,18 @@ static int pair_call(uint32_t fn, ksa_arg *args, CK_RV *rv) {
      * input goes to the agent with the init, as a pair. */
     if (fn == KSA_FN_Verify && p->local && p->pending && p->h == h && p->key && args[1].ptr && args[2].ptr &&
         args[2].len == p->siglen && args[1].len <= (1u << 20)) {
-        void *key = p->key;
+        void *key = p->key, *ctx = p->ctx;
         kv_mech mech = p->mech;
         uint32_t siglen = p->siglen;
         kv_key_ref(key);
+        p->ctx = NULL;   /* lent to this call */
         pthread_mutex_unlock(&p->lock);
-        int v = kv_verify(key, &mech, siglen, args[1].ptr, args[1].len, args[2].ptr, args[2].len);
+        if (!ctx) ctx = kv_ctx(key, &mech);
+        int v = kv_verify(key, ctx, &mech, siglen, args[1].ptr, args[1].len, args[2].ptr, args[2].len);
+        pthread_mutex_lock(&p->lock);
+        if (ctx && p->key == key && !p->ctx) p->ctx = ctx, ctx = NULL;   /* back to the ticket, if still its own */
+        pthread_mutex_unlock(&p->lock);
+        kv_ctx_free(ctx);
         kv_key_free(key);
         pthread_mutex_lock(&p->lock);
         if (v >= 0 && p->local && p->pending && p->h == h) {
@@ -1071,7 +1083,7 @@ static void ticket_fetch(ksa_arg *args, const uint8_t *enc, uint32_t encn, const
     pthread_mutex_lock(&p->lock);
     if (p->h == h && p->known && !p->pending && p->page == page && p->epoch == epoch && p->n == encn &&
         memcmp(p->init, enc, encn) == 0 && ksa_epoch_read(page) == epoch) {
-        kv_key_free(p->key);
+        ticket_drop_locked(p);
         p->key = k;
         p->mech = mech;
         p->siglen = siglen;

@@ -39,8 +39,14 @@ int kv_available(void);
 void *kv_key(const uint8_t *spki, size_t n, const kv_mech *m, uint32_t *siglen);
 void kv_key_ref(void *key);
 void kv_key_free(void *key);
+/* A verify context of `key` set up for `m` (padding, digests, salt), for
+ * kv_verify again and again, by one thread at a time; NULL on failure. */
+void *kv_ctx(void *key, const kv_mech *m);
+void kv_ctx_free(void *ctx);
 /* 1 the signature verifies, 0 it does not (CKR_SIGNATURE_INVALID), -1 the
  * agent must decide (an input whose answer is not one of those two: a
- * length out of range, no memory...). sn must already equal the key's size. */
-int kv_verify(void *key, const kv_mech *m, size_t siglen, const uint8_t *data, size_t dn, const uint8_t *sig, size_t sn);
+ * length out of range, no memory...). sn must already equal the key's size.
+ * ctx: kv_ctx(key, m), or NULL for a context made for this verify only. */
+int kv_verify(void *key, void *ctx, const kv_mech *m, size_t siglen, const uint8_t *data, size_t dn, const uint8_t *sig,
+              size_t sn);
 #endif
