@@ -664,6 +664,8 @@ static int lazy_call(uint32_t fn) {
  * KEYSHARE_AGENT_PAIR=0 turns it off. */
 #define KC_PAIR_SLOTS 256u
 #define KC_PAIR_MAX 512u   /* the largest encoded init kept (an RSA-PSS or GCM init is < 100 bytes) */
+#define KC_TICKETS 2       /* verify tickets per slot (local_verify.c) */
+#define KC_TICKET_MAX 128u /* the largest encoded C_VerifyInit with a ticket (an RSA-PSS one is < 100 bytes) */
 struct kc_pair {
     pthread_mutex_t lock;
     CK_SESSION_HANDLE h;
@@ -682,23 +684,39 @@ struct kc_pair {
      * error comes from C_XInit. */
     const volatile uint64_t *page;
     uint64_t epoch;
-    /* The ticket: for a C_VerifyInit with a mechanism local_verify.c runs, the
-     * public key the agent verifies with (from the object's
-     * CKA_PUBLIC_KEY_INFO, a public, non-private key of a keyshare token),
-     * valid with `known`. `local`: the pending init was answered with it, and
-     * C_Verify may run here (else it goes to the agent as a pair). */
-    void *key;
-    void *ctx;     /* key's verify context for mech, lent to one C_Verify at a time (local_verify.c) */
-    kv_mech mech;
-    uint32_t siglen;
-    int local;
+    /* Tickets: C_VerifyInit requests the agent accepted with a mechanism
+     * local_verify.c runs, each with the public key the agent verifies with
+     * (the object's CKA_PUBLIC_KEY_INFO: a public, non-private key of a
+     * keyshare token), valid while the page reads the epoch read before that
+     * init was sent. Kept apart from the one init above, so a session that
+     * alternates C_SignInit and C_VerifyInit keeps its verify ticket. `local`:
+     * the pending init was answered with tickets[cur], and C_Verify may run
+     * here (else it goes to the agent as a pair). */
+    struct kc_ticket {
+        CK_SESSION_HANDLE h;   /* 0: none */
+        uint32_t n;
+        uint8_t init[KC_TICKET_MAX];
+        const volatile uint64_t *page;
+        uint64_t epoch;
+        void *key;
+        void *ctx;             /* key's verify context for mech, lent to one C_Verify at a time */
+        kv_mech mech;
+        uint32_t siglen;
+    } tickets[KC_TICKETS];
+    int local, cur;
 };
 
-/* Drops slot p's ticket (called with its lock held). */
-static void ticket_drop_locked(struct kc_pair *p) {
-    kv_ctx_free(p->ctx);
-    kv_key_free(p->key);
-    p->ctx = p->key = NULL;
+/* Drops ticket t (called with its slot's lock held). */
+static void ticket_drop_locked(struct kc_ticket *t) {
+    kv_ctx_free(t->ctx);
+    kv_key_free(t->key);
+    t->ctx = t->key = NULL;
+    t->h = 0;
+}
+
+static void tickets_drop_locked(struct kc_pair *p) {
+    for (int i = 0; i < KC_TICKETS; i++) ticket_drop_locked(&p->tickets[i]);
+    p->local = 0;
 }
 static struct kc_pair kc_pairs[KC_PAIR_SLOTS];
 static int kc_pending;    /* pending inits, all slots (atomic) */
@@ -710,7 +728,7 @@ static void kc_pairs_forget(void) {
         pthread_mutex_lock(&kc_pairs[i].lock);
         kc_pairs[i].pending = kc_pairs[i].known = kc_pairs[i].active = kc_pairs[i].local = 0;
         kc_pairs[i].h = 0;
-        ticket_drop_locked(&kc_pairs[i]);
+        tickets_drop_locked(&kc_pairs[i]);
         pthread_mutex_unlock(&kc_pairs[i].lock);
     }
     __atomic_store_n(&kc_pending, 0, __ATOMIC_RELEASE);
@@ -725,7 +743,8 @@ static void kc_pairs_init(void) {
         kc_pairs[i].known = kc_pairs[i].pending = kc_pairs[i].active = kc_pairs[i].local = 0;
         kc_pairs[i].n = 0;
         kc_pairs[i].page = NULL;
-        kc_pairs[i].key = kc_pairs[i].ctx = NULL;   /* a fork child's tickets are dropped, not freed (a parent thread may have used them) */
+        /* A fork child's tickets are dropped, not freed (a parent thread may have been using them). */
+        memset(kc_pairs[i].tickets, 0, sizeof kc_pairs[i].tickets);
     }
     __atomic_store_n(&kc_pending, 0, __ATOMIC_RELEASE);
     const char *v = getenv("KEYSHARE_AGENT_PAIR");
@@ -801,6 +820,9 @@ static void pair_flush_for(uint32_t fn, ksa_arg *args) {
             pthread_mutex_lock(&p->lock);
             pair_flush_locked(p);
             p->known = 0;
+            /* A call that can change what an init finds: no ticket outlives it (the agent
+             * moves its epoch too, before it replies). */
+            if (ksa_epoch_fn_changes(fn)) tickets_drop_locked(p);
             pthread_mutex_unlock(&p->lock);
         }
         return;
@@ -845,10 +867,31 @@ static int pair_try_init(uint32_t fn, ksa_arg *args, uint8_t *enc, uint32_t *enc
      * the agent answers CKR_OPERATION_ACTIVE) or of another in this slot goes first. */
     int again = p->pending && p->h == h;
     pair_flush_locked(p);
+    /* A ticket for this very init, still current: it becomes the learnt init again. */
+    /* Only while this slot follows session h (p->h) and no operation of h may
+     * be active: otherwise a second init could be answered here that the
+     * agent refuses with CKR_OPERATION_ACTIVE. */
+    int t = -1;
+    if (!again && usable && fn == KSA_FN_VerifyInit && page && now && p->h == h && !p->active) {
+        for (int i = 0; i < KC_TICKETS && t < 0; i++) {
+            struct kc_ticket *k = &p->tickets[i];
+            if (k->h == h && k->key && k->n == *encn && memcmp(k->init, enc, *encn) == 0 && k->page == page &&
+                k->epoch == now)
+                t = i;
+        }
+        if (t >= 0) {
+            p->known = 1;
+            p->n = *encn;
+            memcpy(p->init, enc, *encn);
+            p->page = page;
+            p->epoch = now;
+        }
+    }
     if (!again && usable && p->known && !p->active && p->h == h && p->n == *encn && memcmp(p->init, enc, *encn) == 0) {
         if (pair_current_locked(p, page, now)) {
             p->pending = 1;
-            p->local = fn == KSA_FN_VerifyInit && p->key != NULL && p->page != NULL;
+            p->local = t >= 0;
+            p->cur = t;
             __atomic_add_fetch(&kc_pending, 1, __ATOMIC_ACQ_REL);
             answered = 1;
         } else {
@@ -865,7 +908,6 @@ static void pair_learn(CK_SESSION_HANDLE h, const uint8_t *enc, uint32_t n, CK_R
     struct kc_pair *p = pair_slot(h);
     pthread_mutex_lock(&p->lock);
     if (!p->pending) {
-        ticket_drop_locked(p);   /* a ticket belongs to the init learnt with it */
         if (rv == CKR_OK && n > 0 && (!page || epoch != 0)) {
             p->h = h;
             p->known = 1;
@@ -909,18 +951,19 @@ static int pair_call(uint32_t fn, ksa_arg *args, CK_RV *rv) {
     /* C_Verify after an init answered with the ticket: verified here when the
      * answer is CKR_OK or CKR_SIGNATURE_INVALID (local_verify.c); any other
      * input goes to the agent with the init, as a pair. */
-    if (fn == KSA_FN_Verify && p->local && p->pending && p->h == h && p->key && args[1].ptr && args[2].ptr &&
-        args[2].len == p->siglen && args[1].len <= (1u << 20)) {
-        void *key = p->key, *ctx = p->ctx;
-        kv_mech mech = p->mech;
-        uint32_t siglen = p->siglen;
+    struct kc_ticket *tk = p->local && p->cur >= 0 && p->cur < KC_TICKETS ? &p->tickets[p->cur] : NULL;
+    if (fn == KSA_FN_Verify && tk && p->pending && p->h == h && tk->h == h && tk->key && args[1].ptr && args[2].ptr &&
+        args[2].len == tk->siglen && args[1].len <= (1u << 20)) {
+        void *key = tk->key, *ctx = tk->ctx;
+        kv_mech mech = tk->mech;
+        uint32_t siglen = tk->siglen;
         kv_key_ref(key);
-        p->ctx = NULL;   /* lent to this call */
+        tk->ctx = NULL;   /* lent to this call */
         pthread_mutex_unlock(&p->lock);
         if (!ctx) ctx = kv_ctx(key, &mech);
         int v = kv_verify(key, ctx, &mech, siglen, args[1].ptr, args[1].len, args[2].ptr, args[2].len);
         pthread_mutex_lock(&p->lock);
-        if (ctx && p->key == key && !p->ctx) p->ctx = ctx, ctx = NULL;   /* back to the ticket, if still its own */
+        if (ctx && tk->key == key && !tk->ctx) tk->ctx = ctx, ctx = NULL;   /* back to the ticket, if still its own */
         pthread_mutex_unlock(&p->lock);
         kv_ctx_free(ctx);
         kv_key_free(key);
@@ -1081,13 +1124,27 @@ static void ticket_fetch(ksa_arg *args, const uint8_t *enc, uint32_t encn, const
     }
     struct kc_pair *p = pair_slot(h);
     pthread_mutex_lock(&p->lock);
-    if (p->h == h && p->known && !p->pending && p->page == page && p->epoch == epoch && p->n == encn &&
-        memcmp(p->init, enc, encn) == 0 && ksa_epoch_read(page) == epoch) {
-        ticket_drop_locked(p);
-        p->key = k;
-        p->mech = mech;
-        p->siglen = siglen;
-        k = NULL;
+    if (encn <= KC_TICKET_MAX && ksa_epoch_read(page) == epoch) {
+        /* This init's ticket, else a free one, else the other session's. */
+        struct kc_ticket *t = NULL;
+        for (int i = 0; i < KC_TICKETS && !t; i++)
+            if (p->tickets[i].h == h && p->tickets[i].n == encn && memcmp(p->tickets[i].init, enc, encn) == 0) t = &p->tickets[i];
+        for (int i = 0; i < KC_TICKETS && !t; i++)
+            if (p->tickets[i].h == 0 || p->tickets[i].epoch != epoch) t = &p->tickets[i];
+        if (!t) t = &p->tickets[h % KC_TICKETS];
+        if (p->local && t == &p->tickets[p->cur]) t = NULL;   /* in use by a pending init: not replaced */
+        if (t) {
+            ticket_drop_locked(t);
+            t->h = h;
+            t->n = encn;
+            memcpy(t->init, enc, encn);
+            t->page = page;
+            t->epoch = epoch;
+            t->key = k;
+            t->mech = mech;
+            t->siglen = siglen;
+            k = NULL;
+        }
     }
     pthread_mutex_unlock(&p->lock);
     if (k) ks_client_note("C_VerifyInit on session %lu key %lu: changed meanwhile, no ticket", h, key);
