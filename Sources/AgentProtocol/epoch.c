@@ -6,10 +6,13 @@
  * that a public key it was handed is still the one the agent would use.
  *
  * What moves it (over-invalidating is harmless, missing a change is not):
- * - every PKCS #11 call served that is not a pure read (ksa_epoch_fn_changes:
- *   object creation, change and destruction, login, logout, PIN calls,
- *   closing sessions, C_Initialize, C_Finalize, ...), by any client, before
- *   its reply leaves the agent;
+ * - every PKCS #11 call served that may change what another client finds
+ *   (ksa_epoch_fn_changes: object creation, change and destruction, PIN and
+ *   token calls, any function not known to be harmless), by any client,
+ *   before its reply leaves the agent. A client's own logins, sessions and
+ *   session objects are its own: its module drops its tickets itself when it
+ *   calls C_Login, C_Logout, C_CloseSession... (agent_client.c), so those do
+ *   not end every other client's;
  * - every control request of the CLI (ControlServer.swift: unlock, lock,
  *   generate, ...);
  * - any write, creation, deletion or rename in the store's directory, seen by
@@ -142,8 +145,9 @@ int ksa_epoch_watch(const char *dir) {
 }
 
 /* The pure reads: a call of any other function may change what a
- * C_VerifyInit finds (or is a function this list does not know yet). */
-int ksa_epoch_fn_changes(uint32_t fn) {
+ * C_VerifyInit of the same client finds (or is a function this list does not
+ * know yet). */
+int ksa_epoch_fn_reads(uint32_t fn) {
     switch (fn) {
     case KSA_FN_GetInfo: case KSA_FN_GetSlotList: case KSA_FN_GetSlotInfo: case KSA_FN_GetTokenInfo:
     case KSA_FN_GetMechanismList: case KSA_FN_GetMechanismInfo: case KSA_FN_OpenSession: case KSA_FN_GetSessionInfo:
@@ -155,6 +159,32 @@ int ksa_epoch_fn_changes(uint32_t fn) {
     case KSA_FN_SignInit: case KSA_FN_Sign: case KSA_FN_SignUpdate: case KSA_FN_SignFinal:
     case KSA_FN_VerifyInit: case KSA_FN_Verify: case KSA_FN_VerifyUpdate: case KSA_FN_VerifyFinal:
     case KSA_FN_SeedRandom: case KSA_FN_GenerateRandom: case KSA_FN_GetFunctionStatus: case KSA_FN_WaitForSlotEvent:
+    case KSA_FN_DigestEncryptUpdate: case KSA_FN_DecryptDigestUpdate: case KSA_FN_SignEncryptUpdate:
+    case KSA_FN_DecryptVerifyUpdate: case KSA_FN_WrapKey: case KSA_FN_WrapKeyAuthenticated:
+    case KSA_FN_MessageEncryptInit: case KSA_FN_EncryptMessage: case KSA_FN_EncryptMessageBegin:
+    case KSA_FN_EncryptMessageNext: case KSA_FN_MessageEncryptFinal: case KSA_FN_MessageDecryptInit:
+    case KSA_FN_DecryptMessage: case KSA_FN_DecryptMessageBegin: case KSA_FN_DecryptMessageNext:
+    case KSA_FN_MessageDecryptFinal: case KSA_FN_MessageSignInit: case KSA_FN_SignMessage: case KSA_FN_SignMessageBegin:
+    case KSA_FN_SignMessageNext: case KSA_FN_MessageSignFinal: case KSA_FN_MessageVerifyInit: case KSA_FN_VerifyMessage:
+    case KSA_FN_VerifyMessageBegin: case KSA_FN_VerifyMessageNext: case KSA_FN_MessageVerifyFinal:
+    case KSA_FN_VerifySignatureInit: case KSA_FN_VerifySignature: case KSA_FN_VerifySignatureUpdate:
+    case KSA_FN_VerifySignatureFinal: case KSA_FN_GetSessionValidationFlags:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* What may change another client's C_VerifyInit: not the reads, and not what
+ * only changes the calling client's own state (its logins, sessions and the
+ * session objects they hold, its operations). */
+int ksa_epoch_fn_changes(uint32_t fn) {
+    if (ksa_epoch_fn_reads(fn)) return 0;
+    switch (fn) {
+    case KSA_FN_Initialize: case KSA_FN_Finalize: case KSA_FN_Login: case KSA_FN_LoginUser: case KSA_FN_Logout:
+    case KSA_FN_CloseSession: case KSA_FN_CloseAllSessions: case KSA_FN_SessionCancel: case KSA_FN_CancelFunction:
+    case KSA_FN_SignRecoverInit: case KSA_FN_SignRecover: case KSA_FN_VerifyRecoverInit: case KSA_FN_VerifyRecover:
+    case KSA_FN_SetOperationState:
         return 0;
     default:
         return 1;

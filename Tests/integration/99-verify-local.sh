@@ -14,7 +14,8 @@
 #     watcher of the store's directory) make the next C_VerifyInit of the first
 #     process fail, from the init, as through the agent (CKR_KEY_HANDLE_INVALID,
 #     CKR_KEY_FUNCTION_NOT_PERMITTED); a private public key is gone after
-#     C_Logout; a fresh key verifies again afterwards;
+#     C_Logout; a fresh key verifies again afterwards, and another process's
+#     login, listing and logout leave the first one's verifies in the client;
 # (c) the answers are the agent's: for every mechanism family (CKM_ECDSA and
 #     CKM_ECDSA_SHA*, CKM_RSA_PKCS and CKM_SHA*_RSA_PKCS, CKM_RSA_PKCS_PSS and
 #     CKM_SHA*_RSA_PKCS_PSS, a zero salt) a host answers a script of good, damaged,
@@ -128,6 +129,14 @@ expect "  after C_Logout its C_VerifyInit is CKR_USER_NOT_LOGGED_IN (the agent's
 expect "  login again" CKR_OK login
 expect "ec4 (untouched): sign" CKR_OK sign ecdsa ec4
 expect "ec4: 50 verifies after all that" "ok 50" loop 50 ecdsa ec4
+# Another client's own logins and sessions change nothing this one finds (its C_Login writes
+# the store's PIN counter, which the watcher sees: one ticket fetched again, no more).
+pkcs11-tool --module "$MODULE" --login --pin env:PIN -O >/dev/null 2>&1
+v0=$(calls C_Verify "$WORK/a.log")
+expect "ec4: 50 more after pkcs11-tool logged in, listed and logged out in another process" "ok 50" loop 50 ecdsa ec4
+v1=$(calls C_Verify "$WORK/a.log")
+[ $((v1 - v0)) -le 1 ] && ok "  $((v1 - v0)) of them reached the agent (the ticket fetched again once at most)" \
+  || bad "  another client's login costs this one its tickets once at most" "$((v1 - v0)) C_Verify reached the agent"
 expect "ec4: a damaged signature: CKR_SIGNATURE_INVALID" CKR_OK vinit ecdsa ec4
 expect "  (its C_Verify)" CKR_SIGNATURE_INVALID verify-bad
 say quit

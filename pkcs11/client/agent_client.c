@@ -820,9 +820,10 @@ static void pair_flush_for(uint32_t fn, ksa_arg *args) {
             pthread_mutex_lock(&p->lock);
             pair_flush_locked(p);
             p->known = 0;
-            /* A call that can change what an init finds: no ticket outlives it (the agent
-             * moves its epoch too, before it replies). */
-            if (ksa_epoch_fn_changes(fn)) tickets_drop_locked(p);
+            /* A call that can change what an init finds: no ticket outlives it (C_Login,
+             * C_Logout, C_CloseSession change this client only, and the agent's epoch
+             * does not move for them: epoch.c). */
+            if (!ksa_epoch_fn_reads(fn)) tickets_drop_locked(p);
             pthread_mutex_unlock(&p->lock);
         }
         return;

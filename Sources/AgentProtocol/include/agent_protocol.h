@@ -495,8 +495,13 @@ void ksa_epoch_bump(void);
 /* Starts the watcher of the store's directory (once); without it no page is
  * given (-1). */
 int ksa_epoch_watch(const char *dir);
-/* 1 when a served call of `fn` may change what a C_VerifyInit finds (every
- * function but the pure reads): serve.c bumps the counter after it. */
+/* 1 when `fn` changes nothing a C_VerifyInit of the calling client finds
+ * (GetAttributeValue, FindObjects*, the crypto calls, ...). */
+int ksa_epoch_fn_reads(uint32_t fn);
+/* 1 when a served call of `fn` may change what another client's C_VerifyInit
+ * finds (every function but the reads and those that change only the
+ * caller's own logins, sessions and operations): serve.c bumps the counter
+ * after it. */
 int ksa_epoch_fn_changes(uint32_t fn);
 /* The client's side: maps the page read-only (its size and seals checked);
  * NULL on failure. */
