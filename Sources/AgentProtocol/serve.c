@@ -138,6 +138,7 @@ static CK_RV serve_part(const CK_FUNCTION_LIST_3_0 *f, uint32_t fn, ksa_rd *r, k
         ksa_put_u8(out, 0);
     } else {
         rv = call(f, fn, a);
+        if (ksa_epoch_fn_changes(fn)) ksa_epoch_bump();
         ksa_encode_reply(fn, a, rv, out);
     }
     ksa_arena_free(&arena);
@@ -195,6 +196,8 @@ int ksa_serve(const CK_FUNCTION_LIST_3_0 *f, const uint8_t *req, size_t len, ksa
         status = -1;
     } else {
         CK_RV rv = call(f, fn, a);
+        /* Before the reply leaves: a client that hears of the change sees the new epoch (epoch.c). */
+        if (ksa_epoch_fn_changes(fn)) ksa_epoch_bump();
         ksa_encode_reply(fn, a, rv, out);
     }
     ksa_arena_free(&arena);

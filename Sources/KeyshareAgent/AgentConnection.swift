@@ -33,7 +33,7 @@ struct AgentConnection {
         // that stopped reading) ends the connection.
         var tv = timeval(tv_sec: Int(KSA_FRAME_TIMEOUT_MS) / 1000, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        guard let (client, wantsRegion) = hello(&buf) else { return }
+        guard let (client, wantsRegion, sendsEpoch) = hello(&buf) else { return }
         defer { agent.detach(client) }
         // The shared region the client asked for (Sources/AgentProtocol/shm.c):
         // made here, sealed, its descriptor sent right after the hello reply
@@ -49,13 +49,20 @@ struct AgentConnection {
                 return
             }
         }
+        // The epoch page (Sources/AgentProtocol/epoch.c): read-only for the client,
+        // whose cached C_VerifyInit answers hold while it does not move.
+        if sendsEpoch, ksa_send_fd(fd, ksa_epoch_fd()) != 0 {
+            ksa_shm_unmap(shm)
+            return
+        }
         serveCalls(client, &buf, shm)
     }
 
     /// Decodes the hello (hello.c), makes or finds the client, replies. Nil:
     /// refused (replied with the reason, which is also logged); else the
-    /// client and whether it asked for a shared region.
-    private func hello(_ buf: inout ksa_buf) -> (AgentClient, Bool)? {
+    /// client, whether it asked for a shared region, and whether the epoch
+    /// page's descriptor follows (asked for, and the agent has one).
+    private func hello(_ buf: inout ksa_buf) -> (AgentClient, Bool, Bool)? {
         var h = ksa_hello()
         let parsed = ksa_hello_parse(buf.data, buf.len, &h)
         guard parsed != -1, let tokenPtr = h.token else {
@@ -68,14 +75,17 @@ struct AgentConnection {
             return nil
         }
         let wantsRegion = h.flags & UInt16(KSA_HELLO_SHM) != 0
+        // The store's directory watched (epoch.c): only then is the page given.
+        let sendsEpoch = h.flags & UInt16(KSA_HELLO_EPOCH) != 0 && ksa_epoch_watch(agent.storeHome) == 0
+        let okReason: String? = sendsEpoch ? "epoch" : nil
         if token.contains(where: { $0 != 0 }) {
             let (found, why) = agent.attach(token: token, pid: pid)
             guard let c = found else {
                 refuse(why.hasPrefix("unknown") ? 2 : 6, token, why)
                 return nil
             }
-            reply(status: 0, token: token)
-            return (c, wantsRegion)
+            reply(status: 0, token: token, reason: okReason)
+            return (c, wantsRegion, sendsEpoch)
         }
         let groupsField: String? = h.groups.map { String(decoding: UnsafeBufferPointer(start: $0, count: Int(h.groups_len)), as: UTF8.self) }
         let display = Self.display(of: h)
@@ -93,7 +103,7 @@ struct AgentConnection {
         // (not a reused pid), and the agent's loop finalises the client when
         // it exits, whatever its threads are blocked in.
         let pidfd = keyshare_peer_pidfd(fd, pid)
-        func fail(_ status: UInt16, _ why: String) -> (AgentClient, Bool)? {
+        func fail(_ status: UInt16, _ why: String) -> (AgentClient, Bool, Bool)? {
             if logFD >= 0 { close(logFD) }
             if pidfd >= 0 { close(pidfd) }
             refuse(status, token, why)
@@ -146,8 +156,8 @@ struct AgentConnection {
         agent.register(client)
         let hiddenNote = Self.hiddenNote(policy, exe: exe)
         AgentLog.line("client pid \(pid) exe \(exe): allowed (store \(agent.storeHome), groups \(Self.describe(groups))\(hiddenNote)\(authenticator ? ", authenticates a person: no unlock reaches it" : "")\(pidfd >= 0 ? "" : ", no pidfd: cleaned up when its connections close"))")
-        reply(status: 0, token: newToken)
-        return (client, wantsRegion)
+        reply(status: 0, token: newToken, reason: okReason)
+        return (client, wantsRegion, sendsEpoch)
     }
 
     /// Where the client's person can be asked (hello fields 2 and 3): its display

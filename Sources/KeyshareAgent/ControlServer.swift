@@ -30,8 +30,12 @@ struct ControlServer {
         defer { pin.withUnsafeMutableBytes { if let b = $0.baseAddress { explicit_bzero(b, $0.count) } } }
         do {
             let out = try handle(op, request, pin: pin)
+            // Any control request may change what a C_VerifyInit finds (unlock, lock, generate...):
+            // the clients' cached answers end before the CLI hears back (Sources/AgentProtocol/epoch.c).
+            ksa_epoch_bump()
             reply(status: 0, out.fields)
         } catch {
+            ksa_epoch_bump()
             let text = Self.describe(error)
             AgentLog.line("pid \(pid): control \(op) refused: \(text)")
             reply(status: 1, ["error": Array(text.utf8)])

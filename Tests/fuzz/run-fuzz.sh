@@ -48,7 +48,7 @@ check "compile module fuzzer" "$CLANG" -g -O1 -fsanitize=fuzzer,address -I "$ROO
   -o "$WORK/module_fuzz" "$FZ/module_fuzz.c" -ldl
 AP="$ROOT/Sources/AgentProtocol"
 # frame.c's deadlines use spin.c's clock (ksa_mono_ns).
-AP_ALL=("$AP/codec.c" "$AP/kdf_params.c" "$AP/struct_params.c" "$AP/breadth_params.c" "$AP/template_params.c" "$AP/v32_params.c" "$AP/pq_params.c" "$AP/frame.c" "$AP/serve.c" "$AP/spin.c")
+AP_ALL=("$AP/codec.c" "$AP/kdf_params.c" "$AP/struct_params.c" "$AP/breadth_params.c" "$AP/template_params.c" "$AP/v32_params.c" "$AP/pq_params.c" "$AP/frame.c" "$AP/serve.c" "$AP/epoch.c" "$AP/spin.c")
 # UBSan without its function-type check: the protocol target calls one fake PKCS #11 entry through
 # every type of the function table (protocol_fuzz.c), which that check reports by design.
 CFUZZ=(-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize=function -fno-sanitize-recover=undefined -I "$ROOT/pkcs11/types" -I "$AP/include")

@@ -32,7 +32,7 @@ check_out "replay ${#existing[@]} module inputs (corpus + crash reproducers)" "r
 # crash reproducers, replayed by a plain build (no sanitizer, no libFuzzer).
 AP="$ROOT/Sources/AgentProtocol"
 # frame.c's deadlines use spin.c's clock (ksa_mono_ns).
-AP_ALL=("$AP/codec.c" "$AP/kdf_params.c" "$AP/struct_params.c" "$AP/breadth_params.c" "$AP/template_params.c" "$AP/v32_params.c" "$AP/pq_params.c" "$AP/frame.c" "$AP/serve.c" "$AP/spin.c")
+AP_ALL=("$AP/codec.c" "$AP/kdf_params.c" "$AP/struct_params.c" "$AP/breadth_params.c" "$AP/template_params.c" "$AP/v32_params.c" "$AP/pq_params.c" "$AP/frame.c" "$AP/serve.c" "$AP/epoch.c" "$AP/spin.c")
 check "compile protocol replay host" cc -O1 -Wall -Werror -DFUZZ_MAIN_REPLAY -I "$ROOT/pkcs11/types" -I "$AP/include" \
   -o "$WORK/protocol_replay" "$ROOT/Tests/fuzz/protocol_fuzz.c" "${AP_ALL[@]}"
 files=("$ROOT"/Tests/fuzz/corpus/protocol/* "$ROOT"/Tests/fuzz/crashes/protocol-*)

@@ -33,6 +33,7 @@
 #include "../abi/include/keyshare_abi.h"
 #include "../../Sources/AgentProtocol/include/agent_protocol.h"
 #include "keyshare_client.h"
+#include "local_verify.h"
 
 extern char **environ;
 
@@ -53,6 +54,13 @@ static uint8_t kc_token[KSA_TOKEN_LEN];
 static struct kc_conn *kc_idle;
 static struct kc_conn *kc_all;
 static uint32_t kc_next_id;
+/* The agent's epoch page (Sources/AgentProtocol/epoch.c), read-only; NULL
+ * without one. Replaced when a new agent-side client is made (another agent
+ * after a restart gives another page); a page of this process's earlier
+ * client stays mapped (a thread may still read it), one page per agent. */
+static const volatile uint64_t *kc_epoch;
+static dev_t kc_epoch_dev;
+static ino_t kc_epoch_ino;
 
 /* KEYSHARE_AGENT_SPIN_US of this process, read once (docs/agent.md, "Round trips"). */
 static uint32_t kc_spin_us(void) {
@@ -318,7 +326,7 @@ static int authenticates_a_person(void) {
  * CKR_TOKEN_NOT_PRESENT), -3 the store cannot be opened safely, -4 another
  * protocol version (*version), -5 no answer within the timeout (an agent
  * stuck or flooded: not retried, the caller's wait is that one timeout). */
-static int hello(int fd, int attach, ksa_shm **shm, unsigned *version) {
+static int hello(int fd, int attach, ksa_shm **shm, unsigned *version, const volatile uint64_t **epoch) {
     *shm = NULL;
     ksa_buf b;
     ksa_buf_init(&b);
@@ -327,7 +335,10 @@ static int hello(int fd, int attach, ksa_shm **shm, unsigned *version) {
     int log = !attach && debug_log_wanted();
     int want_shm = ksa_shm_wanted();
     static const uint8_t zero[KSA_TOKEN_LEN];
+    /* The epoch page, for a new client that may verify here (local_verify.c). */
+    int want_epoch = !attach && epoch && kv_wanted();
     uint16_t flags = (uint16_t)((log ? KSA_HELLO_LOG : 0) | (want_shm ? KSA_HELLO_SHM : 0) |
+                                (want_epoch ? KSA_HELLO_EPOCH : 0) |
                                 (!attach && authenticates_a_person() ? KSA_HELLO_AUTHENTICATOR : 0));
     if (attach) {
         ksa_hello_build(&b, flags, kc_token, NULL);
@@ -374,6 +385,21 @@ static int hello(int fd, int attach, ksa_shm **shm, unsigned *version) {
                 if (sfd >= 0) {
                     *shm = ksa_shm_map(sfd);
                     close(sfd);
+                }
+            }
+            /* The epoch page's descriptor, when the agent says one follows. */
+            if (rc == 0 && want_epoch && strcmp(h.reason, KSA_HELLO_EPOCH_REASON) == 0) {
+                int efd = ksa_recv_fd(fd);
+                if (efd == -2) rc = -1;
+                if (efd >= 0) {
+                    struct stat st;
+                    if (kc_epoch && fstat(efd, &st) == 0 && st.st_dev == kc_epoch_dev && st.st_ino == kc_epoch_ino) {
+                        *epoch = kc_epoch;   /* the same agent's page, mapped already */
+                    } else if ((*epoch = ksa_epoch_map(efd)) != NULL && fstat(efd, &st) == 0) {
+                        kc_epoch_dev = st.st_dev;
+                        kc_epoch_ino = st.st_ino;
+                    }
+                    close(efd);
                 }
             }
             if (rc == 0 && !attach) memcpy(kc_token, h.token, KSA_TOKEN_LEN);
@@ -497,7 +523,8 @@ static CK_RV start_client_locked(struct kc_conn **out, int allow_start) {
         if (fd < 0) return CKR_DEVICE_ERROR;
         ksa_shm *shm;
         unsigned version = 0;
-        int h = hello(fd, 0, &shm, &version);
+        const volatile uint64_t *epoch = NULL;
+        int h = hello(fd, 0, &shm, &version, &epoch);
         if (h == -2) { close(fd); return CKR_TOKEN_NOT_PRESENT; }
         if (h == -3 || h == -5) { close(fd); ksa_shm_unmap(shm); return CKR_DEVICE_ERROR; }
         if (h == -4) {
@@ -525,6 +552,7 @@ static CK_RV start_client_locked(struct kc_conn **out, int allow_start) {
         }
         if (x != 0) { conn_free_locked(c); sleep_ms(20); continue; }
         if (rv != CKR_OK) { conn_free_locked(c); return rv; }
+        __atomic_store_n(&kc_epoch, epoch, __ATOMIC_RELEASE);
         *out = c;
         return CKR_OK;
     }
@@ -567,7 +595,7 @@ static CK_RV acquire(struct kc_conn **out) {
     int fd = connect_agent(0, &peer);
     ksa_shm *shm = NULL;
     unsigned version = 0;
-    if (fd >= 0 && hello(fd, 1, &shm, &version) == 0) {
+    if (fd >= 0 && hello(fd, 1, &shm, &version, NULL) == 0) {
         pthread_mutex_lock(&kc_lock);
         struct kc_conn *c = conn_new_locked(fd, shm, gen);
         pthread_mutex_unlock(&kc_lock);
@@ -636,6 +664,8 @@ static int lazy_call(uint32_t fn) {
  * KEYSHARE_AGENT_PAIR=0 turns it off. */
 #define KC_PAIR_SLOTS 256u
 #define KC_PAIR_MAX 512u   /* the largest encoded init kept (an RSA-PSS or GCM init is < 100 bytes) */
+#define KC_TICKETS 2       /* verify tickets per slot (local_verify.c) */
+#define KC_TICKET_MAX 128u /* the largest encoded C_VerifyInit with a ticket (an RSA-PSS one is < 100 bytes) */
 struct kc_pair {
     pthread_mutex_t lock;
     CK_SESSION_HANDLE h;
@@ -646,7 +676,48 @@ struct kc_pair {
                       one-shot call seen to end the operation */
     uint32_t n;
     uint8_t init[KC_PAIR_MAX];   /* u32 fn, then the arguments, as ksa_encode_request wrote them */
+    /* Issue 30, verify in the client (docs/agent.md, "Verify in the client"). With
+     * the agent's epoch page, `known` holds only while the page reads `epoch`,
+     * the value read before that init was sent: anything the agent did since
+     * that may change an init's answer (another process destroying the key,
+     * setting CKA_VERIFY false, a logout...) sends the next init alone, so its
+     * error comes from C_XInit. */
+    const volatile uint64_t *page;
+    uint64_t epoch;
+    /* Tickets: C_VerifyInit requests the agent accepted with a mechanism
+     * local_verify.c runs, each with the public key the agent verifies with
+     * (the object's CKA_PUBLIC_KEY_INFO: a public, non-private key of a
+     * keyshare token), valid while the page reads the epoch read before that
+     * init was sent. Kept apart from the one init above, so a session that
+     * alternates C_SignInit and C_VerifyInit keeps its verify ticket. `local`:
+     * the pending init was answered with tickets[cur], and C_Verify may run
+     * here (else it goes to the agent as a pair). */
+    struct kc_ticket {
+        CK_SESSION_HANDLE h;   /* 0: none */
+        uint32_t n;
+        uint8_t init[KC_TICKET_MAX];
+        const volatile uint64_t *page;
+        uint64_t epoch;
+        void *key;
+        void *ctx;             /* key's verify context for mech, lent to one C_Verify at a time */
+        kv_mech mech;
+        uint32_t siglen;
+    } tickets[KC_TICKETS];
+    int local, cur;
 };
+
+/* Drops ticket t (called with its slot's lock held). */
+static void ticket_drop_locked(struct kc_ticket *t) {
+    kv_ctx_free(t->ctx);
+    kv_key_free(t->key);
+    t->ctx = t->key = NULL;
+    t->h = 0;
+}
+
+static void tickets_drop_locked(struct kc_pair *p) {
+    for (int i = 0; i < KC_TICKETS; i++) ticket_drop_locked(&p->tickets[i]);
+    p->local = 0;
+}
 static struct kc_pair kc_pairs[KC_PAIR_SLOTS];
 static int kc_pending;    /* pending inits, all slots (atomic) */
 static int kc_pairs_off;  /* KEYSHARE_AGENT_PAIR=0, or an agent without pairs (atomic) */
@@ -655,8 +726,9 @@ static int kc_pairs_off;  /* KEYSHARE_AGENT_PAIR=0, or an agent without pairs (a
 static void kc_pairs_forget(void) {
     for (unsigned i = 0; i < KC_PAIR_SLOTS; i++) {
         pthread_mutex_lock(&kc_pairs[i].lock);
-        kc_pairs[i].pending = kc_pairs[i].known = kc_pairs[i].active = 0;
+        kc_pairs[i].pending = kc_pairs[i].known = kc_pairs[i].active = kc_pairs[i].local = 0;
         kc_pairs[i].h = 0;
+        tickets_drop_locked(&kc_pairs[i]);
         pthread_mutex_unlock(&kc_pairs[i].lock);
     }
     __atomic_store_n(&kc_pending, 0, __ATOMIC_RELEASE);
@@ -668,8 +740,11 @@ static void kc_pairs_init(void) {
     for (unsigned i = 0; i < KC_PAIR_SLOTS; i++) {
         pthread_mutex_init(&kc_pairs[i].lock, NULL);
         kc_pairs[i].h = 0;
-        kc_pairs[i].known = kc_pairs[i].pending = kc_pairs[i].active = 0;
+        kc_pairs[i].known = kc_pairs[i].pending = kc_pairs[i].active = kc_pairs[i].local = 0;
         kc_pairs[i].n = 0;
+        kc_pairs[i].page = NULL;
+        /* A fork child's tickets are dropped, not freed (a parent thread may have been using them). */
+        memset(kc_pairs[i].tickets, 0, sizeof kc_pairs[i].tickets);
     }
     __atomic_store_n(&kc_pending, 0, __ATOMIC_RELEASE);
     const char *v = getenv("KEYSHARE_AGENT_PAIR");
@@ -714,6 +789,7 @@ static void frame_done(struct kc_conn *c);
 static void pair_flush_locked(struct kc_pair *p) {
     if (!p->pending) return;
     p->pending = 0;
+    p->local = 0;
     __atomic_sub_fetch(&kc_pending, 1, __ATOMIC_ACQ_REL);
     struct kc_conn *c;
     if (acquire(&c) != CKR_OK) { p->known = 0; return; }
@@ -744,6 +820,10 @@ static void pair_flush_for(uint32_t fn, ksa_arg *args) {
             pthread_mutex_lock(&p->lock);
             pair_flush_locked(p);
             p->known = 0;
+            /* A call that can change what an init finds: no ticket outlives it (C_Login,
+             * C_Logout, C_CloseSession change this client only, and the agent's epoch
+             * does not move for them: epoch.c). */
+            if (!ksa_epoch_fn_reads(fn)) tickets_drop_locked(p);
             pthread_mutex_unlock(&p->lock);
         }
         return;
@@ -757,7 +837,19 @@ static void pair_flush_for(uint32_t fn, ksa_arg *args) {
 
 /* C_XInit: answered here (1, *rv = CKR_OK) when the same init succeeded last
  * on this session; else 0 (the caller sends it, then pair_learn). */
-static int pair_try_init(uint32_t fn, ksa_arg *args, uint8_t *enc, uint32_t *encn) {
+/* Whether slot p's "known" init still holds by the epoch page (called with its lock held). */
+static int pair_current_locked(const struct kc_pair *p, const volatile uint64_t *page, uint64_t now) {
+    if (!p->page) return 1;   /* learnt without a page: the rules before it (docs/agent.md) */
+    return p->page == page && now != 0 && now == p->epoch;
+}
+
+static int pair_try_init(uint32_t fn, ksa_arg *args, uint8_t *enc, uint32_t *encn,
+                         const volatile uint64_t **page_out, uint64_t *epoch_out) {
+    /* Read before anything is sent: a change after this read moves the page past it. */
+    const volatile uint64_t *page = __atomic_load_n(&kc_epoch, __ATOMIC_ACQUIRE);
+    uint64_t now = ksa_epoch_read(page);
+    *page_out = page;
+    *epoch_out = now;
     ksa_buf b;
     ksa_buf_init(&b);
     ksa_put_u32(&b, fn);
@@ -776,26 +868,55 @@ static int pair_try_init(uint32_t fn, ksa_arg *args, uint8_t *enc, uint32_t *enc
      * the agent answers CKR_OPERATION_ACTIVE) or of another in this slot goes first. */
     int again = p->pending && p->h == h;
     pair_flush_locked(p);
+    /* A ticket for this very init, still current: it becomes the learnt init again. */
+    /* Only while this slot follows session h (p->h) and no operation of h may
+     * be active: otherwise a second init could be answered here that the
+     * agent refuses with CKR_OPERATION_ACTIVE. */
+    int t = -1;
+    if (!again && usable && fn == KSA_FN_VerifyInit && page && now && p->h == h && !p->active) {
+        for (int i = 0; i < KC_TICKETS && t < 0; i++) {
+            struct kc_ticket *k = &p->tickets[i];
+            if (k->h == h && k->key && k->n == *encn && memcmp(k->init, enc, *encn) == 0 && k->page == page &&
+                k->epoch == now)
+                t = i;
+        }
+        if (t >= 0) {
+            p->known = 1;
+            p->n = *encn;
+            memcpy(p->init, enc, *encn);
+            p->page = page;
+            p->epoch = now;
+        }
+    }
     if (!again && usable && p->known && !p->active && p->h == h && p->n == *encn && memcmp(p->init, enc, *encn) == 0) {
-        p->pending = 1;
-        __atomic_add_fetch(&kc_pending, 1, __ATOMIC_ACQ_REL);
-        answered = 1;
+        if (pair_current_locked(p, page, now)) {
+            p->pending = 1;
+            p->local = t >= 0;
+            p->cur = t;
+            __atomic_add_fetch(&kc_pending, 1, __ATOMIC_ACQ_REL);
+            answered = 1;
+        } else {
+            p->known = 0;   /* the agent may answer otherwise now: this init goes alone */
+        }
     }
     pthread_mutex_unlock(&p->lock);
     return answered;
 }
 
 /* After an init sent alone: remember it when it succeeded. */
-static void pair_learn(CK_SESSION_HANDLE h, const uint8_t *enc, uint32_t n, CK_RV rv) {
+static void pair_learn(CK_SESSION_HANDLE h, const uint8_t *enc, uint32_t n, CK_RV rv,
+                       const volatile uint64_t *page, uint64_t epoch) {
     struct kc_pair *p = pair_slot(h);
     pthread_mutex_lock(&p->lock);
     if (!p->pending) {
-        if (rv == CKR_OK && n > 0) {
+        if (rv == CKR_OK && n > 0 && (!page || epoch != 0)) {
             p->h = h;
             p->known = 1;
             p->active = 1;
             p->n = n;
             memcpy(p->init, enc, n);
+            p->page = page;
+            p->epoch = epoch;
         } else if (p->h == h) {
             p->known = 0;
             p->active = 1;
@@ -828,6 +949,37 @@ static int pair_call(uint32_t fn, ksa_arg *args, CK_RV *rv) {
     uint8_t init[KC_PAIR_MAX];
     uint32_t n = 0;
     pthread_mutex_lock(&p->lock);
+    /* C_Verify after an init answered with the ticket: verified here when the
+     * answer is CKR_OK or CKR_SIGNATURE_INVALID (local_verify.c); any other
+     * input goes to the agent with the init, as a pair. */
+    struct kc_ticket *tk = p->local && p->cur >= 0 && p->cur < KC_TICKETS ? &p->tickets[p->cur] : NULL;
+    if (fn == KSA_FN_Verify && tk && p->pending && p->h == h && tk->h == h && tk->key && args[1].ptr && args[2].ptr &&
+        args[2].len == tk->siglen && args[1].len <= (1u << 20)) {
+        void *key = tk->key, *ctx = tk->ctx;
+        kv_mech mech = tk->mech;
+        uint32_t siglen = tk->siglen;
+        kv_key_ref(key);
+        tk->ctx = NULL;   /* lent to this call */
+        pthread_mutex_unlock(&p->lock);
+        if (!ctx) ctx = kv_ctx(key, &mech);
+        int v = kv_verify(key, ctx, &mech, siglen, args[1].ptr, args[1].len, args[2].ptr, args[2].len);
+        pthread_mutex_lock(&p->lock);
+        if (ctx && tk->key == key && !tk->ctx) tk->ctx = ctx, ctx = NULL;   /* back to the ticket, if still its own */
+        pthread_mutex_unlock(&p->lock);
+        kv_ctx_free(ctx);
+        kv_key_free(key);
+        pthread_mutex_lock(&p->lock);
+        if (v >= 0 && p->local && p->pending && p->h == h) {
+            /* The operation ends with C_Verify, here as at the agent. */
+            p->pending = p->local = 0;
+            p->active = 0;
+            __atomic_sub_fetch(&kc_pending, 1, __ATOMIC_ACQ_REL);
+            pthread_mutex_unlock(&p->lock);
+            *rv = v ? CKR_OK : CKR_SIGNATURE_INVALID;
+            return 1;
+        }
+    }
+    p->local = 0;
     int mine = p->pending && p->h == h && p->n >= 4;
     uint32_t init_fn = mine ? (uint32_t)(p->init[0] | p->init[1] << 8 | p->init[2] << 16 | (uint32_t)p->init[3] << 24) : 0;
     if (mine && !ksa_pair_allowed(init_fn, fn)) {
@@ -885,7 +1037,7 @@ static int pair_call(uint32_t fn, ksa_arg *args, CK_RV *rv) {
                 CK_RV irv = ksa_get_u64(&one);
                 if (one.failed) irv = CKR_DEVICE_ERROR;
                 if (irv != CKR_OK) {
-                    pair_learn(h, NULL, 0, irv);
+                    pair_learn(h, NULL, 0, irv, NULL, 0);
                     *rv = irv;
                 } else {
                     *rv = ksa_apply_reply(fn, args, &r);
@@ -911,6 +1063,96 @@ static int pair_call(uint32_t fn, ksa_arg *args, CK_RV *rv) {
     return 0;
 }
 
+/* After a C_VerifyInit the agent accepted, sent alone: the ticket, when the
+ * mechanism is one local_verify.c runs and the key is a public, non-private
+ * key object of a keyshare token whose CKA_PUBLIC_KEY_INFO gives the key the
+ * agent verifies with. Two or three round trips, once per session, key and
+ * mechanism; stored only while that init is still the slot's, learnt at
+ * `epoch` (the read before the init was sent: a change since moves the page,
+ * and the ticket is never used). Anything unexpected: no ticket. */
+/* A read for the ticket, outside the pair rules: C_GetTokenInfo is a call that
+ * forgets every learnt init (pair_global_fn), the one just learnt included;
+ * these three reads change nothing, and the session has no pending init. */
+static CK_RV ticket_read(uint32_t fn, ksa_arg *args) {
+    struct kc_conn *c;
+    CK_RV rv = acquire(&c);
+    if (rv != CKR_OK) return rv;
+    int x = exchange_in(c, fn, args, &rv);
+    release(c, x == -1 ? 1 : x == -2 ? 2 : 0);
+    return x ? CKR_DEVICE_ERROR : rv;
+}
+
+static void ticket_fetch(ksa_arg *args, const uint8_t *enc, uint32_t encn, const volatile uint64_t *page, uint64_t epoch) {
+    kv_mech mech;
+    if (!kv_wanted() || !kv_mechanism(args[1].ptr, &mech) || !kv_available()) return;
+    CK_SESSION_HANDLE h = args[0].ul;
+    const char *why = NULL;
+    CK_OBJECT_HANDLE key = args[2].ul;
+    /* A keyshare token's own key: "keyshare soft" (an external token's keys
+     * come and go with a card the epoch does not follow). */
+    CK_SESSION_INFO si;
+    CK_TOKEN_INFO ti;
+    static const char model[16] = "keyshare soft   ";
+    ksa_arg sa[KSA_MAX_ARGS] = {{.ul = h}, {.ptr = &si}};
+    ksa_arg ta[KSA_MAX_ARGS] = {{0}, {.ptr = &ti}};
+    CK_RV srv = ticket_read(KSA_FN_GetSessionInfo, sa);
+    ta[0].ul = si.slotID;
+    if (srv != CKR_OK || ticket_read(KSA_FN_GetTokenInfo, ta) != CKR_OK || memcmp(ti.model, model, sizeof model) != 0) {
+        ks_client_note("C_VerifyInit on session %lu: verified by the agent (not a keyshare soft token's key)", h);
+        return;
+    }
+    CK_OBJECT_CLASS cls = 0;
+    CK_BBOOL priv = CK_TRUE;
+    uint8_t *spki = malloc(4096);
+    if (!spki) return;
+    CK_ATTRIBUTE t[3] = {{CKA_CLASS, &cls, sizeof cls}, {CKA_PRIVATE, &priv, sizeof priv}, {CKA_PUBLIC_KEY_INFO, spki, 4096}};
+    CK_ULONG caps[3];
+    ksa_arg ga[KSA_MAX_ARGS] = {{.ul = h}, {.ul = key}, {.ptr = t, .len = 3, .plen = caps}};
+    CK_RV rv = ticket_read(KSA_FN_GetAttributeValue, ga);
+    void *k = NULL;
+    uint32_t siglen = 0;
+    if (rv == CKR_OK && t[0].ulValueLen == sizeof cls && cls == CKO_PUBLIC_KEY && t[1].ulValueLen == sizeof priv &&
+        priv == CK_FALSE && t[2].ulValueLen > 0 && t[2].ulValueLen <= 4096)
+        k = kv_key(spki, t[2].ulValueLen, &mech, &siglen);
+    else
+        why = rv != CKR_OK ? "its attributes cannot be read" : cls != CKO_PUBLIC_KEY ? "not a public key object"
+            : priv != CK_FALSE ? "a private object (CKA_PRIVATE)" : "no CKA_PUBLIC_KEY_INFO";
+    free(spki);
+    if (!k) {
+        ks_client_note("C_VerifyInit on session %lu key %lu: verified by the agent (%s)", h, key,
+                       why ? why : "a key this module does not verify");
+        return;
+    }
+    struct kc_pair *p = pair_slot(h);
+    pthread_mutex_lock(&p->lock);
+    if (encn <= KC_TICKET_MAX && ksa_epoch_read(page) == epoch) {
+        /* This init's ticket, else a free one, else the other session's. */
+        struct kc_ticket *t = NULL;
+        for (int i = 0; i < KC_TICKETS && !t; i++)
+            if (p->tickets[i].h == h && p->tickets[i].n == encn && memcmp(p->tickets[i].init, enc, encn) == 0) t = &p->tickets[i];
+        for (int i = 0; i < KC_TICKETS && !t; i++)
+            if (p->tickets[i].h == 0 || p->tickets[i].epoch != epoch) t = &p->tickets[i];
+        if (!t) t = &p->tickets[h % KC_TICKETS];
+        if (p->local && t == &p->tickets[p->cur]) t = NULL;   /* in use by a pending init: not replaced */
+        if (t) {
+            ticket_drop_locked(t);
+            t->h = h;
+            t->n = encn;
+            memcpy(t->init, enc, encn);
+            t->page = page;
+            t->epoch = epoch;
+            t->key = k;
+            t->mech = mech;
+            t->siglen = siglen;
+            k = NULL;
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    if (k) ks_client_note("C_VerifyInit on session %lu key %lu: changed meanwhile, no ticket", h, key);
+    else ks_client_note("C_VerifyInit on session %lu key %lu: the same init again is verified in this process", h, key);
+    kv_key_free(k);
+}
+
 static CK_RV kc_call(uint32_t fn, ksa_arg *args) {
     const CK_FUNCTION_LIST_3_2 *L;
     if (__atomic_load_n(&kc_lazy, __ATOMIC_ACQUIRE) && lazy_call(fn) && (L = lazy_engine()) != NULL) {
@@ -927,9 +1169,11 @@ static CK_RV kc_call(uint32_t fn, ksa_arg *args) {
     uint8_t enc[KC_PAIR_MAX];
     uint32_t encn = 0;
     int learn = 0;
+    const volatile uint64_t *page = NULL;
+    uint64_t epoch = 0;
     if (!__atomic_load_n(&kc_pairs_off, __ATOMIC_ACQUIRE)) {
         if (pair_init_fn(fn)) {
-            if (pair_try_init(fn, args, enc, &encn)) return CKR_OK;
+            if (pair_try_init(fn, args, enc, &encn, &page, &epoch)) return CKR_OK;
             learn = 1;
         } else if (pair_call_fn(fn)) {
             CK_RV prv;
@@ -945,7 +1189,10 @@ static CK_RV kc_call(uint32_t fn, ksa_arg *args) {
     if (rv != CKR_OK) return rv;
     int x = exchange_in(c, fn, args, &rv);
     release(c, x == -1 ? 1 : x == -2 ? 2 : 0);
-    if (learn) pair_learn(args[0].ul, enc, encn, x == 0 ? rv : CKR_DEVICE_ERROR);
+    if (learn) {
+        pair_learn(args[0].ul, enc, encn, x == 0 ? rv : CKR_DEVICE_ERROR, page, epoch);
+        if (x == 0 && rv == CKR_OK && fn == KSA_FN_VerifyInit && page && epoch) ticket_fetch(args, enc, encn, page, epoch);
+    }
     else if (x == 0 && pair_call_fn(fn) && !__atomic_load_n(&kc_pairs_off, __ATOMIC_ACQUIRE)) pair_ended(fn, args, rv);
     if (x == -2) {
         ks_client_note("the keyshare agent did not answer call %u within %d ms (KEYSHARE_AGENT_TIMEOUT): CKR_DEVICE_ERROR",
@@ -979,6 +1226,7 @@ static void kc_fork_child(void) {
     kc_lost = 0;
     kc_generation++;
     kc_pairs_init();   /* a parent thread may have held a slot's lock: fresh ones, nothing pending */
+    kc_epoch = NULL;   /* the parent's agent-side client's page: the child makes its own client */
     pthread_mutex_unlock(&kc_lock);
 }
 

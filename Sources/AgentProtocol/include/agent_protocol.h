@@ -463,6 +463,13 @@ void ksa_chan_close_shm(ksa_chan *c);
  * no `keyshare unlock` may reach it. Set by the module (agent_client.c); the
  * agent trusts it as is: a forged flag only loses the client the unlock. */
 #define KSA_HELLO_AUTHENTICATOR 4u
+/* The client asks for the agent's epoch page (epoch.c; docs/agent.md, "Verify
+ * in the client"). An agent that has one answers the hello with the reason
+ * "epoch" and sends its descriptor after the shared region's byte (after the
+ * reply when no region was asked for); an agent without one (or older) leaves
+ * the reason empty and sends nothing more. */
+#define KSA_HELLO_EPOCH 8u
+#define KSA_HELLO_EPOCH_REASON "epoch"
 #define KSA_HELLO_STORE_UNSAFE 5u
 /* Sends fd (or, with fd < 0 or a closed fd, the byte alone). 0 or -1. */
 int ksa_send_fd(int sock, int fd);
@@ -477,5 +484,30 @@ int ksa_recv_fd(int sock);
  * (written with MSG_DONTWAIT: PKCS11 Log); anything else is kept. -1 when
  * a pipe or terminal cannot be opened anew (no reader left: no log). */
 int ksa_log_fd_nonblocking(int fd);
+
+/* ---- the epoch page (epoch.c) ---- */
+#define KSA_EPOCH_PAGE 4096
+/* The agent's side: the page's descriptor (made on first use, sealed: no
+ * client can write it or change its size), -1 when the kernel cannot seal it. */
+int ksa_epoch_fd(void);
+/* Moves the counter (any event that may change a C_VerifyInit's answer). */
+void ksa_epoch_bump(void);
+/* Starts the watcher of the store's directory (once); without it no page is
+ * given (-1). */
+int ksa_epoch_watch(const char *dir);
+/* 1 when `fn` changes nothing a C_VerifyInit of the calling client finds
+ * (GetAttributeValue, FindObjects*, the crypto calls, ...). */
+int ksa_epoch_fn_reads(uint32_t fn);
+/* 1 when a served call of `fn` may change what another client's C_VerifyInit
+ * finds (every function but the reads and those that change only the
+ * caller's own logins, sessions and operations): serve.c bumps the counter
+ * after it. */
+int ksa_epoch_fn_changes(uint32_t fn);
+/* The client's side: maps the page read-only (its size and seals checked);
+ * NULL on failure. */
+const volatile uint64_t *ksa_epoch_map(int fd);
+/* The counter now; 0 when there is no page or the agent no longer watches
+ * the store (nothing may be taken as current). */
+uint64_t ksa_epoch_read(const volatile uint64_t *page);
 
 #endif
