@@ -8,6 +8,8 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include "agent_protocol.h"
 #include "codec_internal.h"
 
@@ -95,24 +97,56 @@ uint64_t ksa_get_u64(ksa_rd *r) {
 
 /* ---- arena ---------------------------------------------------------------- */
 
-struct ksa_block { struct ksa_block *next; size_t size; max_align_t data[]; };
+/* A block is the header and its bytes, or, from KSA_ARENA_MAP_MIN bytes, the header and a private
+ * anonymous mapping. The large ones are output buffers of the client's declared capacity (C_Encrypt
+ * into a 1 MiB buffer for 16 KiB of data): calloc and a wipe of the whole capacity made the agent's
+ * work grow with what the client claims, not with what it sends (79 % of its CPU for 16 KiB
+ * AES-CTR into a 1 MiB buffer, docs/benchmarks.md). A mapping's pages cost nothing until touched,
+ * and at free only the resident ones (mincore), the only ones that ever held data, are wiped. */
+#define KSA_ARENA_MAP_MIN (32u << 10)
+struct ksa_block { struct ksa_block *next; size_t size; unsigned char *map; max_align_t data[]; };
 
 void *ksa_arena_alloc(ksa_arena *a, size_t n) {
     if (n > KSA_MAX_FRAME || a->total > (size_t)KSA_MAX_FRAME * 2 - n) return NULL;
-    struct ksa_block *b = calloc(1, sizeof *b + (n ? n : 1));
+    int big = n >= KSA_ARENA_MAP_MIN;
+    struct ksa_block *b = calloc(1, sizeof *b + (big || !n ? 1 : n));
     if (!b) return NULL;
+    if (big) {
+        void *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) { free(b); return NULL; }
+        b->map = m;
+    }
     b->size = n;
     b->next = a->head;
     a->head = b;
     a->total += n;
-    return b->data;
+    return b->map ? (void *)b->map : (void *)b->data;
+}
+
+/* Wipes the pages of a mapping that are resident (touched), then unmaps it. A page mincore cannot
+ * tell about is wiped. */
+static void unmap_wiped(unsigned char *m, size_t n) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = (n + page - 1) / page;
+    unsigned char vec[256];
+    for (size_t at = 0; at < pages; at += sizeof vec) {
+        size_t k = pages - at < sizeof vec ? pages - at : sizeof vec;
+        size_t len = at + k == pages ? n - at * page : k * page;
+        int known = mincore(m + at * page, len, vec) == 0;
+        for (size_t i = 0; i < k; i++)
+            if (!known || (vec[i] & 1)) {
+                size_t off = (at + i) * page;
+                wipe(m + off, n - off < page ? n - off : page);
+            }
+    }
+    munmap(m, n);
 }
 
 void ksa_arena_free(ksa_arena *a) {
     struct ksa_block *b = a->head;
     while (b) {
         struct ksa_block *next = b->next;
-        wipe(b->data, b->size);
+        if (b->map) unmap_wiped(b->map, b->size);
+        else wipe(b->data, b->size);
         free(b);
         b = next;
     }
@@ -542,9 +576,31 @@ CK_RV ksa_encode_request(uint32_t fn, ksa_arg *args, ksa_buf *b) {
 /* Something the module may point at for a non-NULL opaque pointer (pReserved). */
 static uint64_t opaque_dummy[8];
 
+/* The functions whose byte output is bounded by the bytes they are given: at most the input plus
+ * KSA_OUTPUT_SLACK (a block of padding, a tag, an RSA modulus of up to 32,768 bits). Not the
+ * finals (GCM decryption releases the whole message there), nor signing (an SLH-DSA signature is
+ * 49,856 bytes for any input). */
+#define KSA_OUTPUT_SLACK 4096u
+static int output_follows_input(uint32_t fn) {
+    switch (fn) {
+    case KSA_FN_Encrypt: case KSA_FN_Decrypt: case KSA_FN_EncryptUpdate: case KSA_FN_DecryptUpdate:
+    case KSA_FN_DigestEncryptUpdate: case KSA_FN_DecryptDigestUpdate: case KSA_FN_SignEncryptUpdate:
+    case KSA_FN_DecryptVerifyUpdate: case KSA_FN_EncryptMessage: case KSA_FN_DecryptMessage:
+    case KSA_FN_EncryptMessageNext: case KSA_FN_DecryptMessageNext:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 int ksa_decode_request(uint32_t fn, ksa_rd *r, ksa_arg *args, ksa_arena *ar) {
+    return ksa_decode_request_sized(fn, r, args, ar, 0, NULL);
+}
+
+int ksa_decode_request_sized(uint32_t fn, ksa_rd *r, ksa_arg *args, ksa_arena *ar, int sized, int *reduced) {
     const char *sig = ksa_signature(fn);
     if (!sig) return -1;
+    size_t inputs = 0;
     for (int i = 0; sig[i]; i++) {
         ksa_arg *a = &args[i];
         memset(a, 0, sizeof *a);
@@ -552,7 +608,7 @@ int ksa_decode_request(uint32_t fn, ksa_rd *r, ksa_arg *args, ksa_arena *ar) {
         uint64_t n;
         switch (sig[i]) {
         case 'u': a->ul = (CK_ULONG)ksa_get_u64(r); break;
-        case 'I': if (ksa_get_bytes(r, &a->ptr, &a->len)) return -1; break;
+        case 'I': if (ksa_get_bytes(r, &a->ptr, &a->len)) return -1; inputs += a->len; break;
         case 'O': case 'A': case 'F': {
             f = ksa_get_u8(r);
             n = ksa_get_u64(r);
@@ -560,6 +616,12 @@ int ksa_decode_request(uint32_t fn, ksa_rd *r, ksa_arg *args, ksa_arena *ar) {
             size_t elem = sig[i] == 'O' ? 1 : sizeof(CK_ULONG);
             size_t max = KSA_MAX_OUTPUT / elem;
             size_t c = n > max ? max : (size_t)n;
+            /* Sized: what the call can write, not the capacity the client declares (ksa_serve calls
+             * again at the declared capacity if the module says CKR_BUFFER_TOO_SMALL). */
+            if (sized && sig[i] == 'O' && (f & 1) && output_follows_input(fn) && c > inputs + KSA_OUTPUT_SLACK) {
+                c = inputs + KSA_OUTPUT_SLACK;
+                if (reduced) *reduced = 1;
+            }
             if (f & 2) {
                 a->plen = ksa_arena_alloc(ar, sizeof(CK_ULONG));
                 if (!a->plen) return -1;

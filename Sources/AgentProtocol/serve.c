@@ -125,19 +125,39 @@ int ksa_pair_allowed(uint32_t init_fn, uint32_t call_fn) {
            (init_fn == KSA_FN_DecryptInit && call_fn == KSA_FN_Decrypt);
 }
 
+/* Decodes fn's arguments, with byte outputs sized to what the call can write (codec.c: a client
+ * passing a 1 MiB buffer for 16 KiB made the agent allocate and wipe 1 MiB a call, five times the
+ * whole call's cost), then calls. If the module wants more than that size (CKR_BUFFER_TOO_SMALL,
+ * which leaves the operation as it was: the spec's two-call convention), decodes again at the
+ * client's capacities and calls again, so the client sees what a direct call would answer.
+ * -1: the arguments do not decode, or bytes follow them where `whole` asks for none. */
+static int decode_and_call(const CK_FUNCTION_LIST_3_0 *f, uint32_t fn, ksa_rd *r, int whole, ksa_arg *a,
+                           ksa_arena *arena, CK_RV *rv) {
+    ksa_rd start = *r;
+    int reduced = 0;
+    if (ksa_decode_request_sized(fn, r, a, arena, 1, &reduced) != 0 || (whole && r->left != 0)) return -1;
+    *rv = call(f, fn, a);
+    if (*rv == CKR_BUFFER_TOO_SMALL && reduced) {
+        ksa_arena_free(arena);
+        *r = start;
+        if (ksa_decode_request(fn, r, a, arena) != 0) return -1;
+        *rv = call(f, fn, a);
+    }
+    return 0;
+}
+
 /* One part of a pair: decode (fn, arguments), call, encode (rv, outputs).
  * The rv, or CKR_ARGUMENTS_BAD (*bad set) for a part that does not decode. */
 static CK_RV serve_part(const CK_FUNCTION_LIST_3_0 *f, uint32_t fn, ksa_rd *r, ksa_buf *out, int *bad) {
     ksa_arg a[KSA_MAX_ARGS];
     ksa_arena arena = {0};
     CK_RV rv;
-    if (ksa_decode_request(fn, r, a, &arena) != 0 || r->left != 0) {
+    if (decode_and_call(f, fn, r, 1, a, &arena, &rv) != 0) {
         *bad = 1;
         rv = CKR_ARGUMENTS_BAD;
         ksa_put_u64(out, rv);
         ksa_put_u8(out, 0);
     } else {
-        rv = call(f, fn, a);
         if (ksa_epoch_fn_changes(fn)) ksa_epoch_bump();
         ksa_encode_reply(fn, a, rv, out);
     }
@@ -190,12 +210,12 @@ int ksa_serve(const CK_FUNCTION_LIST_3_0 *f, const uint8_t *req, size_t len, ksa
     ksa_arg a[KSA_MAX_ARGS];
     ksa_arena arena = {0};
     int status = 0;
-    if (ksa_decode_request(fn, &r, a, &arena) != 0) {
+    CK_RV rv;
+    if (decode_and_call(f, fn, &r, 0, a, &arena, &rv) != 0) {
         ksa_put_u64(out, CKR_ARGUMENTS_BAD);
         ksa_put_u8(out, 0);
         status = -1;
     } else {
-        CK_RV rv = call(f, fn, a);
         /* Before the reply leaves: a client that hears of the change sees the new epoch (epoch.c). */
         if (ksa_epoch_fn_changes(fn)) ksa_epoch_bump();
         ksa_encode_reply(fn, a, rv, out);

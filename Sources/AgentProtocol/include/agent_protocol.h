@@ -156,6 +156,11 @@ CK_RV ksa_apply_reply(uint32_t fn, ksa_arg *args, ksa_rd *in);
 
 /* Agent: decodes a call's arguments into agent memory. 0 on success, -1 malformed. */
 int ksa_decode_request(uint32_t fn, ksa_rd *in, ksa_arg *args, ksa_arena *arena);
+/* The same; `sized`: a byte output of a function whose output follows its input (C_Encrypt,
+ * C_DecryptUpdate, C_EncryptMessage...) gets the input's length plus a slack instead of a larger
+ * capacity the client declares, and *reduced is set (the caller calls again at the declared
+ * capacity if the module answers CKR_BUFFER_TOO_SMALL: ksa_serve). */
+int ksa_decode_request_sized(uint32_t fn, ksa_rd *in, ksa_arg *args, ksa_arena *arena, int sized, int *reduced);
 
 /* Agent: encodes rv and the outputs after the call. */
 void ksa_encode_reply(uint32_t fn, ksa_arg *args, CK_RV rv, ksa_buf *out);
