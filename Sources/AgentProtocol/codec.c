@@ -105,10 +105,16 @@ uint64_t ksa_get_u64(ksa_rd *r) {
  * and at free only the resident ones (mincore), the only ones that ever held data, are wiped. */
 #define KSA_ARENA_MAP_MIN (32u << 10)
 struct ksa_block { struct ksa_block *next; size_t size; unsigned char *map; max_align_t data[]; };
+static void *arena_alloc(ksa_arena *a, size_t n, int sparse);
 
-void *ksa_arena_alloc(ksa_arena *a, size_t n) {
+void *ksa_arena_alloc(ksa_arena *a, size_t n) { return arena_alloc(a, n, 0); }
+
+/* `sparse`: an output buffer of a declared capacity the call may leave mostly untouched. Only
+ * those are mapped: a buffer the call fills (a sized output, random bytes) is cheaper from the heap,
+ * whose memory is reused, than as fresh pages faulted in on every call. */
+static void *arena_alloc(ksa_arena *a, size_t n, int sparse) {
     if (n > KSA_MAX_FRAME || a->total > (size_t)KSA_MAX_FRAME * 2 - n) return NULL;
-    int big = n >= KSA_ARENA_MAP_MIN;
+    int big = sparse && n >= KSA_ARENA_MAP_MIN;
     struct ksa_block *b = calloc(1, sizeof *b + (big || !n ? 1 : n));
     if (!b) return NULL;
     if (big) {
@@ -618,7 +624,8 @@ int ksa_decode_request_sized(uint32_t fn, ksa_rd *r, ksa_arg *args, ksa_arena *a
             size_t c = n > max ? max : (size_t)n;
             /* Sized: what the call can write, not the capacity the client declares (ksa_serve calls
              * again at the declared capacity if the module says CKR_BUFFER_TOO_SMALL). */
-            if (sized && sig[i] == 'O' && (f & 1) && output_follows_input(fn) && c > inputs + KSA_OUTPUT_SLACK) {
+            int fills = sized && sig[i] == 'O' && output_follows_input(fn);
+            if (fills && (f & 1) && c > inputs + KSA_OUTPUT_SLACK) {
                 c = inputs + KSA_OUTPUT_SLACK;
                 if (reduced) *reduced = 1;
             }
@@ -630,7 +637,7 @@ int ksa_decode_request_sized(uint32_t fn, ksa_rd *r, ksa_arg *args, ksa_arena *a
             a->cap = (CK_ULONG)c;
             if (sig[i] == 'F') a->ul = (CK_ULONG)c;
             if (f & 1) {
-                a->ptr = ksa_arena_alloc(ar, c * elem);
+                a->ptr = arena_alloc(ar, c * elem, !fills);
                 if (!a->ptr) return -1;
             }
             break;
