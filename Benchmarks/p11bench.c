@@ -1680,9 +1680,10 @@ int main(int argc, char **argv) {
            CPUCLOCK ? "; single-thread rows per second of thread CPU time (BENCH_CPU=1)" : "");
     for (int c = 1; c <= nmods; c++) printf("  %s: %s\n", mods[c].name, mods[c].path);
     /* Which OpenSSL each column ran (issue 13): the raw column is the libcrypto this binary
-     * linked, which the Makefile makes the module's own (the bundle when OPENSSL_MODE=bundled). */
+     * linked, which the Makefile makes keyshare's engine's own (the bundle when OPENSSL_MODE=bundled;
+     * the module itself is C and links none: docs/architecture.md, "Images"). */
     const char *modssl = getenv("BENCH_MODULE_OPENSSL");
-    printf("OpenSSL: raw column %s (%s, linked %s); %s module %s; a reference module uses its own "
+    printf("OpenSSL: raw column %s (%s, linked %s); %s engine %s; a reference module uses its own "
            "(SoftHSM2: the system libcrypto)\n", OpenSSL_version(OPENSSL_VERSION),
            OpenSSL_version(OPENSSL_DIR), BENCH_RAW_LINK, colname[SUBJ],
            modssl && *modssl ? modssl : "(not told: BENCH_MODULE_OPENSSL unset)");
