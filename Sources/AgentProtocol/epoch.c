@@ -11,7 +11,7 @@
  *   token calls, any function not known to be harmless), by any client,
  *   before its reply leaves the agent. A client's own logins, sessions and
  *   session objects are its own: its module drops its tickets itself when it
- *   calls C_Login, C_Logout, C_CloseSession... (agent_client.c), so those do
+ *    calls C_Login, C_Logout, C_CloseSession... (pairs.c), so those do
  *   not end every other client's;
  * - every control request of the CLI (ControlServer.swift: unlock, lock,
  *   generate, ...);

@@ -1,7 +1,7 @@
 /*
  * libkeyshare-pkcs11.so's exported getters and the tables they hand out.
  *
- * Agent mode (the default, docs/agent.md): the agent client's tables (agent_client.c), plain C,
+ * Agent mode (the default, docs/agent.md): the agent client's tables (client_calls.c), plain C,
  * so a host maps no Swift runtime, no OpenSSL and no store code. In-process mode
  * (KEYSHARE_IN_PROCESS=1): the engine's own tables, from libkeyshare-engine.so, loaded on the
  * first getter call (engine.c). The choice is made once, when the library is loaded.

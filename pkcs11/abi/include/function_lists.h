@@ -1,6 +1,6 @@
 /*
  * The function tables' contents, shared by the in-process tables
- * (function_table.c, prefix ks) and the agent client's (agent_client.c,
+ * (function_table.c, prefix ks) and the agent client's (client_calls.c,
  * prefix kc). Designated initialisers in the OASIS order of
  * CK_FUNCTION_LIST_3_0, so a misplaced entry is a compile error.
  */

@@ -15,7 +15,7 @@
  * cannot serve says so with CKR_FUNCTION_NOT_SUPPORTED, as Kryoptic does for the asynchronous
  * ones: never a NULL entry a host would call. The signature-first verify, the validation flags
  * and authenticated wrapping are implemented (Sources/PKCS11Module/Functions32.swift, the agent
- * client's in agent_client.c), and so is key encapsulation (ML-KEM: Sources/PKCS11Module/
+ * client's in client_calls.c), and so is key encapsulation (ML-KEM: Sources/PKCS11Module/
  * Encapsulation.swift); only the asynchronous entries remain here.
  */
 static inline CK_RV ks32_C_AsyncComplete(CK_SESSION_HANDLE hSession, CK_UTF8CHAR_PTR pFunctionName, CK_ASYNC_DATA_PTR pResult)

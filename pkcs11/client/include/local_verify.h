@@ -2,7 +2,7 @@
  * Public-key verification in the client (docs/agent.md, "Verify in the
  * client"): the system's libcrypto.so.3, loaded on first use with dlopen, so
  * the module links no OpenSSL. Nothing here decides whether a key may be
- * used: the agent did at C_VerifyInit (agent_client.c keeps its answer as a
+ * used: the agent did at C_VerifyInit (pairs.c keeps its answer as a
  * ticket); this file only computes what the agent's verify would.
  */
 #ifndef KEYSHARE_LOCAL_VERIFY_H
