@@ -44,7 +44,7 @@ export KEYSHARE_HOME; KEYSHARE_HOME=$(mktemp -d /tmp/keyshare-abi51.XXXXXX)
 "${P[@]}" --init-pin --login --login-type so --so-pin env:SOPIN --new-pin env:PIN --token-label abi >/dev/null 2>&1
 openssl pkey -in "$FIXTURES/identities/auth-upn-new.key.pem" -outform DER -out "$WORK/ec.der"
 "${P[@]}" --token-label abi --login --pin env:PIN --write-object "$WORK/ec.der" --type privkey --id 02 --label ec >/dev/null 2>&1
-check "compile the 51 sweep with ASan" "$CLANG" -g -O1 -fsanitize=address -Wno-unused-result -I "$ROOT/pkcs11/types" -o "$WORK/abi" "$WORK/abi.c" -ldl -lpthread
+check "compile the 51 sweep with ASan" "$CLANG" -g -O1 -fsanitize=address -Wno-unused-result -I "$ROOT/pkcs11/types" -I "$ROOT/pkcs11/abi/include" -o "$WORK/abi" "$WORK/abi.c" -ldl -lpthread
 KEYSHARE_IN_PROCESS=1 run "51 sweep (getters, zero sweep, threads, fork)" "$WORK/abi" "$MODULE"
 rm -rf "$KEYSHARE_HOME"
 finish
