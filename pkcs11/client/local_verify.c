@@ -30,14 +30,17 @@ typedef struct evp_pkey_ctx_st EVP_PKEY_CTX;
 typedef struct evp_md_st EVP_MD;
 typedef struct ossl_lib_ctx_st OSSL_LIB_CTX;
 typedef struct engine_st ENGINE;
+typedef struct ossl_provider_st OSSL_PROVIDER;
 
 static struct {
-    EVP_PKEY *(*d2i_PUBKEY)(EVP_PKEY **, const unsigned char **, long);
+    OSSL_LIB_CTX *(*OSSL_LIB_CTX_new)(void);
+    OSSL_PROVIDER *(*OSSL_PROVIDER_load)(OSSL_LIB_CTX *, const char *);
+    EVP_PKEY *(*d2i_PUBKEY_ex)(EVP_PKEY **, const unsigned char **, long, OSSL_LIB_CTX *, const char *);
     void (*EVP_PKEY_free)(EVP_PKEY *);
     int (*EVP_PKEY_up_ref)(EVP_PKEY *);
     int (*EVP_PKEY_get_base_id)(const EVP_PKEY *);
     int (*EVP_PKEY_get_bits)(const EVP_PKEY *);
-    EVP_PKEY_CTX *(*EVP_PKEY_CTX_new)(EVP_PKEY *, ENGINE *);
+    EVP_PKEY_CTX *(*EVP_PKEY_CTX_new_from_pkey)(OSSL_LIB_CTX *, EVP_PKEY *, const char *);
     void (*EVP_PKEY_CTX_free)(EVP_PKEY_CTX *);
     int (*EVP_PKEY_verify_init)(EVP_PKEY_CTX *);
     int (*EVP_PKEY_verify)(EVP_PKEY_CTX *, const unsigned char *, size_t, const unsigned char *, size_t);
@@ -50,6 +53,11 @@ static struct {
     void (*ERR_clear_error)(void);
 } C;
 
+/* The module's own library context (issue 29, 92-openssl-isolation): the host's libcrypto is
+ * the host's to configure, and its default context may prefer a provider the host's
+ * OPENSSL_CONF names (pkcs11-provider, a marker); every key, fetch and context here names this
+ * one, with only the "default" provider, into which OpenSSL loads no configuration. */
+static OSSL_LIB_CTX *kv_libctx;
 static const EVP_MD *kv_md[KV_DIGESTS];
 static const size_t kv_md_size[KV_DIGESTS] = {0, 20, 28, 32, 48, 64};
 static int kv_loaded;   /* 1 usable, -1 not */
@@ -68,15 +76,20 @@ static void kv_load(void) {
         return;
     }
 #define SYM(name) if (!(*(void **)&C.name = dlsym(h, #name))) { ks_client_note("libcrypto.so.3 has no %s: signatures are verified by the agent", #name); return; }
-    SYM(d2i_PUBKEY) SYM(EVP_PKEY_free) SYM(EVP_PKEY_up_ref) SYM(EVP_PKEY_get_base_id) SYM(EVP_PKEY_get_bits)
-    SYM(EVP_PKEY_CTX_new) SYM(EVP_PKEY_CTX_free) SYM(EVP_PKEY_verify_init) SYM(EVP_PKEY_verify)
+    SYM(OSSL_LIB_CTX_new) SYM(OSSL_PROVIDER_load) SYM(d2i_PUBKEY_ex) SYM(EVP_PKEY_free) SYM(EVP_PKEY_up_ref) SYM(EVP_PKEY_get_base_id) SYM(EVP_PKEY_get_bits)
+    SYM(EVP_PKEY_CTX_new_from_pkey) SYM(EVP_PKEY_CTX_free) SYM(EVP_PKEY_verify_init) SYM(EVP_PKEY_verify)
     SYM(EVP_PKEY_CTX_set_rsa_padding) SYM(EVP_PKEY_CTX_set_signature_md) SYM(EVP_PKEY_CTX_set_rsa_mgf1_md)
     SYM(EVP_PKEY_CTX_set_rsa_pss_saltlen) SYM(EVP_MD_fetch) SYM(EVP_Digest) SYM(ERR_clear_error)
 #undef SYM
+    kv_libctx = C.OSSL_LIB_CTX_new();
+    if (!kv_libctx || !C.OSSL_PROVIDER_load(kv_libctx, "default")) {
+        ks_client_note("libcrypto.so.3: no library context of the module's own: signatures are verified by the agent");
+        return;
+    }
     /* Fetched once (an implicit fetch per call would take the method store's lock every time). */
     static const char *const names[KV_DIGESTS] = {NULL, "SHA1", "SHA2-224", "SHA2-256", "SHA2-384", "SHA2-512"};
     for (int i = 1; i < KV_DIGESTS; i++) {
-        kv_md[i] = C.EVP_MD_fetch(NULL, names[i], NULL);
+        kv_md[i] = C.EVP_MD_fetch(kv_libctx, names[i], NULL);
         if (!kv_md[i]) { ks_client_note("libcrypto.so.3 has no %s: signatures are verified by the agent", names[i]); return; }
     }
     kv_loaded = 1;
@@ -160,7 +173,7 @@ int kv_mechanism(const CK_MECHANISM *m, kv_mech *out) {
 void *kv_key(const uint8_t *spki, size_t n, const kv_mech *m, uint32_t *siglen) {
     if (!kv_available() || !spki || n == 0 || n > (16u << 10)) return NULL;
     const unsigned char *p = spki;
-    EVP_PKEY *k = C.d2i_PUBKEY(NULL, &p, (long)n);
+    EVP_PKEY *k = C.d2i_PUBKEY_ex(NULL, &p, (long)n, kv_libctx, NULL);
     if (!k || p != spki + n) {
         if (k) C.EVP_PKEY_free(k);
         C.ERR_clear_error();
@@ -244,7 +257,7 @@ int kv_verify(void *key, void *ctx, const kv_mech *m, size_t siglen, const uint8
  * public operation (74,800 against 63,000 verifies a second measured here). A
  * context serves one verify at a time (the caller's ticket lends it out). */
 void *kv_ctx(void *key, const kv_mech *m) {
-    EVP_PKEY_CTX *c = key ? C.EVP_PKEY_CTX_new(key, NULL) : NULL;
+    EVP_PKEY_CTX *c = key ? C.EVP_PKEY_CTX_new_from_pkey(kv_libctx, key, NULL) : NULL;
     if (!c) return NULL;
     int ok = C.EVP_PKEY_verify_init(c) == 1;
     if (ok && m->family == KV_RSA) {
