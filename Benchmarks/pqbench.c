@@ -14,7 +14,7 @@
  * BENCH_LATENCY=N (N calls) adds, per KEM row, the distribution of single calls through the
  * module (mean, min, median, p90, p99, p99.9, in us; objects destroyed every 1,000 calls,
  * untimed): the mean is what ops/s sees, the median what a call usually costs, and the gap
- * between them the tail (docs/agent.md, "Round trips").
+ * between them the tail (docs/agent-transport.md, "Round trips").
  *
  * Usage: pqbench MODULE TOKEN_LABEL, PIN in BENCH_PIN. Prints a markdown table. */
 #define _GNU_SOURCE

@@ -1,5 +1,5 @@
 /*
- * The agent's epoch page (docs/agent.md, "Verify in the client"): one
+ * The agent's epoch page (docs/agent-transport.md, "Verify in the client"): one
  * counter the agent moves whenever something may have changed the answer
  * of a C_VerifyInit it gave before, published read-only to every client
  * that asks for it at its hello, so a client can tell without a round trip

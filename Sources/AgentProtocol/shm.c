@@ -1,5 +1,5 @@
 /* Frames through a shared region beside the socket (include/agent_protocol.h,
- * docs/agent.md "Round trips: shared memory").
+ * docs/agent-transport.md "Round trips: shared memory").
  *
  * Why: with bounded polling (spin.c) a call through the agent no longer pays
  * two wakeups, but still four socket syscalls (send and receive, each side)
@@ -17,7 +17,7 @@
  *             SLEEPING: the frame goes on the socket (which wakes the receiver);
  *             a frame too big for the region: EMPTY/SPINNING -> SOCKET, then
  *             the socket (the receiver, seeing SOCKET, reads the socket).
- * Futex parking (docs/agent.md, "Round trips: futex parking"): polling
+ * Futex parking (docs/agent-transport.md, "Round trips: futex parking"): polling
  * stops when the machine has no CPU to spare (spin.c), which is exactly
  * when several client threads call at once; each call then paid a send, a
  * recv and its peeks on both sides. Instead of SLEEPING a receiver first

@@ -1,5 +1,5 @@
 /* Bounded adaptive polling before a blocking read (include/agent_protocol.h,
- * docs/agent.md "Round trips: bounded polling").
+ * docs/agent-transport.md "Round trips: bounded polling").
  *
  * Why: a call through the agent is a ping-pong on a Unix socket. When the
  * client and the agent's connection thread run on different CPUs, each

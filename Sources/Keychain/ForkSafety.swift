@@ -5,7 +5,7 @@ import KeyshareCrypto
 import Synchronization
 
 /// The fork gate: what makes fork() safe while other threads are inside the
-/// PKCS #11 module (docs/reliability.md, "Fork with busy threads").
+/// PKCS #11 module (docs/reliability-findings.md, "Fork with busy threads").
 ///
 /// A forked child has only the forking thread. Any lock another thread held
 /// at the fork (SQLite's global mutexes, OpenSSL's, the Swift runtime's, the

@@ -208,7 +208,7 @@ public final class KeychainStore: @unchecked Sendable {
     /// Refuses to commit (or checkpoint) once the -wal or -shm this
     /// connection opened was deleted or replaced on disk: such a commit
     /// would be acknowledged and then lost, and would not be seen by any
-    /// other process (docs/reliability.md, "Item 11"). Two stat calls.
+    /// other process (docs/reliability-findings.md, "The WAL deleted under a running process"). Two stat calls.
     func checkJournalFiles() throws {
         if let what = db.journalFilesReplaced() {
             throw KeychainError.storage(

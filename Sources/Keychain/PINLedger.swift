@@ -5,7 +5,7 @@ import KeyshareCrypto
 
 /// Failed PIN attempts counted outside the store, for when the store cannot
 /// be written (read-only mount, full disk): login must keep working there,
-/// and PIN guessing must stay bounded (docs/reliability.md, "Item 7").
+/// and PIN guessing must stay bounded (docs/reliability-findings.md, "Read-only mount and full disk").
 ///
 /// One small file per (store file, token, role, PIN wrap) in
 /// /dev/shm/keyshare-<euid>/ holding a decimal count, changed under flock.

@@ -9,7 +9,7 @@ import Glibc
 /// directory), because a store another local user controls hands them
 /// whatever root or the user imports into it next.
 ///
-/// The rule (docs/reliability.md, "Item 6"):
+/// The rule (docs/reliability-findings.md, "A store that belongs to someone else"):
 /// - the directory itself, symlinks resolved, must be owned by the caller's
 ///   effective uid or by root, and must not be group- or world-writable;
 /// - every ancestor up to `/` must be owned by the caller or root and be

@@ -7,7 +7,7 @@ import KeyshareCrypto
 /// Why a store handle cannot write. A store that cannot be written is still
 /// opened, read-only, so that listing, C_Initialize, login and signing keep
 /// working on a read-only mount or a full disk; every write then fails with
-/// the error this reason names (docs/reliability.md, "Item 7").
+/// the error this reason names (docs/reliability-findings.md, "Read-only mount and full disk").
 public enum ReadOnlyReason: Sendable, Equatable, CustomStringConvertible {
     /// The file system holding the store is mounted read-only.
     case readOnlyFileSystem

@@ -104,7 +104,7 @@ public final class Agent: @unchecked Sendable {
 
     /// How long a connection thread polls for its client's next call before
     /// blocking (KEYSHARE_AGENT_SPIN_US of the agent's environment, read once;
-    /// docs/agent.md "Round trips: bounded polling").
+    /// docs/agent-transport.md "Round trips: bounded polling").
     let spinMicroseconds: UInt32 = ksa_spin_budget_us()
     /// Whether clients get a shared region for their frames (Sources/AgentProtocol/shm.c;
     /// KEYSHARE_AGENT_SHM=0 in the agent's environment: sockets only).

@@ -211,7 +211,7 @@ struct AgentConnection {
         var chan = ksa_chan()
         ksa_chan_init(&chan, fd, shm, 1, agent.spinMicroseconds)
         defer {
-            // How the frames went (docs/agent.md, "Round trips: shared memory"): a
+            // How the frames went (docs/agent-transport.md, "Round trips: shared memory"): a
             // line per connection, so a user (and 79-agent-spin) can see the region work.
             if chan.shm_in + chan.sock_in > 0 {
                 AgentLog.line("pid \(client.pid): connection closed after \(chan.shm_in + chan.sock_in) calls: \(chan.shm_in) calls and \(chan.shm_out) replies through shared memory\(shm == nil ? " (none: sockets only)" : ", \(chan.parked_in) of the calls met the agent parked")")

@@ -27,7 +27,7 @@ public struct InitializeArguments: Sendable, Equatable {
 /// module's critical sections is the deadlock the notes warn about, so the
 /// callbacks are validated and never called.
 ///
-/// Fork (docs/reliability.md, "Fork with busy threads"): pthread_atfork
+/// Fork (docs/reliability-findings.md, "Fork with busy threads"): pthread_atfork
 /// handlers are registered when the library is loaded
 /// (pkcs11/abi/fork_handlers.c → `prepareForFork` / `parentAfterFork` /
 /// `childAfterFork`). The prepare handler waits until no thread is inside the

@@ -7,7 +7,7 @@ import Glibc
 #endif
 
 /// Frames through the shared region beside the socket (Sources/AgentProtocol/shm.c,
-/// docs/agent.md "Round trips: shared memory"): a polling receiver gets frames
+/// docs/agent-transport.md "Round trips: shared memory"): a polling receiver gets frames
 /// through the region, a sleeping one on the socket, a frame too big for the
 /// region goes on the socket, and the agent's side refuses a region a hostile
 /// client has scribbled on. The two sides map the same memfd twice, as the
@@ -123,7 +123,7 @@ import Glibc
         #expect(left == [0, 0, 0, 0, 0])
     }
 
-    /// Futex parking (issue 30, docs/agent.md "Round trips: futex parking"): a
+    /// Futex parking (issue 30, docs/agent-transport.md "Round trips: futex parking"): a
     /// receiver that does not poll sleeps on its state word (PARKED); the
     /// sender writes the frame into the region and wakes it: no socket either
     /// way, and the wake comes at once, not at the park's deadline.

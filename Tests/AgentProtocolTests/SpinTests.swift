@@ -7,7 +7,7 @@ import Glibc
 #endif
 
 /// Bounded adaptive polling before a blocking read (Sources/AgentProtocol/spin.c,
-/// docs/agent.md "Round trips: bounded polling"): it never consumes a byte, a
+/// docs/agent-transport.md "Round trips: bounded polling"): it never consumes a byte, a
 /// budget of 0 never polls, an unanswered poll backs off, an answered one
 /// resets the back-off, and a poll never outlasts its budget by much.
 @Suite struct SpinTests {

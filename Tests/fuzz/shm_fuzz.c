@@ -1,6 +1,6 @@
 /*
  * libFuzzer target for the agent's side of the shared region (Sources/AgentProtocol/shm.c,
- * docs/agent.md "Round trips: shared memory"): a hostile client owns half of
+ * docs/agent-transport.md "Round trips: shared memory"): a hostile client owns half of
  * the region and the other end of the socket, and may write anything there,
  * in any order. The input is a script of such writes, interleaved with the
  * agent's receives and sends:

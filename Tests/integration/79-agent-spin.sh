@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bounded adaptive polling on the agent's socket (docs/agent.md, "Round trips:
+# Bounded adaptive polling on the agent's socket (docs/agent-transport.md, "Round trips:
 # bounded polling"): after a request the client polls briefly for the reply,
 # after a reply the agent's connection thread polls briefly for the next
 # request, both before blocking. Checks: the agent names its budget
@@ -106,7 +106,7 @@ round "KEYSHARE_AGENT_SPIN_US=0" 0 0
 round "KEYSHARE_AGENT_SPIN_US=200" 200 200
 round "KEYSHARE_AGENT_SHM=0" "" 50 0
 
-# Pairs (issue 30, docs/agent.md "Round trips: init and call in one frame"): an
+# Pairs (issue 30, docs/agent-transport.md "Round trips: init and call in one frame"): an
 # init that succeeded before with the same arguments travels with its call.
 # c/pairhost.c checks the PKCS #11 answers (errors from the init, a second init
 # refused, length queries, multi-part, symmetric, a key destroyed in between);

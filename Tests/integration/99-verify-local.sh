@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Verify in the client (issue 30; docs/agent.md, "Verify in the client"): the
+# Verify in the client (issue 30; docs/agent-transport.md, "Verify in the client"): the
 # module verifies ECDSA and RSA (PKCS #1 v1.5, PSS; raw and hashed) signatures
 # itself with the system's libcrypto.so.3, once the agent has accepted the same
 # C_VerifyInit on the session and handed it the public key, and only while the

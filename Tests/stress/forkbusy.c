@@ -9,7 +9,7 @@
  * agent mode (docs/agent.md) the child must have no store open at all (exit
  * 17). In both modes the child must start with no socket inherited from the
  * module, not even one a parent thread was using at the fork (exit 16), and
- * no mapping of a connection's shared region (docs/agent.md "Round trips:
+ * no mapping of a connection's shared region (docs/agent-transport.md "Round trips:
  * shared memory"; exit 18): the parent's calls would meet the child's there.
  *
  * Usage: forkbusy MODULE FORKS [TIMEOUT_SECONDS]   (PIN from the environment: PIN)

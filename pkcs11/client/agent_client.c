@@ -55,7 +55,7 @@ const volatile uint64_t *kc_epoch;
 dev_t kc_epoch_dev;
 ino_t kc_epoch_ino;
 
-/* KEYSHARE_AGENT_SPIN_US of this process, read once (docs/agent.md, "Round trips"). */
+/* KEYSHARE_AGENT_SPIN_US of this process, read once (docs/agent-transport.md, "Round trips"). */
 uint32_t kc_spin_us(void) {
     static int read_once;
     static uint32_t us;

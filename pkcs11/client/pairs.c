@@ -1,5 +1,5 @@
 /*
- * The agent client's pairs and verify tickets (docs/agent.md, "Round trips: init and call in one
+ * The agent client's pairs and verify tickets (docs/agent-transport.md, "Round trips: init and call in one
  * frame", "Verify in the client"), and kc_call, through which every forwarded call goes. The
  * connections they use are agent_client.c's (client_internal.h).
  */
@@ -42,7 +42,7 @@
  * succeeded with the same bytes and now fails (a key another process
  * deleted, an unlock that expired in between) reports its error from the
  * call, as when that happens right after the init returned; documented in
- * docs/agent.md ("Round trips: init and call in one frame").
+ * docs/agent-transport.md ("Round trips: init and call in one frame").
  * KEYSHARE_AGENT_PAIR=0 turns it off. */
 #define KC_PAIR_SLOTS 256u
 #define KC_PAIR_MAX 512u   /* the largest encoded init kept (an RSA-PSS or GCM init is < 100 bytes) */
@@ -58,7 +58,7 @@ struct kc_pair {
                       one-shot call seen to end the operation */
     uint32_t n;
     uint8_t init[KC_PAIR_MAX];   /* u32 fn, then the arguments, as ksa_encode_request wrote them */
-    /* Issue 30, verify in the client (docs/agent.md, "Verify in the client"). With
+    /* Issue 30, verify in the client (docs/agent-transport.md, "Verify in the client"). With
      * the agent's epoch page, `known` holds only while the page reads `epoch`,
      * the value read before that init was sent: anything the agent did since
      * that may change an init's answer (another process destroying the key,

@@ -83,7 +83,7 @@ enum ksa_function {
     KSA_FN_COUNT
 };
 
-/* A pair (issue 30, docs/agent.md "Round trips: init and call in one frame"):
+/* A pair (issue 30, docs/agent-transport.md "Round trips: init and call in one frame"):
  * an init and the one-shot call that follows it, in one frame, served in
  * order; the second only when the first returned CKR_OK. Request: u32 id,
  * u32 KSA_FN_Pair, u32 n, then the init's (u32 fn, arguments) in n bytes,
@@ -346,7 +346,7 @@ int ksa_read_frame_next(int fd, ksa_buf *b);
 /* ---- bounded adaptive polling before a blocking read (spin.c) ---- */
 
 /* KEYSHARE_AGENT_SPIN_US when unset: the most a reader polls for its peer's
- * next frame before it blocks (docs/agent.md, "Round trips"). */
+ * next frame before it blocks (docs/agent-transport.md, "Round trips"). */
 #define KSA_SPIN_US_DEFAULT 50u
 #define KSA_SPIN_ALWAYS 1u
 typedef struct ksa_spin {
@@ -391,7 +391,7 @@ void ksa_spin_hit(ksa_spin *s);
 void ksa_spin_miss(ksa_spin *s);
 void ksa_spin_pause(void);
 
-/* ---- frames through shared memory (shm.c; docs/agent.md "Round trips: shared memory") ---- */
+/* ---- frames through shared memory (shm.c; docs/agent-transport.md "Round trips: shared memory") ---- */
 
 /* A connection's shared region: per direction a state word, a length and
  * one frame's bytes (the payload only: no length prefix), 64 KiB a
@@ -412,7 +412,7 @@ enum {
 /* How long a receiver sleeps on its state word (a futex: no CPU) before it
  * falls back to sleeping in recv, where it also sees the peer's death (EOF).
  * A sender that finds PARKED writes the frame and wakes it: one futex call
- * each side instead of a send and a recv (docs/agent.md, "Round trips: futex
+ * each side instead of a send and a recv (docs/agent-transport.md, "Round trips: futex
  * parking"). KEYSHARE_AGENT_PARK_US overrides it (0: off, at most 1 s). */
 #define KSA_SHM_PARK_US_DEFAULT 50000u
 uint32_t ksa_shm_park_us(void);

@@ -1,5 +1,5 @@
 /*
- * A host for 79-agent-spin.sh (docs/agent.md, "Round trips: init and call in
+ * A host for 79-agent-spin.sh (docs/agent-transport.md, "Round trips: init and call in
  * one frame", issue 30): an init that succeeded before with the same
  * arguments travels with its one-shot call. Checks that the PKCS #11 answers
  * stay those of one call at a time: repeated C_SignInit + C_Sign (ECDSA

@@ -1,5 +1,5 @@
 /*
- * A host for 79-agent-spin.sh (docs/agent.md, "Round trips: bounded
+ * A host for 79-agent-spin.sh (docs/agent-transport.md, "Round trips: bounded
  * polling"): loads the module, opens a session, makes N empty calls
  * (C_GetSessionInfo) and prints "ready US" (mean microseconds per call),
  * then for each line on stdin:

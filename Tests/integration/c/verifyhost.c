@@ -1,5 +1,5 @@
 /*
- * A host for 99-verify-local.sh (docs/agent.md, "Verify in the client"): one
+ * A host for 99-verify-local.sh (docs/agent-transport.md, "Verify in the client"): one
  * process that keeps its session while the script (and other processes)
  * change things around it. Reads one command a line on stdin and answers one
  * line on stdout (the return value's name, or "ok ..."), so the script can
