@@ -1,5 +1,5 @@
 /*
- * Public-key verification in the client (include/local_verify.h; docs/agent.md,
+ * Public-key verification in the client (include/local_verify.h; docs/agent-transport.md,
  * "Verify in the client"). Issue 30: C_VerifyInit + C_Verify through the agent
  * cost a round trip each time (0.75x raw OpenSSL for ECDSA P-256 at 2 threads,
  * 0.55x for RSA-2048), and a verify needs nothing secret.
@@ -101,7 +101,7 @@ int kv_available(void) {
 }
 
 int kv_wanted(void) {
-    const char *v = getenv("KEYSHARE_AGENT_VERIFY_LOCAL");
+    const char *v = secure_getenv("KEYSHARE_AGENT_VERIFY_LOCAL");
     return !(v && strcmp(v, "0") == 0);
 }
 

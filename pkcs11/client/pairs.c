@@ -114,7 +114,7 @@ void kc_pairs_forget(void) {
         pthread_mutex_unlock(&kc_pairs[i].lock);
     }
     __atomic_store_n(&kc_pending, 0, __ATOMIC_RELEASE);
-    const char *v = getenv("KEYSHARE_AGENT_PAIR");
+    const char *v = secure_getenv("KEYSHARE_AGENT_PAIR");
     __atomic_store_n(&kc_pairs_off, v && strcmp(v, "0") == 0, __ATOMIC_RELEASE);
 }
 
@@ -129,7 +129,7 @@ void kc_pairs_init(void) {
         memset(kc_pairs[i].tickets, 0, sizeof kc_pairs[i].tickets);
     }
     __atomic_store_n(&kc_pending, 0, __ATOMIC_RELEASE);
-    const char *v = getenv("KEYSHARE_AGENT_PAIR");
+    const char *v = secure_getenv("KEYSHARE_AGENT_PAIR");
     __atomic_store_n(&kc_pairs_off, v && strcmp(v, "0") == 0, __ATOMIC_RELEASE);
 }
 
