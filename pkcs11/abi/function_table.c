@@ -21,10 +21,7 @@
 
 static CK_RV ks_C_GetMechanismInfo_3_0(CK_SLOT_ID slotID, CK_MECHANISM_TYPE type, CK_MECHANISM_INFO_PTR pInfo)
 {
-    CK_RV rv = ks_C_GetMechanismInfo(slotID, type, pInfo);
-    if (rv == CKR_OK)
-        pInfo->flags &= ~KS_MECHANISM_FLAGS_3_2_ONLY;
-    return rv;
+    return ks_filtered_mechanism_info(ks_C_GetMechanismInfo, slotID, type, pInfo);
 }
 
 static CK_RV ks_C_GetMechanismList_3_0(CK_SLOT_ID slotID, CK_MECHANISM_TYPE_PTR pMechanismList, CK_ULONG_PTR pulCount)

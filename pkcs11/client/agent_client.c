@@ -127,6 +127,12 @@ const CK_FUNCTION_LIST_3_2 *kc_lazy_engine(void) {
     return (const CK_FUNCTION_LIST_3_2 *)i->pFunctionList;
 }
 
+/* Ends the empty view (kc_lazy) when an agent takes over or the host finalizes. */
+void kc_lazy_finalize(void) {
+    const CK_FUNCTION_LIST_3_2 *L = kc_lazy_engine();
+    if (L) (void)L->C_Finalize(NULL);
+}
+
 /* ---- connecting ------------------------------------------------------------ */
 
 /* KEYSHARE_DEBUG as the in-process log reads it (Sources/PKCS11/Log.swift). */
@@ -568,7 +574,7 @@ CK_RV kc_acquire(struct kc_conn **out) {
             pthread_mutex_unlock(&kc_lock);
             return kc_lazy ? rv : CKR_DEVICE_REMOVED;
         }
-        if (kc_lazy && kc_lazy_engine()) (void)kc_lazy_engine()->C_Finalize(NULL);
+        if (kc_lazy) kc_lazy_finalize();
         kc_lost = 0;
         kc_lazy = 0;
         *out = c;

@@ -59,7 +59,8 @@ static CK_RV kc_C_Initialize(CK_VOID_PTR pInitArgs) {
             return CKR_DEVICE_ERROR;
         }
         if (fd >= 0) close(fd);
-        if (fd == -1 && kc_lazy_engine() && kc_lazy_engine()->C_Initialize(NULL) == CKR_OK) {
+        const CK_FUNCTION_LIST_3_2 *L = fd == -1 ? kc_lazy_engine() : NULL;
+        if (L && L->C_Initialize(NULL) == CKR_OK) {
             kc_initialized = 1;
             kc_lost = 0;
             __atomic_store_n(&kc_lazy, 1, __ATOMIC_RELEASE);
@@ -105,7 +106,7 @@ static CK_RV kc_C_Finalize(CK_VOID_PTR pReserved) {
     }
     int lost = kc_lost;
     if (kc_lazy) {
-        if (kc_lazy_engine()) (void)kc_lazy_engine()->C_Finalize(NULL);
+        kc_lazy_finalize();
         __atomic_store_n(&kc_lazy, 0, __ATOMIC_RELEASE);
     }
     kc_initialized = 0;

@@ -29,27 +29,20 @@ static CK_CHAR ks_interface_name[] = "PKCS 11";
 static CK_INTERFACE ks_interfaces_agent[KS_INTERFACE_COUNT];
 static CK_FUNCTION_LIST ks_agent_2_40;
 static CK_FUNCTION_LIST_3_0 ks_agent_3_0;
-static CK_C_GetMechanismInfo ks_agent_mechanism_info;
-static CK_C_GetMechanismList ks_agent_mechanism_list;
 
 static CK_RV ks_agent_C_GetMechanismList_3_0(CK_SLOT_ID slotID, CK_MECHANISM_TYPE_PTR pMechanismList, CK_ULONG_PTR pulCount)
 {
-    return ks_filtered_mechanism_list(ks_agent_mechanism_list, slotID, pMechanismList, pulCount);
+    return ks_filtered_mechanism_list(kc_function_list_3_2()->C_GetMechanismList, slotID, pMechanismList, pulCount);
 }
 
 static CK_RV ks_agent_C_GetMechanismInfo_3_0(CK_SLOT_ID slotID, CK_MECHANISM_TYPE type, CK_MECHANISM_INFO_PTR pInfo)
 {
-    CK_RV rv = ks_agent_mechanism_info(slotID, type, pInfo);
-    if (rv == CKR_OK)
-        pInfo->flags &= ~KS_MECHANISM_FLAGS_3_2_ONLY;
-    return rv;
+    return ks_filtered_mechanism_info(kc_function_list_3_2()->C_GetMechanismInfo, slotID, type, pInfo);
 }
 
 /* Builds the agent tables once, when the library is loaded, before any caller can ask. */
 __attribute__((constructor)) static void ks_choose_tables(void) {
     if (!ks_agent_mode()) return;
-    ks_agent_mechanism_info = kc_function_list_3_2()->C_GetMechanismInfo;
-    ks_agent_mechanism_list = kc_function_list_3_2()->C_GetMechanismList;
     ks_agent_2_40 = *kc_function_list_2_40();
     ks_agent_2_40.C_GetMechanismInfo = ks_agent_C_GetMechanismInfo_3_0;
     ks_agent_2_40.C_GetMechanismList = ks_agent_C_GetMechanismList_3_0;

@@ -109,6 +109,17 @@ static inline CK_RV ks_filtered_mechanism_list(CK_C_GetMechanismList full, CK_SL
     return rv;
 }
 
+/* C_GetMechanismInfo of the 3.0 and 2.40 tables: `full`'s answer (the 3.2 one) without the
+ * flags only 3.2 defines. */
+static inline CK_RV ks_filtered_mechanism_info(CK_C_GetMechanismInfo full, CK_SLOT_ID slotID, CK_MECHANISM_TYPE type,
+                                               CK_MECHANISM_INFO_PTR pInfo)
+{
+    CK_RV rv = full(slotID, type, pInfo);
+    if (rv == CKR_OK)
+        pInfo->flags &= ~KS_MECHANISM_FLAGS_3_2_ONLY;
+    return rv;
+}
+
 /* C_GetInterfaceList and C_GetInterface over a table of KS_INTERFACE_COUNT interfaces (the
  * newest first), with the functions' two-call and argument rules. */
 #define KS_INTERFACE_COUNT 3

@@ -38,6 +38,7 @@ uint32_t kc_spin_us(void);
 struct kc_conn *kc_conn_new_locked(int fd, ksa_shm *shm, unsigned generation);
 void kc_conn_free_locked(struct kc_conn *c);
 const CK_FUNCTION_LIST_3_2 *kc_lazy_engine(void);
+void kc_lazy_finalize(void);
 int kc_lazy_call(uint32_t fn);
 int kc_store_exists(void);
 int kc_connect_agent(int allow_start, pid_t *peer);
